@@ -1,0 +1,69 @@
+"""The metrics a pass can yield: name → unit, direction, source.
+
+One table shared by the campaign file (validating `primary_metric` and guardrails), the
+runner (naming the rows of `passes.csv`) and the verdicts (sign of a gain). A metric's
+direction says which way is better; gains are always reported so that positive = better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["higher", "lower"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction
+    source: Literal["aiperf", "spec_decode", "pass"]
+    description: str
+
+
+_METRICS = [
+    Metric("output_token_throughput", "tok/s", "higher", "aiperf",
+           "output tokens per second over the whole pass (all streams)"),
+    Metric("output_token_throughput_per_user", "tok/s", "higher", "aiperf",
+           "output tokens per second seen by one stream (mean over requests)"),
+    Metric("request_throughput", "req/s", "higher", "aiperf", "completed requests per second"),
+    Metric("ttft_p50", "ms", "lower", "aiperf", "time to first token, median"),
+    Metric("ttft_p99", "ms", "lower", "aiperf", "time to first token, 99th percentile"),
+    Metric("itl_p50", "ms", "lower", "aiperf", "inter-token latency, median"),
+    Metric("itl_p99", "ms", "lower", "aiperf", "inter-token latency, 99th percentile"),
+    Metric("request_latency_p50", "ms", "lower", "aiperf", "end-to-end request latency, median"),
+    Metric("request_latency_p99", "ms", "lower", "aiperf",
+           "end-to-end request latency, 99th percentile"),
+    Metric("error_rate", "fraction", "lower", "pass", "failed requests ÷ all requests"),
+    Metric("requests_completed", "count", "higher", "pass", "requests that completed"),
+    Metric("output_tokens", "count", "higher", "pass", "output tokens generated in the pass"),
+    Metric("acceptance_rate", "fraction", "higher", "spec_decode",
+           "accepted ÷ draft tokens (vLLM's reported rate, not the per-position a)"),
+    Metric("accepted_per_draft", "tokens", "higher", "spec_decode",
+           "accepted tokens ÷ drafts: accepted drafts per verification step"),
+    Metric("tokens_per_step", "tokens", "higher", "spec_decode",
+           "1 + accepted ÷ drafts: tokens emitted per verification step"),
+    Metric("implied_a", "fraction", "higher", "spec_decode",
+           "per-position acceptance a solved from rate = (a + … + a^k)/k"),
+    Metric("draft_tokens", "count", "higher", "spec_decode", "draft tokens proposed in the pass"),
+    Metric("drafts", "count", "higher", "spec_decode", "verification steps with drafts"),
+    Metric("accepted_tokens", "count", "higher", "spec_decode", "draft tokens accepted"),
+]
+
+MAX_POSITIONS = 16
+for _i in range(MAX_POSITIONS):
+    _METRICS.append(Metric(f"acceptance_pos{_i}", "fraction", "higher", "spec_decode",
+                           f"accepted at draft position {_i} ÷ drafts"))
+
+METRICS: dict[str, Metric] = {m.name: m for m in _METRICS}
+
+
+def direction(name: str) -> Direction:
+    """Direction of a known metric; unknown names count as higher-is-better."""
+    metric = METRICS.get(name)
+    return metric.direction if metric else "higher"
+
+
+def is_known(name: str) -> bool:
+    return name in METRICS

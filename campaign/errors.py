@@ -1,0 +1,78 @@
+"""Expected failures of spec-ab, each mapped to a documented exit code.
+
+    CampaignError                 base; never raised itself
+    ├── UsageError        (2)     bad command-line usage, unfinished command
+    ├── SpecError         (2)     invalid campaign file: one line per problem, YAML path + line
+    ├── PreflightError    (3)     environment not ready: docker, image, port, files, GPU busy
+    ├── ServerError       (3)     a server did not start, never became ready, or died booting
+    ├── PassError         (3)     a load-generator pass could not run at all (AIPerf missing)
+    ├── ResultsError      (2)     a results directory is missing, damaged or of another version
+    ├── IncompleteError   (4)     the campaign finished but some pairs are invalid
+    └── Interrupted       (130)   Ctrl-C / SIGTERM; everything already measured is kept
+
+Anything else escaping the CLI is a bug: exit 1 with a traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BUG = 1
+EXIT_USAGE = 2
+EXIT_INFRA = 3
+EXIT_INCOMPLETE = 4
+EXIT_INTERRUPTED = 130
+
+
+class CampaignError(Exception):
+    """An expected failure with a message for the user and an exit code."""
+
+    exit_code = EXIT_BUG
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  → {self.hint}"
+
+
+class UsageError(CampaignError):
+    exit_code = EXIT_USAGE
+
+
+class SpecError(CampaignError):
+    """An invalid campaign file. `problems` holds one line per problem."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, path: str, problems: list[str]) -> None:
+        self.path = path
+        self.problems = problems
+        lines = "\n".join(f"  {p}" for p in problems)
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{path}: {len(problems)} {noun}\n{lines}")
+
+
+class PreflightError(CampaignError):
+    exit_code = EXIT_INFRA
+
+
+class ServerError(CampaignError):
+    exit_code = EXIT_INFRA
+
+
+class PassError(CampaignError):
+    exit_code = EXIT_INFRA
+
+
+class ResultsError(CampaignError):
+    exit_code = EXIT_USAGE
+
+
+class IncompleteError(CampaignError):
+    exit_code = EXIT_INCOMPLETE
+
+
+class Interrupted(CampaignError):
+    exit_code = EXIT_INTERRUPTED
