@@ -1,0 +1,51 @@
+"""Pairs × arms → the ordered list of slots (pure).
+
+A pair is a block holding the control and every candidate, booted back to back so each
+candidate is measured in the same window as its own control.  Orders:
+
+- `AB`: control first in every pair (control, cand1, cand2, ...);
+- `ABBA`: pairs alternate AB then BA, so a linear drift across the window cancels;
+- `random`: a seeded shuffle of the arms inside each pair.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+Order = Literal["AB", "ABBA", "random"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    """Position in the whole campaign, from 0."""
+    pair: int
+    """Pair number, from 1."""
+    arm: str
+    position: int
+    """Position inside the pair, from 0."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.pair:02d}/{self.arm}"
+
+
+def plan_slots(pairs: int, arms: list[str], order: Order, seed: int = 0) -> list[Slot]:
+    """Every arm of every pair, in the pre-registered order. `arms[0]` is the control."""
+    if pairs < 1:
+        raise ValueError("pairs must be ≥ 1")
+    if len(arms) < 2 or len(set(arms)) != len(arms):
+        raise ValueError("need a control and at least one distinct candidate")
+    rng = random.Random(seed)
+    slots: list[Slot] = []
+    for pair in range(1, pairs + 1):
+        block = list(arms)
+        if order == "ABBA" and pair % 2 == 0:
+            block.reverse()
+        elif order == "random":
+            rng.shuffle(block)
+        for position, arm in enumerate(block):
+            slots.append(Slot(index=len(slots), pair=pair, arm=arm, position=position))
+    return slots

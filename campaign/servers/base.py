@@ -1,0 +1,64 @@
+"""The protocol every server backend implements, and the context an arm runs in.
+
+A backend only launches, watches and stops. Readiness (port, /health, /v1/models, a
+1-token request) is generic and lives in `campaign.readiness`; it polls `alive()` so a
+server that dies while booting fails fast with `exit_status()` and the last `logs()`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ArmContext:
+    """Where and as what one arm of one pair runs."""
+
+    run_id: str
+    pair: int
+    arm: str
+    log_path: Path
+    """The server's combined output is streamed here from its first second."""
+    campaign_dir: Path
+    """Relative paths in the campaign file resolve against this folder."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Labels for everything started (`spec-ab.run`, `spec-ab.pair`, `spec-ab.arm`)."""
+
+
+class Server(Protocol):
+    """One arm's server. `stop()` is idempotent and safe to call after any failure."""
+
+    @property
+    def base_url(self) -> str:
+        """http://host:port the load generator talks to."""
+        ...
+
+    def start(self) -> None:
+        """Launch (not wait for readiness). Raises `ServerError` when it cannot launch."""
+        ...
+
+    def alive(self) -> bool:
+        """False once the server process / container has exited."""
+        ...
+
+    def exit_status(self) -> str | None:
+        """How it ended, in words ("exited with code 1", "OOM-killed"), or None if alive."""
+        ...
+
+    def logs(self, tail: int = 40) -> list[str]:
+        """The last `tail` lines of the server's output."""
+        ...
+
+    def stop(self) -> None:
+        """Stop gracefully with a timeout, then kill; remove what was started."""
+        ...
+
+    def describe(self) -> list[str]:
+        """Command lines a person could paste to do the same launch by hand."""
+        ...
+
+    def facts(self) -> dict[str, Any]:
+        """Facts for the manifest (image digests, pids, hosts), JSON-serialisable."""
+        ...

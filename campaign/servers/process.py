@@ -1,0 +1,155 @@
+"""`process` backend: the server is a local command in its own process group.
+
+Output (stdout and stderr) goes straight into the arm's log file, so nothing is lost if
+the runner itself dies. Stop sends SIGTERM to the whole group, waits, then SIGKILL:
+no grandchild survives an arm.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from campaign.errors import ServerError
+from campaign.servers.base import ArmContext
+from campaign.spec import ProcessLaunch
+from campaign.textfiles import tail_lines
+
+
+def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
+    """The environment of a child: ours + the launch's, with this Python's bin first on
+    PATH (so `spec-ab`/`aiperf` in a command resolve to the runner's own environment),
+    and the run id + runner pid that `spec-ab clean` uses to find leftovers."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env.update(extra)
+    if ctx is not None:
+        env["SPECAB_RUN_ID"] = ctx.run_id
+        env["SPECAB_RUNNER_PID"] = str(os.getpid())
+        env["SPECAB_ARM"] = ctx.arm
+        env["SPECAB_PAIR"] = str(ctx.pair)
+    return env
+
+
+def describe_status(returncode: int | None) -> str | None:
+    if returncode is None:
+        return None
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}"
+    return f"exited with code {returncode}"
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float, *,
+               first: signal.Signals = signal.SIGTERM,
+               clock: Callable[[], float] = time.monotonic) -> None:
+    """Signal the process group, wait up to `grace_s`, then SIGKILL the group."""
+    if proc.poll() is not None:
+        _reap_group(proc.pid)
+        return
+    try:
+        os.killpg(proc.pid, first)
+    except ProcessLookupError:
+        return
+    deadline = clock() + grace_s
+    while proc.poll() is None and clock() < deadline:
+        time.sleep(0.02)
+    _reap_group(proc.pid)
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def _reap_group(pgid: int) -> None:
+    """SIGKILL whatever is left in the group (grandchildren that ignored SIGTERM)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ProcessServer:
+    """A server started as a local command (`backend: process`)."""
+
+    def __init__(self, launch: ProcessLaunch, ctx: ArmContext, *,
+                 popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen) -> None:
+        self.launch = launch
+        self.ctx = ctx
+        self._popen = popen
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.launch.base_url
+
+    @property
+    def cwd(self) -> Path:
+        cwd = self.launch.cwd
+        if cwd is None:
+            return self.ctx.campaign_dir
+        return cwd if cwd.is_absolute() else self.ctx.campaign_dir / cwd
+
+    def start(self) -> None:
+        self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.ctx.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        try:
+            self._proc = self._popen(
+                self.launch.argv,
+                cwd=self.cwd,
+                env=child_env(self.launch.env, self.ctx),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            self._close_log()
+            raise ServerError(
+                f"cannot start {self.ctx.arm}: command '{self.launch.argv[0]}' not found",
+                hint="check server.command in the campaign file (or the arm's args)",
+            ) from None
+        except OSError as exc:
+            self._close_log()
+            raise ServerError(f"cannot start {self.ctx.arm}: {exc}") from None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def exit_status(self) -> str | None:
+        if self._proc is None:
+            return "never started"
+        return describe_status(self._proc.poll())
+
+    def logs(self, tail: int = 40) -> list[str]:
+        return tail_lines(self.ctx.log_path, tail)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            kill_group(self._proc, self.launch.stop_timeout_s)
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def describe(self) -> list[str]:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.launch.env.items())
+        argv = shlex.join(self.launch.argv)
+        return [f"cd {shlex.quote(str(self.cwd))} && {env + ' ' if env else ''}{argv}"]
+
+    def facts(self) -> dict[str, Any]:
+        return {"backend": "process", "argv": self.launch.argv,
+                "pid": self._proc.pid if self._proc else None, "cwd": str(self.cwd)}

@@ -1,0 +1,231 @@
+"""Configuration of the simulated lane and where each knob comes from.
+
+Precedence, lowest to highest (a later source overrides an earlier one, key by key):
+
+  1. built-in defaults (this module);
+  2. the config file given by `--config FILE` (or `SPECAB_SIM_CONFIG`);
+  3. the overrides file, `campaign/sim/overrides.yaml` inside the installed package (or the
+     path in `SPECAB_SIM_OVERRIDES`) — a candidate container bind-mounts a patched copy
+     over it, the way real candidates patch a file of vLLM;
+  4. `SPECAB_SIM_*` environment variables (one per knob, see `ENV_PREFIX`);
+  5. explicit command-line options of `spec-ab sim serve`.
+
+Nested knobs: `cost.<param>` ↔ `SPECAB_SIM_COST_<PARAM>`, `acceptance.<class>` ↔
+`SPECAB_SIM_ACCEPTANCE_<CLASS>`.  Every key is validated; an unknown key is an error that
+names its source, so a typo in a bind-mounted file cannot silently do nothing.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from ruamel.yaml import YAML
+
+from campaign.sim.acceptance import CLASSES, DEFAULT_DECAY, DEFAULT_RATES
+from campaign.sim.costmodel import CostParams
+
+ENV_PREFIX = "SPECAB_SIM_"
+OVERRIDES_PATH = Path(__file__).resolve().parent / "overrides.yaml"
+DEFAULT_TOKENIZER = Path(__file__).resolve().parent.parent.parent / "fixtures" / "tokenizer"
+
+
+class ConfigError(ValueError):
+    """A knob could not be read or is invalid; the message names its source."""
+
+
+class CostConfig(BaseModel):
+    """Step-time cost model parameters (real-time ms); see campaign/sim/costmodel.py."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_ms: float = Field(CostParams.base_ms, ge=0, description="fixed cost of a step")
+    stream_ms: float = Field(CostParams.stream_ms, ge=0, description="cost per running stream")
+    verify_ms_per_token: float = Field(CostParams.verify_ms_per_token, ge=0,
+                                       description="dense cost per verified token")
+    compute_knee_tokens: float = Field(CostParams.compute_knee_tokens, ge=0,
+                                       description="tokens per step where compute-bound starts")
+    compute_ms_per_token: float = Field(CostParams.compute_ms_per_token, ge=0,
+                                        description="extra cost per token past the knee")
+    n_experts: int = Field(CostParams.n_experts, ge=1, description="routed experts N")
+    experts_per_token: int = Field(CostParams.experts_per_token, ge=1,
+                                   description="experts per token r")
+    routing_correlation: float = Field(CostParams.routing_correlation, ge=0, le=1,
+                                       description="within-stream routing correlation")
+    offloaded_fraction: float = Field(CostParams.offloaded_fraction, ge=0, le=1,
+                                      description="fraction of experts in CPU memory")
+    fetch_ms_per_expert: float = Field(CostParams.fetch_ms_per_expert, ge=0,
+                                       description="cost of reading one offloaded expert")
+    draft_ms_per_position: float = Field(CostParams.draft_ms_per_position, ge=0,
+                                         description="drafter cost per draft position")
+    draft_ms_per_token: float = Field(CostParams.draft_ms_per_token, ge=0,
+                                      description="drafter cost per stream and position")
+    prefill_ms_per_token: float = Field(CostParams.prefill_ms_per_token, ge=0,
+                                        description="prefill cost per prompt token")
+
+    def params(self) -> CostParams:
+        return CostParams(**self.model_dump())
+
+
+class SimConfig(BaseModel):
+    """Every knob of the simulated lane (documented in docs/sim.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("sim", description="served model name (/v1/models, model_name label)")
+    depth: int = Field(5, ge=0, le=16, description="draft depth k (num_speculative_tokens)")
+    verify: Literal["fixed", "adaptive"] = Field(
+        "fixed", description="verify all k drafts, or let the adaptive controller choose")
+    adaptive_live: bool = Field(
+        False, description="adaptive controller keeps its cost table live (else boot-measured)")
+    effect: float = Field(1.0, gt=0, description="speed factor: step times are divided by it")
+    time_scale: float = Field(1.0, gt=0, description="run N× faster than real time")
+    seed: int | None = Field(None, description="seed of acceptance/noise/outputs (None: random)")
+    drift: float | None = Field(None, gt=0, description="explicit per-boot speed factor")
+    drift_sigma: float = Field(0.03, ge=0, description="log-normal sigma of per-boot drift")
+    drift_seed: int | None = Field(None, description="seed of the per-boot drift (None: random)")
+    step_noise: float = Field(0.02, ge=0, description="log-normal sigma of per-step noise")
+    boot_delay: float = Field(0.0, ge=0, description="wall seconds 'loading' before the port opens")
+    max_num_seqs: int = Field(256, ge=1, description="running streams; the rest wait")
+    default_max_tokens: int = Field(1024, ge=1, description="max_tokens when a request has none")
+    eos_mean_tokens: float = Field(256.0, gt=0,
+                                   description="mean natural length when ignore_eos is false")
+    acceptance: dict[str, float] = Field(
+        default_factory=lambda: dict(DEFAULT_RATES),
+        description="reported acceptance rate at k=5 per content class")
+    acceptance_decay: float = Field(DEFAULT_DECAY, gt=0, le=1,
+                                    description="per-position decay of conditional acceptance")
+    force_class: str | None = Field(None, description="treat every prompt as this class")
+    cost: CostConfig = Field(default_factory=CostConfig, description="step-time cost model")
+    tokenizer: str = Field(str(DEFAULT_TOKENIZER), description="tokenizer folder or json file")
+    log_interval: float = Field(10.0, gt=0, description="wall seconds between stats log lines")
+    die_after_requests: int | None = Field(None, ge=0, description="engine dies when N finished")
+    die_after_seconds: float | None = Field(None, ge=0, description="engine dies S s after ready")
+    death_mode: Literal["exit", "unhealthy"] = Field(
+        "exit", description="exit: process exits 1; unhealthy: /health 503, requests fail 500")
+    hang_after_requests: int | None = Field(None, ge=0, description="stop answering after N")
+    hang_after_seconds: float | None = Field(None, ge=0, description="stop answering after S s")
+    error_rate: float = Field(0.0, ge=0, le=1, description="fraction of requests answered 500")
+
+    @field_validator("acceptance")
+    @classmethod
+    def _known_classes(cls, value: dict[str, float]) -> dict[str, float]:
+        merged = dict(DEFAULT_RATES)
+        for name, rate in value.items():
+            if name not in CLASSES:
+                raise ValueError(f"unknown class {name!r} (known: {', '.join(CLASSES)})")
+            if not 0.0 < rate < 1.0:
+                raise ValueError(f"acceptance.{name} must be in (0, 1), got {rate}")
+            merged[name] = rate
+        return merged
+
+    @field_validator("force_class")
+    @classmethod
+    def _known_forced(cls, value: str | None) -> str | None:
+        if value is not None and value not in CLASSES:
+            raise ValueError(f"unknown class {value!r} (known: {', '.join(CLASSES)})")
+        return value
+
+
+# --- sources ---------------------------------------------------------------------------
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A YAML mapping from `path`; an empty or all-comment file is an empty mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        data = YAML(typ="safe").load(io.StringIO(text))
+    except Exception as exc:  # ruamel raises many parser error types
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of knobs, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def _parse_env_value(raw: str) -> Any:
+    """Env values are YAML scalars ("0.5", "true", "null", "adaptive")."""
+    value = YAML(typ="safe").load(io.StringIO(raw))
+    return raw if value is None and raw.strip().lower() not in ("null", "~", "") else value
+
+
+def env_knobs(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The `SPECAB_SIM_*` variables as a nested knob mapping (unknown names are errors)."""
+    top = set(SimConfig.model_fields) - {"cost", "acceptance"}
+    out: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in (
+            f"{ENV_PREFIX}CONFIG", f"{ENV_PREFIX}OVERRIDES"
+        ):
+            continue
+        key = name[len(ENV_PREFIX):].lower()
+        value = _parse_env_value(raw)
+        if key.startswith("cost_") and key[5:] in CostConfig.model_fields:
+            out.setdefault("cost", {})[key[5:]] = value
+        elif key.startswith("acceptance_") and key[11:] in CLASSES:
+            out.setdefault("acceptance", {})[key[11:]] = value
+        elif key in top:
+            out[key] = value
+        else:
+            raise ConfigError(f"environment variable {name}: unknown knob {key!r}")
+    return out
+
+
+def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in layer.items():
+        if key in ("cost", "acceptance") and isinstance(value, Mapping):
+            inner = dict(out.get(key) or {})
+            inner.update(value)
+            out[key] = inner
+        else:
+            out[key] = value
+    return out
+
+
+def _validate_layer(source: str, layer: Mapping[str, Any]) -> None:
+    """Check one source on its own so an error names the file or variable it came from."""
+    try:
+        SimConfig.model_validate(dict(layer))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{source}: {problems}") from exc
+
+
+def load_config(
+    config_file: Path | None = None,
+    cli: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides_file: Path | None = None,
+) -> SimConfig:
+    """Merge the sources in precedence order (module docstring) into one validated config."""
+    env = dict(os.environ if environ is None else environ)
+    if config_file is None and env.get(f"{ENV_PREFIX}CONFIG"):
+        config_file = Path(env[f"{ENV_PREFIX}CONFIG"])
+    if overrides_file is None:
+        overrides_file = Path(env.get(f"{ENV_PREFIX}OVERRIDES") or OVERRIDES_PATH)
+    layers: list[tuple[str, dict[str, Any]]] = []
+    if config_file is not None:
+        layers.append((str(config_file), read_yaml(config_file)))
+    if overrides_file.exists():
+        layers.append((f"overrides file {overrides_file}", read_yaml(overrides_file)))
+    layers.append(("environment", env_knobs(env)))
+    if cli:
+        layers.append(("command line", {k: v for k, v in cli.items() if v is not None}))
+    merged: dict[str, Any] = {}
+    for source, layer in layers:
+        _validate_layer(source, layer)
+        merged = _merge(merged, layer)
+    try:
+        return SimConfig.model_validate(merged)
+    except ValidationError as exc:  # pragma: no cover - each layer validated above
+        raise ConfigError(str(exc)) from exc

@@ -1,0 +1,43 @@
+"""Small, safe file primitives: atomic writes and reading the tail of a log."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import deque
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> None:
+    """Write via a temp file + fsync + rename, so a crash never leaves half a file.
+
+    With `overwrite=False` an existing file is an error (results are never replaced).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not overwrite and path.exists():
+        raise FileExistsError(f"{path} exists; results are never overwritten")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        if not overwrite:
+            os.link(tmp, path)  # fails if path appeared meanwhile
+            os.unlink(tmp)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def tail_lines(path: Path, n: int) -> list[str]:
+    """The last `n` lines of a text file ([] when it does not exist)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return [line.rstrip("\n") for line in deque(f, maxlen=n)]
+    except FileNotFoundError:
+        return []
