@@ -269,12 +269,11 @@ class ProcessLaunch(_LaunchBase):
     port: int = Field(ge=1, le=65535, description="Port the server listens on.")
     stop_timeout_s: float = Field(15, gt=0, description="Grace period before SIGKILL.")
 
-    @field_validator("command")
-    @classmethod
-    def _needs_command(cls, v: list[str]) -> list[str]:
-        if not v:
-            raise ValueError("a process server needs a command")
-        return v
+    @model_validator(mode="after")
+    def _needs_command(self) -> ProcessLaunch:
+        if not self.command:
+            raise ValueError("command: a process server needs a command")
+        return self
 
     @property
     def base_url(self) -> str:
@@ -476,7 +475,7 @@ class AgentfixWorkload(Model):
         if not v:
             raise ValueError("give at least one content class")
         for name in v:
-            if not re.match(NAME_RE, name) or name.startswith("c") and name[1:].isdigit():
+            if not re.match(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
                 raise ValueError(f"class name '{name}' must be lowercase and not like c<N>")
         return v
 
@@ -562,6 +561,7 @@ class Campaign(Model):
 
     _launches: dict[str, LaunchModel] = PrivateAttr(default_factory=dict)
     _source: Path | None = PrivateAttr(None)
+    _base_dir: Path | None = PrivateAttr(None)
 
     @field_validator("log_captures")
     @classmethod
@@ -601,6 +601,8 @@ class Campaign(Model):
 
     @property
     def base_dir(self) -> Path:
+        if self._base_dir is not None:
+            return self._base_dir
         return self._source.parent if self._source else Path.cwd()
 
     def resolve(self, path: Path | str) -> Path:
@@ -707,10 +709,9 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str | int, ...]:
     out: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, Mapping) and part in node:
-            out.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        in_map = isinstance(node, Mapping) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if in_map or in_list:
             out.append(part)
             node = node[part]
         elif isinstance(part, str) and (part in _TAGS or "[" in part):
@@ -777,8 +778,12 @@ def _read_yaml(path: Path) -> Any:
     return data
 
 
-def load_campaign(path: Path | str) -> Campaign:
-    """Read, validate and merge a campaign file. Raises `SpecError` with every problem."""
+def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign:
+    """Read, validate and merge a campaign file. Raises `SpecError` with every problem.
+
+    `base_dir` resolves relative paths when the file is a frozen copy (resume) that no
+    longer sits beside the fixtures it names.
+    """
     path = Path(path)
     raw = _read_yaml(path)
     lines = _Lines(raw)
@@ -808,6 +813,8 @@ def load_campaign(path: Path | str) -> Campaign:
             problems.append(p.replace(".overrides", ""))
         raise SpecError(str(path), problems) from None
     campaign._source = path.resolve()
+    if base_dir is not None:
+        campaign._base_dir = base_dir.resolve()
 
     server_raw = _plain(raw["server"])
     launches: dict[str, LaunchModel] = {}
@@ -898,7 +905,8 @@ def _semantic_problems(
     if wl.agentfix:
         for cls, file in wl.agentfix.fixtures.items():
             if not Path(file).is_absolute() and not campaign.resolve(file).is_file():
-                add(("workloads", "agentfix", "fixtures", cls), f"fixture file {file} does not exist")
+                add(("workloads", "agentfix", "fixtures", cls),
+                    f"fixture file {file} does not exist")
 
     for i, cell in enumerate(campaign.preregistration.decision_cells):
         levels = wl.levels(cell.workload)
@@ -931,9 +939,9 @@ def _semantic_problems(
                 continue  # absolute / remote sources are checked by the preflight
             if not campaign.resolve(src).exists():
                 add(path, f"source {src} does not exist")
-        if isinstance(launch, ProcessLaunch) and launch.cwd and not launch.cwd.is_absolute():
-            if not campaign.resolve(launch.cwd).is_dir():
-                add(("server", "cwd"), f"folder {launch.cwd} does not exist")
+        if (isinstance(launch, ProcessLaunch) and launch.cwd and not launch.cwd.is_absolute()
+                and not campaign.resolve(launch.cwd).is_dir()):
+            add(("server", "cwd"), f"folder {launch.cwd} does not exist")
     return problems
 
 

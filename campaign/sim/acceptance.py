@@ -74,60 +74,79 @@ def sample_accepted(rng: random.Random, a: float, decay: float, verify: int) -> 
 
 
 # --- classification -------------------------------------------------------------------
+#
+# A decision list on what the prompt asks the model to *write*, checked most specific first:
+# text with no punctuation at all is AIPerf's synthetic corpus (Shakespeare, stripped);
+# a tool schema means the answer is a JSON tool call; a fence tagged with a shell means
+# shell, with a programming language means code; a terminal transcript or a request for a
+# command means shell; any other fence means code; a demanded JSON/YAML/CSV shape means
+# structured output; a programming language named with code words means code.
 
-_SHELL_CMD = re.compile(
-    r"(?m)(^\s*[$#]\s+\S|\b(?:sudo|apt-get|apt|grep|sed|awk|chmod|chown|mkdir|rm -|ls -|"
-    r"cd |cat |tail -|head -|find \.|xargs|systemctl|journalctl|docker|kubectl|git |curl |"
-    r"wget|ssh |scp |tar -|pip install|export [A-Z_]+=|echo \$|bash|shell|terminal|"
-    r"command line|one-liner)\b|\s\|\s|&&|2>&1|/dev/null|/etc/|/var/|/usr/)"
-)
-_CODE = re.compile(
-    r"(?m)(\bdef \w+\(|\bclass \w+[(:]|\bimport \w+|\bfrom \w+(?:\.\w+)* import\b|\breturn\b|"
-    r"\bfunction\b|\bconst \w+|\blet \w+|#include|\bpublic\b|\bvoid\b|=>|\bself\.|\bfn \w+|"
-    r"\bstruct\b|\bpython\b|\bjavascript\b|\btypescript\b|\brust\b|\bfunction\b|\brefactor|"
-    r"\bunit test|\bpytest\b|```|;\s*$|\{\s*$)"
-)
 _TOOL = re.compile(
-    r"(\"(?:tool|tools|function|functions|arguments|parameters|tool_calls|name)\"\s*:|"
-    r"\btool[_ ]call|\bfunction[_ ]call|\bcall the (?:tool|function)|\bJSON arguments|"
-    r"\bavailable tools\b|\btools?:\s*\[)",
+    r'"type"\s*:\s*"function"|"function"\s*:\s*\{|\b(?:call|use) (?:these|the following) '
+    r"tools\b|\bavailable tools\b|\btool_calls?\b",
+    re.IGNORECASE,
+)
+_FENCE = re.compile(r"```")
+_CODE_FENCE = re.compile(r"```(?:python|py|go|rust|rs|ts|typescript|js|javascript|java|c|cpp|"
+                         r"c\+\+|kotlin|swift|ruby)\b")
+_SHELL_PROMPT = re.compile(r"(?m)^\s*\$ \S")
+_SHELL_FENCE = re.compile(r"```(?:bash|sh|shell|zsh|console)\b")
+_SHELL_INTENT = re.compile(
+    r"\b(?:give|write|rewrite|what(?:'s| is)|need|show me|suggest|how do i)\b[^.?\n]{0,60}"
+    r"\b(?:command|one-liner|pipeline|cron line|crontab|bash|shell|script|loop)\b",
     re.IGNORECASE,
 )
 _STRUCT = re.compile(
-    r"(\bYAML\b|\bCSV\b|\btable\b|\bschema\b|\bmarkdown table|\bkey: value|\bfields?\b|"
-    r"\bcolumns?\b|\bformat(?:ted)? as\b|\bstructured\b|\bXML\b|\bJSON\b|\bcomma-separated|"
-    r"^\s*[-\w]+:\s+\S|^\s*\|.*\|\s*$|^\s*-\s+\w+:)",
-    re.IGNORECASE | re.MULTILINE,
+    r"\b(?i:return|output|produce|fill(?: in)?|respond with|answer in|emit|map|convert|as|"
+    r"in this|into|in the following|extract|turn|summari[sz]e|exact(?:ly)?)\b"
+    r"[^\n]{0,60}\b(?:JSON|YAML|CSV|XML|TOML)\b|\b(?:JSON|YAML|CSV) only\b|"
+    r"\b(?:JSON|YAML) (?:array|object|list|mapping|document)\b"
 )
-_SONNET_WORDS = frozenset(
-    "thou thee thy thine hath doth dost art thyself ere whilst shalt wilt o nor yet doth "
-    "beauty beautys sweet fair fairest love loves lovst heart eyes mine thence hence "
-    "doth upon self time thine youth truth verse praise".split()
+_LANGUAGE = re.compile(r"\b(?:Python|Go|Rust|TypeScript|JavaScript|Java|C\+\+|C#|Kotlin|"
+                       r"Swift|Ruby)\b")
+_CODE_WORD = re.compile(r"\b(?:function|class|method|struct|implement|refactor|compile|"
+                        r"unit test|handler|type hints?|signature)\b|`\w+\(", re.IGNORECASE)
+_ARCHAIC = frozenset(
+    ["thou", "thee", "thy", "thine", "hath", "doth", "dost", "thyself", "shalt", "wilt",
+     "whilst", "canst", "hast", "art", "ere", "nay", "tis", "ay", "exeunt", "enter", "exit",
+     "beautys", "lovst", "feedst", "makst", "mayst", "o", "lord", "sir", "good", "king"]
 )
-_WORD = re.compile(r"[a-z']+")
+_WORD = re.compile(r"[A-Za-z']+")
+_PUNCT = re.compile(r"[.,;:!?\"'(){}\[\]$|=<>/\\_`#*-]")
 
 
-def class_scores(text: str) -> dict[str, float]:
-    """Evidence per class, normalised by the prompt's size so long prompts do not win."""
-    lines = max(1, text.count("\n") + 1)
-    size = max(1.0, len(text) / 200.0, lines / 3.0)
-    words = _WORD.findall(text.lower())
-    sonnet = sum(1 for w in words if w in _SONNET_WORDS) / max(1, len(words))
-    return {
-        "shell": len(_SHELL_CMD.findall(text)) / size,
-        "code": len(_CODE.findall(text)) / size,
-        "tool_json": 2.0 * len(_TOOL.findall(text)) / size,
-        "structured": 0.8 * len(_STRUCT.findall(text)) / size,
-        # Shakespeare's sonnets are ~15% these words; ordinary English ~2%.
-        "synthetic": 40.0 * max(0.0, sonnet - 0.04),
-        "prose": 0.5,
-    }
+def _looks_synthetic(text: str) -> bool:
+    """AIPerf's synthetic prompts: Shakespeare with all punctuation stripped (archaic words,
+    speakers' names in capitals).  Real prompts of a dozen words always carry punctuation."""
+    words = _WORD.findall(text)
+    if len(words) < 8:
+        return False
+    if _PUNCT.search(text):
+        return False
+    marks = sum(1 for w in words if w.lower() in _ARCHAIC or (len(w) >= 3 and w.isupper()))
+    return marks >= 1 or len(words) >= 12
 
 
 def classify(text: str) -> str:
-    """The content class of a prompt (the highest evidence; prose when nothing stands out)."""
-    scores = class_scores(text)
-    return max(CLASSES, key=lambda c: (scores[c], -CLASSES.index(c)))
+    """The content class of a prompt (see the decision list above); prose by default."""
+    if _looks_synthetic(text):
+        return "synthetic"
+    if _TOOL.search(text):
+        return "tool_json"
+    if _SHELL_FENCE.search(text):
+        return "shell"
+    if _CODE_FENCE.search(text):
+        return "code"
+    if _SHELL_PROMPT.search(text) or _SHELL_INTENT.search(text):
+        return "shell"
+    if _FENCE.search(text):
+        return "code"
+    if _STRUCT.search(text):
+        return "structured"
+    if _LANGUAGE.search(text) and _CODE_WORD.search(text):
+        return "code"
+    return "prose"
 
 
 def class_of_messages(texts: Sequence[str]) -> str:

@@ -39,18 +39,18 @@ from dataclasses import dataclass, fields
 class CostParams:
     """Parameters of the step-time model, in real-time milliseconds."""
 
-    base_ms: float = 14.4
+    base_ms: float = 15.9
     stream_ms: float = 0.3
     verify_ms_per_token: float = 0.88
-    compute_knee_tokens: float = 12.0
-    compute_ms_per_token: float = 0.5
+    compute_knee_tokens: float = 10.0
+    compute_ms_per_token: float = 0.8
     n_experts: int = 384
     experts_per_token: int = 6
     routing_correlation: float = 0.5668
     offloaded_fraction: float = 0.25
     fetch_ms_per_expert: float = 2.1333
     draft_ms_per_position: float = 0.3
-    draft_ms_per_token: float = 0.5
+    draft_ms_per_token: float = 0.2
     prefill_ms_per_token: float = 0.05
 
     @classmethod
@@ -79,7 +79,7 @@ def unique_experts(q_eff: float, n_experts: int, experts_per_token: int) -> floa
     """Expected unique experts touched by `q_eff` independent tokens under uniform routing."""
     if q_eff <= 0:
         return 0.0
-    return n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** q_eff)
+    return float(n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** q_eff))
 
 
 def effective_tokens(verify_tokens: Sequence[int], correlation: float) -> float:

@@ -1,0 +1,278 @@
+"""Leftovers of runs that are no longer alive: the core of `spec-ab clean`, and what
+`spec-ab run` checks before it takes the lane.
+
+A run marks everything it starts. Containers carry the labels `spec-ab.run`, the runner's
+pid, the pid's start time and the runner's host (`campaign.servers.docker.runner_labels`);
+process-backend children carry `SPECAB_RUN_ID` and `SPECAB_RUNNER_PID` in their environment
+(`campaign.servers.process.child_env`). Something is a leftover when the runner that
+started it is gone: its pid no longer runs, or now belongs to a younger process (pids are
+reused, so the start time is compared). Containers started by a runner on another host
+are never judged from here: they are reported as notes, to be cleaned on that host.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psutil
+from docker.errors import DockerException, NotFound
+
+from campaign.servers.docker import (
+    LABEL_ARM,
+    LABEL_HOST,
+    LABEL_PAIR,
+    LABEL_PID,
+    LABEL_PID_START,
+    LABEL_RUN,
+    ClientFactory,
+    default_client,
+)
+
+RUN_ENV = "SPECAB_RUN_ID"
+RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
+PID_START_SLACK_S = 1.0
+"""create_time() is rounded differently by the label and by psutil: compare within this."""
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One container or process whose run is no longer alive."""
+
+    kind: Literal["container", "process"]
+    ident: str
+    """Container id, or pid."""
+    name: str
+    """Container name, or the process's command line."""
+    run_id: str
+    why: str
+    """Why it counts as a leftover, e.g. "runner pid 4242 is not running"."""
+    docker_host: str | None = None
+    pair: str | None = None
+    arm: str | None = None
+
+    def describe(self) -> str:
+        where = f" on {self.docker_host}" if self.docker_host else ""
+        what = "container" if self.kind == "container" else "process"
+        ident = self.ident[:12] if self.kind == "container" else f"pid {self.ident}"
+        arm = f" (pair {self.pair}, arm {self.arm})" if self.arm else ""
+        return f"{what} {self.name} [{ident}]{where} of run {self.run_id}{arm}: {self.why}"
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+class Scan(list[Leftover]):
+    """What `find_leftovers` saw: a list of the leftovers, plus `notes` on what it could not
+    judge (engines it could not reach, containers of runners on other hosts)."""
+
+    def __init__(self, items: Iterable[Leftover] = ()) -> None:
+        super().__init__(items)
+        self.notes: list[str] = []
+
+
+def runner_alive(pid: int, started: float | None = None) -> bool:
+    """Is the process `pid` running and (when known) the one that started at `started`?"""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        # A different start time: the pid was reused by another process.
+        return started is None or abs(proc.create_time() - started) <= PID_START_SLACK_S
+    except psutil.Error:
+        return False
+
+
+def find_leftovers(
+    client_factory: ClientFactory = default_client,
+    *,
+    docker_hosts: Sequence[str | None] = (None,),
+    include_processes: bool = True,
+    alive: Callable[[int, float | None], bool] = runner_alive,
+    processes: Callable[[], Iterable[Any]] | None = None,
+    hostname: str | None = None,
+) -> Scan:
+    """Containers (on each docker host) and processes of runs whose runner is gone.
+
+    `docker_hosts`: engines to look at (None = the local one / DOCKER_HOST); a campaign's
+    hosts come from `campaign.servers.docker.docker_hosts(launch)`. An unreachable engine
+    is a note, not an error, so `spec-ab clean` still handles process leftovers.
+    """
+    scan = Scan()
+    me = hostname or socket.gethostname()
+    for host in docker_hosts:
+        _scan_containers(client_factory, host, me, alive, scan)
+    if include_processes:
+        _scan_processes(processes, alive, scan)
+    return scan
+
+
+def _scan_containers(
+    client_factory: ClientFactory,
+    host: str | None,
+    me: str,
+    alive: Callable[[int, float | None], bool],
+    scan: Scan,
+) -> None:
+    where = host or "the local docker engine"
+    try:
+        client = client_factory(host)
+        found = client.containers.list(all=True, filters={"label": LABEL_RUN})
+    except DockerException as exc:
+        scan.notes.append(f"could not look for containers on {where}: {exc}")
+        return
+    for c in found:
+        labels: dict[str, str] = dict(c.labels or {})
+        run_id = labels.get(LABEL_RUN, "?")
+        runner_host = labels.get(LABEL_HOST)
+        if runner_host and runner_host != me:
+            scan.notes.append(
+                f"container {c.name} of run {run_id} was started by a runner on "
+                f"{runner_host}; run `spec-ab clean` there"
+            )
+            continue
+        pid_text = labels.get(LABEL_PID, "")
+        if not pid_text.isdigit():
+            why = "no runner pid label (not started by a live `spec-ab run`)"
+        else:
+            pid = int(pid_text)
+            started = _float(labels.get(LABEL_PID_START))
+            if alive(pid, started):
+                continue
+            why = f"runner pid {pid} is not running"
+        scan.append(Leftover(
+            kind="container", ident=str(c.id), name=str(c.name), run_id=run_id, why=why,
+            docker_host=host, pair=labels.get(LABEL_PAIR), arm=labels.get(LABEL_ARM),
+        ))
+
+
+def _scan_processes(
+    processes: Callable[[], Iterable[Any]] | None,
+    alive: Callable[[int, float | None], bool],
+    scan: Scan,
+) -> None:
+    mine = {os.getpid()}
+    try:
+        mine.update(p.pid for p in psutil.Process().parents())
+    except psutil.Error:
+        pass
+    procs = processes() if processes is not None else psutil.process_iter(
+        ["pid", "environ", "cmdline", "create_time"]
+    )
+    for proc in procs:
+        try:
+            info = proc.info
+            env = info.get("environ") or {}
+            run_id = env.get(RUN_ENV)
+            if not run_id or info["pid"] in mine:
+                continue
+            runner_text = env.get(RUNNER_PID_ENV, "")
+            if runner_text.isdigit():
+                runner = int(runner_text)
+                if _runner_of(runner, info.get("create_time"), alive):
+                    continue
+                why = f"runner pid {runner} is not running"
+            else:
+                why = f"no {RUNNER_PID_ENV} in its environment"
+            cmd = " ".join(info.get("cmdline") or []) or f"pid {info['pid']}"
+            scan.append(Leftover(
+                kind="process", ident=str(info["pid"]), name=cmd[:120], run_id=run_id,
+                why=why, pair=env.get("SPECAB_PAIR"), arm=env.get("SPECAB_ARM"),
+            ))
+        except (psutil.Error, KeyError):
+            continue
+
+
+def _runner_of(
+    runner: int, child_started: float | None, alive: Callable[[int, float | None], bool]
+) -> bool:
+    """The runner lives when its pid runs and that process is older than the child (a
+    process that started after the child cannot be the child's parent: a reused pid)."""
+    if not alive(runner, None):
+        return False
+    if child_started is None:
+        return True
+    try:
+        return psutil.Process(runner).create_time() <= child_started + PID_START_SLACK_S
+    except psutil.Error:
+        return False
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def remove_leftovers(
+    leftovers: Iterable[Leftover],
+    client_factory: ClientFactory = default_client,
+    *,
+    stop_timeout_s: float = 10,
+    grace_s: float = 10,
+) -> list[str]:
+    """Stop and remove each leftover; one line per item saying what was done (or why not)."""
+    done: list[str] = []
+    clients: dict[str | None, Any] = {}
+    for item in leftovers:
+        try:
+            if item.kind == "container":
+                if item.docker_host not in clients:
+                    clients[item.docker_host] = client_factory(item.docker_host)
+                container = clients[item.docker_host].containers.get(item.ident)
+                if container.status in ("running", "restarting", "paused"):
+                    container.stop(timeout=max(1, round(stop_timeout_s)))
+                container.remove(force=True, v=True)
+                done.append(f"removed {item.describe()}")
+            else:
+                done.append(_kill(item, grace_s))
+        except NotFound:
+            done.append(f"already gone: {item.describe()}")
+        except (DockerException, psutil.Error, OSError) as exc:
+            done.append(f"FAILED to remove {item.describe()}: {exc}")
+    return done
+
+
+def _kill(item: Leftover, grace_s: float) -> str:
+    """SIGTERM the leftover's process group (the process backend starts each server as a
+    group leader), then SIGKILL what is left after `grace_s`."""
+    pid = int(item.ident)
+    try:
+        proc = psutil.Process(pid)
+        group = os.getpgid(pid) == pid
+    except (psutil.NoSuchProcess, ProcessLookupError):
+        return f"already gone: {item.describe()}"
+    members = [proc]
+    if group:
+        members += [p for p in proc.children(recursive=True) if _pgid(p.pid) == pid]
+        os.killpg(pid, signal.SIGTERM)
+    else:
+        proc.terminate()
+    _, left = psutil.wait_procs(members, timeout=grace_s)
+    for p in left:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    if group:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    psutil.wait_procs(left, timeout=5)
+    return f"stopped {item.describe()}"
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+__all__ = ["Leftover", "Scan", "find_leftovers", "remove_leftovers", "runner_alive"]

@@ -1,0 +1,71 @@
+"""A campaign's wall-clock estimate, before anything runs.
+
+Deliberately simple and stated: boot time by backend, AIPerf's start-up per invocation,
+and decode at an assumed per-stream speed (100 tok/s on a lab lane, the sim's time scale
+applied on the simulated lane). `spec-ab check` prints it with these assumptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, LaunchModel
+
+AIPERF_STARTUP_S = 8.0
+STREAM_TOK_S = 100.0
+BOOT_S = {"docker": 420.0, "process": 5.0, "external": 0.0}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    per_arm_s: dict[str, float]
+    total_s: float
+    assumptions: str
+
+
+def _speedup(launch: LaunchModel) -> float:
+    env = launch.env if not isinstance(launch, ExternalLaunch) else {}
+    try:
+        return max(1.0, float(env.get("SPECAB_SIM_TIME_SCALE", "1")))
+    except ValueError:
+        return 1.0
+
+
+def _decode_s(requests: int, concurrency: int, out_tokens: int, speed: float) -> float:
+    waves = -(-requests // concurrency)
+    return waves * out_tokens / speed
+
+
+def estimate(campaign: Campaign) -> Estimate:
+    wl = campaign.workloads
+    per_arm: dict[str, float] = {}
+    for arm, launch in campaign.launches.items():
+        speed = STREAM_TOK_S * _speedup(launch)
+        boot = BOOT_S["docker" if isinstance(launch, DockerLaunch) else launch.backend]
+        t = boot + launch.readiness.poll_interval_s
+        for w in campaign.warmups(arm):
+            t += AIPERF_STARTUP_S + _decode_s(w.requests, w.concurrency, w.output_tokens, speed)
+        if wl.knee:
+            t += AIPERF_STARTUP_S
+            for c in wl.knee.concurrency:
+                if wl.knee.duration_s:
+                    t += wl.knee.duration_s
+                else:
+                    t += _decode_s(wl.knee.requests_at(c) or 0, c, wl.knee.output_tokens, speed)
+        if wl.agentfix:
+            a = wl.agentfix
+            t += len(a.fixtures) * (AIPERF_STARTUP_S
+                                    + _decode_s(a.requests, a.concurrency, a.output_tokens,
+                                                speed))
+        per_arm[arm] = t
+    total = sum(per_arm.values()) * campaign.preregistration.pairs
+    return Estimate(per_arm, total, f"boot {BOOT_S} s by backend, AIPerf start-up "
+                    f"{AIPERF_STARTUP_S:.0f} s per invocation, {STREAM_TOK_S:.0f} tok/s per "
+                    "stream (× SPECAB_SIM_TIME_SCALE on the sim)")
+
+
+def human(seconds: float) -> str:
+    seconds = round(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")

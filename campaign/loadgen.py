@@ -1,0 +1,508 @@
+"""AIPerf 0.13 as a subprocess: command lines, a bounded run, and its exports.
+
+Why a subprocess and not AIPerf's Python API: AIPerf spawns its own services (ZMQ, worker
+processes); in a child process group it can be stopped as a whole, and a hung run cannot
+take the runner down with it.
+
+What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured exports):
+
+- `--concurrency 1,2,4` sweeps in one invocation, but every level boots AIPerf's whole
+  system again (~5 s each on this 2-core box; a one-request run takes ~6-7 s in all).
+  Per-level exports land in `<artifact-dir>/concurrency_<N>/profile_export_aiperf.json`,
+  plus `aggregate/` and `sweep_aggregate/` summaries we ignore. A single level writes its
+  export directly into `<artifact-dir>/`.
+- The exit code is no validity signal: a run stopped with SIGINT exits 0 with
+  `was_cancelled: true, is_complete: false`; an interrupted sweep exits 130 with the
+  finished levels complete and the current one cancelled; a run with no finished
+  request writes no export at all (exit 1).
+- `request_count` counts successful requests only; `error_request_count` (absent when
+  zero) the failed ones; `completed_request_count` both.
+- SIGINT that arrives while a sweep is booting its next level can be lost (the level then
+  runs to its end), hence the grace period followed by SIGKILL of the group.
+- `--osl` becomes `max_completion_tokens` (chat) or `max_tokens` (completions);
+  `--extra-inputs ignore_eos:true min_tokens:N` are sent as JSON true / integer.
+- Every run leaves `aiperf_mmap_*` directories in TMPDIR; we give it a private one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from campaign.errors import PassError
+
+EXPORT_NAME = "profile_export_aiperf.json"
+AIPERF_SUBDIR = "aiperf"
+STDOUT_NAME = "aiperf.stdout.log"
+STDERR_NAME = "aiperf.stderr.log"
+COMMAND_NAME = "aiperf.command"
+
+# After SIGINT AIPerf writes its partial exports within ~1 s here; a run busy booting the
+# next sweep level may ignore the signal, so after this grace the group is killed.
+SIGINT_GRACE_S = 15.0
+POLL_S = 0.1
+
+PassKind = Literal["warmup", "knee", "agentfix"]
+EndpointType = Literal["chat", "completions"]
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """One AIPerf invocation, fully specified so that two arms run the very same load."""
+
+    name: str
+    kind: PassKind
+    base_url: str
+    model: str
+    tokenizer: Path
+    endpoint_type: EndpointType
+    streaming: bool
+    concurrency: tuple[int, ...]
+    requests_per_level: int | None
+    duration_s: float | None
+    input_tokens: int | None
+    output_tokens: int
+    input_file: Path | None
+    seed: int
+    timeout_s: float
+    extra_args: tuple[str, ...] = ()
+    # Responses still in flight when a duration-bound level ends are waited for this long
+    # (AIPerf's own default is 30 s); None keeps AIPerf's default.
+    duration_grace_s: float | None = None
+    # The aiperf executable; None: the one next to this Python, else `aiperf` on PATH.
+    executable: str | None = None
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if not self.concurrency or any(c < 1 for c in self.concurrency):
+            problems.append(f"concurrency must be ≥ 1 levels, got {self.concurrency}")
+        if len(set(self.concurrency)) != len(self.concurrency):
+            problems.append(f"concurrency levels repeat: {self.concurrency}")
+        if (self.requests_per_level is None) == (self.duration_s is None):
+            problems.append("set exactly one of requests_per_level and duration_s")
+        if self.requests_per_level is not None and self.requests_per_level < 1:
+            problems.append("requests_per_level must be ≥ 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            problems.append("duration_s must be > 0")
+        if (self.input_tokens is None) == (self.input_file is None):
+            problems.append("set exactly one of input_tokens (synthetic) and input_file")
+        if self.input_tokens is not None and self.input_tokens < 1:
+            problems.append("input_tokens must be ≥ 1")
+        if self.output_tokens < 1:
+            problems.append("output_tokens must be ≥ 1")
+        if self.timeout_s <= 0:
+            problems.append("timeout_s must be > 0")
+        if problems:
+            raise ValueError(f"pass {self.name!r}: " + "; ".join(problems))
+
+
+@dataclass
+class LevelResult:
+    """One concurrency level of a pass, read from its AIPerf export."""
+
+    concurrency: int
+    metrics: dict[str, float]
+    requests_completed: int
+    requests_errored: int
+    complete: bool
+    cancelled: bool
+    osl_mismatch: int | None
+    export_path: Path
+    error_summary: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PassOutcome:
+    command: list[str]
+    returncode: int | None
+    timed_out: bool
+    interrupted: bool
+    wall_s: float
+    levels: list[LevelResult]
+    stdout_path: Path
+    stderr_path: Path
+    problems: list[str]
+    missing_levels: list[int] = field(default_factory=list)
+
+
+def default_executable() -> str:
+    """The aiperf of this environment: next to sys.executable (a venv), else on PATH."""
+    beside = Path(sys.executable).parent / "aiperf"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("aiperf") or "aiperf"
+
+
+def aiperf_version() -> str | None:
+    """Installed AIPerf version (the package run_pass starts), None when not installed."""
+    try:
+        return metadata.version("aiperf")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _num(value: float) -> str:
+    """Format a number for the command line without a spurious `.0`."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def aiperf_command(plan: PassPlan, artifact_dir: Path) -> list[str]:
+    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure."""
+    cmd = [
+        plan.executable or default_executable(),
+        "profile",
+        "--model", plan.model,
+        "--url", plan.base_url,
+        "--endpoint-type", plan.endpoint_type,
+    ]
+    if plan.streaming:
+        cmd.append("--streaming")
+    # Absolute: AIPerf treats a relative name as a Hugging Face hub id.
+    cmd += ["--tokenizer", str(Path(plan.tokenizer).absolute())]
+    cmd += ["--concurrency", ",".join(str(c) for c in plan.concurrency)]
+    if plan.requests_per_level is not None:
+        cmd += ["--request-count", str(plan.requests_per_level)]
+    else:
+        assert plan.duration_s is not None
+        cmd += ["--benchmark-duration", _num(plan.duration_s)]
+        if plan.duration_grace_s is not None:
+            cmd += ["--benchmark-grace-period", _num(plan.duration_grace_s)]
+    if plan.input_file is not None:
+        cmd += ["--input-file", str(Path(plan.input_file).absolute()),
+                "--custom-dataset-type", "single-turn"]
+    else:
+        assert plan.input_tokens is not None
+        cmd += ["--isl", str(plan.input_tokens), "--isl-stddev", "0"]
+    # Exact output length: the cap (--osl → max_tokens / max_completion_tokens) plus a
+    # floor and no early stop, so both arms generate the same number of tokens.
+    cmd += [
+        "--osl", str(plan.output_tokens), "--osl-stddev", "0",
+        "--extra-inputs", "ignore_eos:true",
+        "--extra-inputs", f"min_tokens:{plan.output_tokens}",
+        "--random-seed", str(plan.seed),
+        "--ui", "none",
+        # We scrape /metrics ourselves before and after; AIPerf's own poller would add
+        # load, and its GPU telemetry probes DCGM ports that do not exist here.
+        "--no-server-metrics",
+        "--no-gpu-telemetry",
+        "--artifact-dir", str((artifact_dir / AIPERF_SUBDIR).absolute()),
+    ]
+    cmd += list(plan.extra_args)
+    return cmd
+
+
+# ---------------------------------------------------------------- exports
+
+
+def _stat(data: Mapping[str, Any], metric: str, stat: str) -> float | None:
+    entry = data.get(metric)
+    if not isinstance(entry, Mapping):
+        return None
+    value = entry.get(stat)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+# catalog name → (AIPerf metric tag, statistic)
+_EXPORT_METRICS: dict[str, tuple[str, str]] = {
+    "output_token_throughput": ("output_token_throughput", "avg"),
+    "output_token_throughput_per_user": ("output_token_throughput_per_user", "avg"),
+    "request_throughput": ("request_throughput", "avg"),
+    "ttft_p50": ("time_to_first_token", "p50"),
+    "ttft_p99": ("time_to_first_token", "p99"),
+    "itl_p50": ("inter_token_latency", "p50"),
+    "itl_p99": ("inter_token_latency", "p99"),
+    "request_latency_p50": ("request_latency", "p50"),
+    "request_latency_p99": ("request_latency", "p99"),
+    "output_tokens": ("total_output_tokens", "avg"),
+}
+
+
+def _level_concurrency(data: Mapping[str, Any], path: Path) -> int | None:
+    config = data.get("input_config")
+    if isinstance(config, Mapping):
+        for phase in config.get("phases") or []:
+            if (isinstance(phase, Mapping) and phase.get("kind") == "profiling"
+                    and isinstance(phase.get("concurrency"), int)):
+                return int(phase["concurrency"])
+    run_info = data.get("run_info")
+    if isinstance(run_info, Mapping):
+        values = run_info.get("variation_values") or {}
+        value = values.get("phases.profiling.concurrency") if isinstance(values, Mapping) else None
+        if isinstance(value, int):
+            return value
+    name = path.parent.name
+    if name.startswith("concurrency_") and name[len("concurrency_"):].isdigit():
+        return int(name[len("concurrency_"):])
+    return None
+
+
+def parse_export(path: Path) -> LevelResult:
+    """One `profile_export_aiperf.json` → a level. Raises ValueError when unusable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: unreadable AIPerf export ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: AIPerf export is not a JSON object")
+    concurrency = _level_concurrency(data, path)
+    if concurrency is None:
+        raise ValueError(f"{path}: no profiling concurrency in the export")
+    completed = int(_stat(data, "request_count", "avg") or 0)
+    errored = int(_stat(data, "error_request_count", "avg") or 0)
+    metrics = {
+        name: value
+        for name, (tag, stat) in _EXPORT_METRICS.items()
+        if (value := _stat(data, tag, stat)) is not None
+    }
+    total = completed + errored
+    metrics["error_rate"] = errored / total if total else 0.0
+    metrics["requests_completed"] = float(completed)
+    mismatch = _stat(data, "osl_mismatch_count", "avg")
+    errors = []
+    for item in data.get("error_summary") or []:
+        if isinstance(item, Mapping):
+            details = item.get("error_details") or {}
+            code = details.get("code") if isinstance(details, Mapping) else None
+            message = details.get("message") if isinstance(details, Mapping) else None
+            errors.append(f"{item.get('count', '?')}× {code}: {message}")
+    return LevelResult(
+        concurrency=concurrency,
+        metrics=metrics,
+        requests_completed=completed,
+        requests_errored=errored,
+        complete=data.get("is_complete") is True,
+        cancelled=data.get("was_cancelled") is True,
+        osl_mismatch=None if mismatch is None else int(mismatch),
+        export_path=path,
+        error_summary=errors,
+    )
+
+
+def parse_exports(artifact_dir: Path, problems: list[str] | None = None) -> list[LevelResult]:
+    """Every per-level export under `artifact_dir`, sorted by concurrency.
+
+    Works on a pass directory or on AIPerf's own artifact dir, single level or sweep.
+    Unreadable exports are skipped; their reasons are appended to `problems` if given.
+    """
+    levels: list[LevelResult] = []
+    for path in sorted(artifact_dir.rglob(EXPORT_NAME)):
+        try:
+            levels.append(parse_export(path))
+        except ValueError as exc:
+            if problems is not None:
+                problems.append(str(exc))
+    levels.sort(key=lambda level: level.concurrency)
+    return levels
+
+
+def level_problems(
+    level: LevelResult,
+    outcome: PassOutcome,
+    *,
+    max_error_rate: float,
+    min_completed_requests: int,
+    max_osl_mismatch: int | None = None,
+) -> list[str]:
+    """Why this level's numbers cannot be used; [] means valid.
+
+    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit
+    still invalidates the pass unless it is explained by our own timeout stop of a run
+    whose export for this level was already complete (AIPerf's hang at the very end).
+    """
+    reasons: list[str] = []
+    if outcome.interrupted:
+        reasons.append("pass interrupted (Ctrl-C / stop)")
+    if outcome.returncode not in (0, None) and not outcome.timed_out:
+        reasons.append(f"aiperf exit {outcome.returncode}")
+    if not level.complete:
+        reasons.append("export says incomplete (is_complete=false)")
+    if level.cancelled:
+        reasons.append("export says cancelled (was_cancelled=true)")
+    error_rate = level.metrics.get("error_rate", 0.0)
+    if error_rate > max_error_rate:
+        reasons.append(
+            f"error rate {error_rate:.1%} > {max_error_rate:.1%} "
+            f"({level.requests_errored} failed)")
+    if level.requests_completed < min_completed_requests:
+        reasons.append(
+            f"{level.requests_completed} requests completed < {min_completed_requests}")
+    if (max_osl_mismatch is not None and level.osl_mismatch is not None
+            and level.osl_mismatch > max_osl_mismatch):
+        reasons.append(
+            f"{level.osl_mismatch} requests with another output length than asked "
+            "(server ignores ignore_eos/min_tokens, or another tokenizer)")
+    return reasons
+
+
+# ---------------------------------------------------------------- running
+
+
+def _child_env(tmpdir: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TMPDIR"] = tmpdir
+    # With either set, AIPerf 0.13 fails to load a tokenizer from a local path
+    # (HFValidationError: "Repo id must be in the form ...").
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("TRANSFORMERS_OFFLINE", None)
+    env.setdefault("NO_COLOR", "1")
+    return env
+
+
+def _signal_group(killpg: Callable[[int, int], None], pid: int, sig: int) -> bool:
+    """Send `sig` to the process group `pid`; False when the group is already gone."""
+    try:
+        killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def run_pass(
+    plan: PassPlan,
+    artifact_dir: Path,
+    *,
+    cancel: threading.Event | None = None,
+    popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+    clock: Callable[[], float] = time.monotonic,
+    killpg: Callable[[int, int], None] = os.killpg,
+    grace_s: float = SIGINT_GRACE_S,
+    poll_s: float = POLL_S,
+) -> PassOutcome:
+    """Run one AIPerf pass to its end, its timeout, or `cancel`; then read its exports.
+
+    AIPerf gets its own process group (so one signal reaches all its services), a private
+    TMPDIR (removed afterwards) and `artifact_dir/aiperf` as its artifact dir, which must
+    not exist yet: a retry gets a fresh directory, nothing is overwritten. On timeout or
+    cancel the group gets SIGINT (AIPerf then writes partial exports), then SIGKILL after
+    `grace_s`. Raises PassError only when AIPerf cannot be started at all.
+    """
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    aiperf_dir = artifact_dir / AIPERF_SUBDIR
+    if aiperf_dir.exists() and any(aiperf_dir.iterdir()):
+        raise PassError(
+            f"{aiperf_dir} already holds AIPerf results",
+            hint="give every pass attempt its own artifact directory")
+    command = aiperf_command(plan, artifact_dir)
+    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    stdout_path = artifact_dir / STDOUT_NAME
+    stderr_path = artifact_dir / STDERR_NAME
+    problems: list[str] = []
+    timed_out = interrupted = False
+    tmpdir = tempfile.mkdtemp(prefix="spec-ab-aiperf-")
+    start = clock()
+    try:
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            proc = _start(popen, command, out, err, artifact_dir, tmpdir)
+            try:
+                deadline = start + plan.timeout_s
+                while True:
+                    try:
+                        proc.wait(timeout=poll_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    if cancel is not None and cancel.is_set():
+                        interrupted = True
+                    elif clock() >= deadline:
+                        timed_out = True
+                    if interrupted or timed_out:
+                        _stop(proc, killpg, grace_s, problems)
+                        break
+            finally:
+                if proc.poll() is None:  # an exception above: never leave AIPerf running
+                    _signal_group(killpg, proc.pid, signal.SIGKILL)
+                    proc.wait()
+                # AIPerf's services share its group; one left behind is killed here.
+                if _signal_group(killpg, proc.pid, signal.SIGKILL):
+                    problems.append("aiperf left processes behind (killed)")
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    wall_s = clock() - start
+    returncode = proc.returncode
+    if timed_out:
+        problems.insert(0, f"timed out after {plan.timeout_s:g} s (stopped with SIGINT)")
+    if interrupted:
+        problems.insert(0, "interrupted (stopped with SIGINT)")
+    if returncode != 0:
+        problems.append(f"aiperf exit {returncode}")
+    levels = parse_exports(aiperf_dir, problems) if aiperf_dir.exists() else []
+    found = {level.concurrency for level in levels}
+    missing = [c for c in plan.concurrency if c not in found]
+    if missing:
+        problems.append("export missing for concurrency " + ",".join(map(str, missing))
+                        + f" (see {stdout_path.name})")
+        first_error = _first_error_line(stdout_path)
+        if first_error:
+            problems.append(f"aiperf: {first_error}")
+    return PassOutcome(
+        command=command, returncode=returncode, timed_out=timed_out,
+        interrupted=interrupted, wall_s=wall_s, levels=levels, stdout_path=stdout_path,
+        stderr_path=stderr_path, problems=problems, missing_levels=missing)
+
+
+def _first_error_line(log: Path, limit: int = 300) -> str | None:
+    """AIPerf's first ERROR log line (why a run produced nothing), shortened."""
+    try:
+        with open(log, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if " ERROR " in line:
+                    text = line.split(" ERROR ", 1)[1].strip()
+                    return text if len(text) <= limit else text[: limit - 1] + "…"
+    except OSError:
+        return None
+    return None
+
+
+def _start(
+    popen: Callable[..., subprocess.Popen[bytes]],
+    command: list[str],
+    out: IO[bytes],
+    err: IO[bytes],
+    cwd: Path,
+    tmpdir: str,
+) -> subprocess.Popen[bytes]:
+    try:
+        return popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
+                     env=_child_env(tmpdir), start_new_session=True)
+    except (FileNotFoundError, PermissionError) as exc:
+        raise PassError(f"cannot start AIPerf: {exc}",
+                        hint="install it into this environment: pip install 'aiperf>=0.13,<0.14'"
+                        ) from exc
+
+
+def _stop(
+    proc: subprocess.Popen[bytes],
+    killpg: Callable[[int, int], None],
+    grace_s: float,
+    problems: list[str],
+) -> None:
+    """SIGINT to the group (partial exports get written), SIGKILL after `grace_s`."""
+    _signal_group(killpg, proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=grace_s)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    problems.append(f"aiperf ignored SIGINT for {grace_s:g} s: killed (SIGKILL)")
+    _signal_group(killpg, proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)

@@ -1,0 +1,103 @@
+"""What a run was measured with: versions, host, GPU facts, file hashes, environment.
+
+Secrets never reach the results: env values whose name contains TOKEN, KEY, SECRET or
+PASSWORD (any case) are replaced by `<redacted>`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from campaign import __version__
+from campaign.spec import Campaign, DockerLaunch, parse_volume
+
+SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def redact(env: dict[str, str]) -> dict[str, str]:
+    return {k: (REDACTED if SECRET_RE.search(k) else v) for k, v in env.items()}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def gpu_facts() -> list[dict[str, str]] | None:
+    """GPUs as `nvidia-smi` reports them; None where there is no nvidia-smi."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    fields = "index,name,driver_version,memory.total,memory.used,utilization.gpu"
+    try:
+        out = subprocess.run([exe, f"--query-gpu={fields}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError) as exc:
+        return [{"error": str(exc)}]
+    keys = fields.split(",")
+    return [dict(zip(keys, (v.strip() for v in line.split(",")), strict=False))
+            for line in out.splitlines() if line.strip()]
+
+
+def bind_mount_hashes(campaign: Campaign) -> dict[str, dict[str, str]]:
+    """arm → {host file: sha256} for every bind-mounted local file."""
+    out: dict[str, dict[str, str]] = {}
+    for arm, launch in campaign.launches.items():
+        if not isinstance(launch, DockerLaunch):
+            continue
+        specs = list(launch.volumes)
+        for extra in launch.extra_containers:
+            if extra.docker_host is None:
+                specs.extend(extra.volumes)
+        hashes: dict[str, str] = {}
+        for spec in specs:
+            vol = parse_volume(spec)
+            if vol.is_named or launch.docker_host is not None:
+                continue
+            path = campaign.resolve(vol.source)
+            if path.is_file():
+                hashes[str(path)] = sha256_file(path)
+        out[arm] = hashes
+    return out
+
+
+def collect(campaign: Campaign) -> dict[str, Any]:
+    envs: dict[str, dict[str, str]] = {}
+    for arm, launch in campaign.launches.items():
+        envs[arm] = redact(dict(launch.env))
+    return {
+        "tool": {"name": "spec-ab", "version": __version__},
+        "aiperf": _version("aiperf"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count(),
+        "gpus": gpu_facts(),
+        "campaign": {"name": campaign.name, "lane": campaign.lane,
+                     "source": str(campaign.source), "hypothesis": campaign.hypothesis},
+        "bind_mounts": bind_mount_hashes(campaign),
+        "arm_env": envs,
+        "runner_env": redact({k: v for k, v in os.environ.items()
+                              if k.startswith(("SPECAB_", "CUDA_", "VLLM_", "HF_", "NCCL_"))}),
+    }

@@ -1,0 +1,301 @@
+"""vLLM /metrics snapshots, their before/after deltas, and the spec-decode figures.
+
+A pass is bracketed by two scrapes; the spec-decode figures of the pass are differences
+of vLLM's cumulative counters (vllm/v1/spec_decode/metrics.py, labels `model_name` and
+`engine`, plus `position` for the per-position counter), summed over engines. The
+derived figures follow DESIGN.md:
+
+    acceptance_rate     = accepted ÷ draft tokens        (vLLM's "draft acceptance rate")
+    accepted_per_draft  = accepted ÷ drafts
+    tokens_per_step     = 1 + accepted ÷ drafts          (vLLM's "mean acceptance length")
+    acceptance_pos{i}   = accepted at position i ÷ drafts
+    k                   = draft tokens ÷ drafts, rounded
+    implied_a           : rate = (a + a² + … + a^k)/k solved for a (geometric acceptance)
+
+A counter that went down between the two scrapes means the server restarted during the
+pass; that raises CounterReset instead of yielding a negative or truncated delta.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+GENERATION_TOKENS = "vllm:generation_tokens_total"
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+PROCESS_START = "process_start_time_seconds"
+
+# Labels that name *what* is counted and so are kept apart; every other label (engine,
+# model_name, …) names *where* and is summed over. `le`/`quantile` keep histograms and
+# summaries meaningful if anyone looks at them.
+KEPT_LABELS = frozenset({"position", "le", "quantile"})
+
+SCRAPE_TIMEOUT_S = 5.0
+
+SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
+
+
+class MetricsError(Exception):
+    """A /metrics problem: the runner records it with the pass."""
+
+
+class ScrapeFailed(MetricsError):
+    """GET /metrics failed or returned something that is not Prometheus text."""
+
+
+class CounterReset(MetricsError):
+    """A counter went down between two snapshots: the server restarted in between."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One parsed /metrics response. `text` is kept verbatim for the results directory."""
+
+    series: Mapping[SeriesKey, float]
+    text: str
+    taken_at: float = 0.0  # wall-clock seconds (time.time()) when scraped
+
+    def value(self, name: str, **labels: str) -> float | None:
+        """Sum over engines of sample `name` (with kept labels as given), None if absent."""
+        key = (name, tuple(sorted(labels.items())))
+        return self.series.get(key)
+
+    def by_label(self, name: str, label: str) -> dict[str, float]:
+        """Values of sample `name` keyed by one kept label (e.g. position)."""
+        found: dict[str, float] = {}
+        for (sample, labels), value in self.series.items():
+            if sample != name:
+                continue
+            for key, val in labels:
+                if key == label:
+                    found[val] = found.get(val, 0.0) + value
+        return found
+
+    def has(self, name: str) -> bool:
+        return any(sample == name for sample, _ in self.series)
+
+
+def parse(text: str, *, taken_at: float = 0.0) -> Snapshot:
+    """Prometheus text exposition → a Snapshot summed over all labels but KEPT_LABELS.
+
+    Raises ScrapeFailed when the text cannot be parsed.
+    """
+    series: dict[SeriesKey, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                kept = tuple(sorted((k, v) for k, v in sample.labels.items()
+                                    if k in KEPT_LABELS))
+                key = (sample.name, kept)
+                series[key] = series.get(key, 0.0) + float(sample.value)
+    except ValueError as exc:
+        raise ScrapeFailed(f"unparsable /metrics text: {exc}") from exc
+    return Snapshot(series=series, text=text, taken_at=taken_at)
+
+
+def scrape(
+    client: httpx.Client,
+    base_url: str,
+    *,
+    timeout_s: float = SCRAPE_TIMEOUT_S,
+    wall_clock: Callable[[], float] = time.time,
+) -> Snapshot:
+    """GET `base_url`/metrics and parse it. Raises ScrapeFailed (server gone, non-200)."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        response = client.get(url, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise ScrapeFailed(f"GET {url} failed: {exc!r}") from exc
+    if response.status_code != 200:
+        raise ScrapeFailed(f"GET {url} returned HTTP {response.status_code}")
+    return parse(response.text, taken_at=wall_clock())
+
+
+def check_no_reset(before: Snapshot, after: Snapshot) -> None:
+    """Raise CounterReset when the server restarted between the two snapshots.
+
+    Evidence: any `*_total` series present in both that went down, or a changed
+    `process_start_time_seconds`.
+    """
+    start_before = before.value(PROCESS_START)
+    start_after = after.value(PROCESS_START)
+    if start_before is not None and start_after is not None and start_after != start_before:
+        raise CounterReset(
+            f"server restarted during the pass ({PROCESS_START} "
+            f"{start_before:.0f} → {start_after:.0f})")
+    went_down = sorted(
+        f"{name}{dict(labels) or ''} {value:g} → {after.series[(name, labels)]:g}"
+        for (name, labels), value in before.series.items()
+        if name.endswith("_total") and (name, labels) in after.series
+        and after.series[(name, labels)] < value
+    )
+    if went_down:
+        raise CounterReset(
+            "server restarted during the pass: counters went down: " + "; ".join(went_down[:3])
+            + (f" (+{len(went_down) - 3} more)" if len(went_down) > 3 else ""))
+
+
+def counter_delta(before: Snapshot, after: Snapshot, name: str, **labels: str) -> float | None:
+    """after − before of one counter; None when `after` lacks it.
+
+    A counter missing before but present after counts from 0 (vLLM-like servers may create
+    labelled series lazily). Raises CounterReset when it went down.
+    """
+    end = after.value(name, **labels)
+    if end is None:
+        return None
+    begin = before.value(name, **labels) or 0.0
+    if end < begin:
+        raise CounterReset(f"server restarted during the pass: {name} {begin:g} → {end:g}")
+    return end - begin
+
+
+def implied_a(rate: float, k: int, *, tol: float = 1e-12, max_iter: int = 200) -> float:
+    """Per-position acceptance a with (a + a² + … + a^k)/k = rate, by bisection on [0, 1].
+
+    The mean is strictly increasing in a from 0 (a = 0) to 1 (a = 1), so the root is
+    unique; rates outside [0, 1] are clamped.
+    """
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    if not math.isfinite(rate):
+        raise ValueError(f"rate must be finite, got {rate}")
+    if rate <= 0.0:
+        return 0.0
+    if rate >= 1.0:
+        return 1.0
+
+    def mean_rate(a: float) -> float:
+        return sum(a ** i for i in range(1, k + 1)) / k
+
+    lo, hi = 0.0, 1.0
+    for _ in range(max_iter):
+        mid = (lo + hi) / 2
+        if mean_rate(mid) < rate:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < tol:
+            break
+    return (lo + hi) / 2
+
+
+@dataclass(frozen=True)
+class SpecDecodeFigures:
+    """Spec-decode counters over one pass and the figures derived from them.
+
+    Ratios are None when the pass had no drafts (nothing to divide by).
+    """
+
+    drafts: float
+    draft_tokens: float
+    accepted_tokens: float
+    accepted_per_pos: tuple[float, ...]
+    k: int | None
+    acceptance_rate: float | None
+    accepted_per_draft: float | None
+    tokens_per_step: float | None
+    acceptance_pos: tuple[float, ...]
+    implied_a: float | None
+
+    def as_metrics(self) -> dict[str, float]:
+        """Catalog names → values (campaign/catalog.py); undefined ratios are left out."""
+        out: dict[str, float] = {
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted_tokens": self.accepted_tokens,
+        }
+        for name in ("acceptance_rate", "accepted_per_draft", "tokens_per_step", "implied_a"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = float(value)
+        for i, rate in enumerate(self.acceptance_pos):
+            out[f"acceptance_pos{i}"] = rate
+        return out
+
+
+def derive(drafts: float, draft_tokens: float, accepted: float,
+           per_pos: Iterable[float] = ()) -> SpecDecodeFigures:
+    """The figures of DESIGN.md from counter deltas (pure)."""
+    per_pos = tuple(per_pos)
+    if drafts <= 0:
+        return SpecDecodeFigures(drafts, draft_tokens, accepted, per_pos, None, None, None,
+                                 None, (), None)
+    k = round(draft_tokens / drafts)
+    rate = accepted / draft_tokens if draft_tokens > 0 else None
+    return SpecDecodeFigures(
+        drafts=drafts,
+        draft_tokens=draft_tokens,
+        accepted_tokens=accepted,
+        accepted_per_pos=per_pos,
+        k=k,
+        acceptance_rate=rate,
+        accepted_per_draft=accepted / drafts,
+        tokens_per_step=1.0 + accepted / drafts,
+        acceptance_pos=tuple(p / drafts for p in per_pos),
+        implied_a=implied_a(rate, k) if rate is not None and k >= 1 else None,
+    )
+
+
+def spec_decode_delta(before: Snapshot, after: Snapshot) -> SpecDecodeFigures | None:
+    """Spec-decode figures over the interval; None when the server has no such counters.
+
+    Raises CounterReset when the server restarted between the snapshots.
+    """
+    check_no_reset(before, after)
+    drafts = counter_delta(before, after, DRAFTS)
+    draft_tokens = counter_delta(before, after, DRAFT_TOKENS)
+    accepted = counter_delta(before, after, ACCEPTED)
+    if drafts is None or draft_tokens is None or accepted is None:
+        return None
+    positions = sorted(after.by_label(ACCEPTED_PER_POS, "position"), key=int)
+    per_pos = [counter_delta(before, after, ACCEPTED_PER_POS, position=p) or 0.0
+               for p in positions]
+    return derive(drafts, draft_tokens, accepted, per_pos)
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """Server-side token counters over the interval (None: the server has no such counter)."""
+
+    generation_tokens: float | None
+    prompt_tokens: float | None
+
+
+def token_delta(before: Snapshot, after: Snapshot) -> TokenDelta:
+    """Deltas of vllm:generation_tokens_total and vllm:prompt_tokens_total.
+
+    Raises CounterReset when the server restarted between the snapshots.
+    """
+    check_no_reset(before, after)
+    return TokenDelta(
+        generation_tokens=counter_delta(before, after, GENERATION_TOKENS),
+        prompt_tokens=counter_delta(before, after, PROMPT_TOKENS),
+    )
+
+
+@dataclass(frozen=True)
+class PassDelta:
+    """Everything the runner stores from a pass's two scrapes."""
+
+    tokens: TokenDelta
+    spec: SpecDecodeFigures | None
+    seconds: float = field(default=0.0)  # wall time between the scrapes
+
+    def as_metrics(self) -> dict[str, float]:
+        return self.spec.as_metrics() if self.spec is not None else {}
+
+
+def pass_delta(before: Snapshot, after: Snapshot) -> PassDelta:
+    """Token and spec-decode deltas over one pass. Raises CounterReset on a restart."""
+    return PassDelta(tokens=token_delta(before, after), spec=spec_decode_delta(before, after),
+                     seconds=max(0.0, after.taken_at - before.taken_at))

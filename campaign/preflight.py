@@ -1,0 +1,157 @@
+"""Checks that start nothing: is this machine ready to run the campaign?
+
+Each problem is one line saying what is wrong and what to do. `spec-ab check` and
+`spec-ab run` both call `preflight`; any problem is exit 3.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, ProcessLaunch, parse_volume
+
+GPU_BUSY_MEMORY_MIB = 2048
+GPU_BUSY_UTIL_PCT = 10
+
+
+def aiperf_version() -> str | None:
+    try:
+        return importlib.metadata.version("aiperf")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def _files(campaign: Campaign) -> list[str]:
+    problems = []
+    tok = campaign.resolve(campaign.workloads.tokenizer)
+    if not tok.is_dir():
+        problems.append(f"tokenizer folder {tok} does not exist: copy the model's "
+                        "tokenizer.json + tokenizer_config.json there (AIPerf loads it offline)")
+    elif not (tok / "tokenizer.json").exists() and not (tok / "tokenizer_config.json").exists():
+        problems.append(f"{tok} has no tokenizer.json / tokenizer_config.json")
+    if campaign.workloads.agentfix:
+        for cls, f in campaign.workloads.agentfix.fixtures.items():
+            if not campaign.resolve(f).is_file():
+                problems.append(f"fixture file for class {cls} not found: {campaign.resolve(f)}")
+    seen: set[str] = set()
+    for arm, launch in campaign.launches.items():
+        if not isinstance(launch, DockerLaunch) or launch.docker_host is not None:
+            continue
+        for spec in launch.volumes:
+            vol = parse_volume(spec)
+            src = campaign.resolve(vol.source)
+            if vol.is_named or str(src) in seen:
+                continue
+            seen.add(str(src))
+            if not src.exists():
+                problems.append(f"arm {arm}: bind-mount source {src} does not exist on this "
+                                "host: create it or fix the volume")
+    return problems
+
+
+def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
+    problems = []
+    checked: set[tuple[str, int]] = set()
+    for launch in campaign.launches.values():
+        if isinstance(launch, ProcessLaunch | DockerLaunch):
+            if isinstance(launch, DockerLaunch) and launch.docker_host is not None:
+                continue
+            key = (launch.host, launch.port)
+            if key in checked:
+                continue
+            checked.add(key)
+            if in_use(*key):
+                problems.append(f"port {launch.port} on {launch.host} is already in use: stop "
+                                "what listens there (`ss -ltnp`) or change server.port")
+    return problems
+
+
+def _docker(campaign: Campaign) -> list[str]:
+    launches = [lc for lc in campaign.launches.values() if isinstance(lc, DockerLaunch)]
+    if not launches:
+        return []
+    try:
+        from campaign.servers import docker as docker_backend
+    except ImportError as exc:
+        return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
+    problems: list[str] = []
+    for launch in launches:
+        for p in docker_backend.preflight(launch):
+            if p not in problems:
+                problems.append(p)
+    return problems
+
+
+def _gpus(campaign: Campaign) -> list[str]:
+    wants_gpu = any(isinstance(lc, DockerLaunch) and lc.gpus for lc in campaign.launches.values())
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=index,memory.used,utilization.gpu",
+             "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError) as exc:
+        return [f"nvidia-smi failed ({exc}): check the driver"] if wants_gpu else []
+    problems = []
+    for line in out.splitlines():
+        try:
+            idx, mem, util = (x.strip() for x in line.split(","))
+            if float(mem) > GPU_BUSY_MEMORY_MIB or float(util) > GPU_BUSY_UTIL_PCT:
+                problems.append(f"GPU {idx} is busy ({mem} MiB used, {util}% util): stop what "
+                                "runs there (`nvidia-smi`) — a shared GPU ruins an A/B")
+        except ValueError:
+            continue
+    return problems
+
+
+def _external(campaign: Campaign) -> list[str]:
+    return []  # an external server may be started by its hook; readiness checks it
+
+
+def preflight(campaign: Campaign, *,
+              in_use: Callable[[str, int], bool] = port_in_use) -> tuple[list[str], list[str]]:
+    """(facts, problems): facts to show ("AIPerf 0.13.0"), problems with what to do."""
+    facts: list[str] = []
+    problems: list[str] = []
+    version = aiperf_version()
+    if version is None:
+        problems.append("AIPerf is not installed in this environment: pip install "
+                        "'aiperf>=0.13,<0.14' (scripts/demo sets everything up)")
+    else:
+        facts.append(f"AIPerf {version}")
+        if not version.startswith("0.13"):
+            problems.append(f"AIPerf {version} found; spec-ab is tested with 0.13.x")
+    problems += _files(campaign)
+    problems += _ports(campaign, in_use)
+    problems += _docker(campaign)
+    problems += _gpus(campaign)
+    problems += _external(campaign)
+    if shutil.which("nvidia-smi"):
+        facts.append("nvidia-smi found: GPUs checked idle")
+    else:
+        facts.append("no nvidia-smi on this machine: GPU idleness not checked")
+    backends = sorted({lc.backend for lc in campaign.launches.values()})
+    facts.append(f"backend: {', '.join(backends)}")
+    if any(isinstance(lc, ExternalLaunch) for lc in campaign.launches.values()):
+        facts.append("external server: readiness is checked when the run starts")
+    return facts, problems
+
+
+def describe_path(path: Path) -> str:
+    return str(path)

@@ -1,0 +1,370 @@
+"""Executes a campaign: every arm of every pair, in the pre-registered order.
+
+For each slot: start the server → wait until ready → warm-up passes (thrown away) →
+measured passes, each wrapped in /metrics scrapes → stop the server (always, in a
+`finally`). Every event is appended to the journal before the next step, so a crash or
+Ctrl-C loses at most the pass under way; `--resume` redoes a pair cut in the middle
+whole (a pair must stay in one window) and keeps the frozen rule.
+
+Slow edges (server factory, pass runner, HTTP client, clocks) are parameters so tests
+can fake them; `spec-ab run` passes the real ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from campaign import lanelock, loadgen, manifest, metrics
+from campaign.errors import Interrupted, ResultsError, ServerError
+from campaign.passes import ArmPass, arm_passes
+from campaign.readiness import wait_ready
+from campaign.schedule import Slot, plan_slots
+from campaign.servers import ArmContext, Server, make_server
+from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
+from campaign.store import PassRow, RunStore, iso, utcnow
+from campaign.textfiles import atomic_write
+
+
+class ProgressSink(Protocol):
+    def __call__(self, event: str, **data: Any) -> None: ...
+
+
+def _no_progress(event: str, **data: Any) -> None:
+    return None
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    pairs_total: int
+    pairs_valid: list[int]
+    pairs_invalid: dict[int, str]
+    interrupted: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.pairs_invalid and len(self.pairs_valid) == self.pairs_total
+
+
+@dataclass
+class Runtime:
+    """The runner's edges; defaults are the real ones."""
+
+    server_factory: Callable[[LaunchModel, ArmContext], Server] = make_server
+    run_pass: Callable[..., loadgen.PassOutcome] = loadgen.run_pass
+    http: Callable[[], httpx.Client] = lambda: httpx.Client(timeout=10.0)
+    clock: Callable[[], dt.datetime] = utcnow
+    monotonic: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    cancel: threading.Event = field(default_factory=threading.Event)
+    progress: ProgressSink = _no_progress
+    lock_dir: Path | None = None
+
+
+class _PairInvalid(Exception):
+    """This pair cannot count (server died mid-pass...); go on with the next pair."""
+
+
+def resolve_drift_band(campaign: Campaign) -> float:
+    band = campaign.preregistration.drift_band
+    if isinstance(band, DriftFrom):
+        from campaign.verdict import drift_band_from_aa
+
+        return float(drift_band_from_aa(campaign.resolve(band.from_)))
+    return float(band)
+
+
+def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
+              rt: Runtime) -> RunStore:
+    """Create the run directory, freeze and register the rule, write the manifest."""
+    store = RunStore.create(out_root, campaign.name, campaign_text, clock=rt.clock)
+    band = resolve_drift_band(campaign)
+    rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
+    digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
+                            drift_band=band)
+    store.write_manifest(manifest.collect(campaign))
+    store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
+                  base_dir=str(campaign.base_dir))
+    store.rebuild_passes_csv()
+    return store
+
+
+def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
+    """Reopen a run for `--resume`: the frozen campaign file, never the edited one."""
+    store = RunStore.open(run_dir, clock=rt.clock)
+    events = store.read_journal()
+    base = next((Path(e["base_dir"]) for e in events if e.get("event") == "registered"), None)
+    campaign = load_campaign(run_dir / "campaign.yaml", base_dir=base)
+    if any(e.get("event") == "finished" and e.get("complete") for e in events):
+        raise ResultsError(f"{run_dir} is already complete; nothing to resume",
+                           hint=f"spec-ab report {run_dir}")
+    return store, campaign
+
+
+def pair_status(events: list[dict[str, Any]]) -> dict[int, tuple[int, str]]:
+    """pair → (latest attempt, state: started | done | invalid) from the journal."""
+    status: dict[int, tuple[int, str]] = {}
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "pair_start":
+            status[ev["pair"]] = (ev["pair_attempt"], "started")
+        elif kind == "pair_done":
+            status[ev["pair"]] = (ev["pair_attempt"], "done")
+        elif kind == "pair_invalid":
+            status[ev["pair"]] = (ev["pair_attempt"], "invalid")
+    return status
+
+
+def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
+    """Run every pair not yet done. Holds the lane lock for the whole run."""
+    pre = campaign.preregistration
+    slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
+    by_pair: dict[int, list[Slot]] = {}
+    for s in slots:
+        by_pair.setdefault(s.pair, []).append(s)
+    result = RunResult(store.run_dir, pre.pairs, [], {})
+    status = pair_status(store.read_journal())
+    with lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir):
+        store.journal("run_start", pid=_pid(), resumed=bool(status))
+        started = rt.monotonic()
+        done_slots = 0
+        already = sum(len(by_pair[p]) for p, (_, st) in status.items() if st != "started")
+        for pair, pair_slots in by_pair.items():
+            attempt, state = status.get(pair, (0, "new"))
+            if state == "done":
+                result.pairs_valid.append(pair)
+                continue
+            if state == "invalid":
+                result.pairs_invalid[pair] = "invalid in an earlier session"
+                continue
+            pair_attempt = attempt + 1
+            store.journal("pair_start", pair=pair, pair_attempt=pair_attempt,
+                          redo=state == "started")
+            rt.progress("pair_start", pair=pair, pairs=pre.pairs, pair_attempt=pair_attempt)
+            try:
+                for slot in pair_slots:
+                    _check_cancel(rt)
+                    _run_slot(campaign, store, rt, slot, pair_attempt)
+                    done_slots += 1
+                    elapsed = rt.monotonic() - started
+                    remaining = max(0, len(slots) - already - done_slots)
+                    rt.progress("eta", elapsed_s=elapsed,
+                                eta_s=elapsed / done_slots * remaining)
+            except _PairInvalid as exc:
+                reason = str(exc)
+                store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt,
+                              reason=reason)
+                result.pairs_invalid[pair] = reason
+                rt.progress("pair_invalid", pair=pair, reason=reason)
+                continue
+            except Interrupted:
+                store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
+                result.interrupted = True
+                raise
+            except ServerError as exc:
+                # Infrastructure, not measurement: stop the night here (exit 3). The pair
+                # stays "started", so `--resume` redoes it once the launch is fixed.
+                store.journal("aborted", pair=pair, pair_attempt=pair_attempt, reason=str(exc))
+                raise
+            store.journal("pair_done", pair=pair, pair_attempt=pair_attempt)
+            result.pairs_valid.append(pair)
+            rt.progress("pair_done", pair=pair, pairs=pre.pairs)
+        store.journal("finished", complete=result.complete,
+                      pairs_valid=result.pairs_valid, pairs_invalid=result.pairs_invalid)
+    return result
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _check_cancel(rt: Runtime) -> None:
+    if rt.cancel.is_set():
+        raise Interrupted("interrupted; everything measured so far is kept")
+
+
+def _cancellable_sleep(rt: Runtime) -> Callable[[float], None]:
+    def sleep(seconds: float) -> None:
+        _check_cancel(rt)
+        rt.sleep(seconds)
+        _check_cancel(rt)
+
+    return sleep
+
+
+def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
+              pair_attempt: int) -> None:
+    launch = campaign.launches[slot.arm]
+    arm_dir = store.arm_dir(slot.pair, slot.arm, pair_attempt)
+    ctx = ArmContext(
+        run_id=store.run_id, pair=slot.pair, arm=slot.arm, log_path=arm_dir / "server.log",
+        campaign_dir=campaign.base_dir,
+        labels={"spec-ab.run": store.run_id, "spec-ab.pair": str(slot.pair),
+                "spec-ab.arm": slot.arm, "spec-ab.pid": str(_pid())},
+    )
+    server = rt.server_factory(launch, ctx)
+    started_at = iso(rt.clock())
+    store.journal("slot_start", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                  pair_attempt=pair_attempt, started_at=started_at,
+                  launch=server.describe())
+    rt.progress("arm_start", pair=slot.pair, arm=slot.arm, phase="boot")
+    t0 = rt.monotonic()
+    boot_s = 0.0
+    aiperf_s = 0.0
+    try:
+        try:
+            server.start()
+            with rt.http() as client:
+                boot_s = wait_ready(
+                    server, launch.readiness, model=campaign.workloads.model,
+                    endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
+                    client=client, clock=rt.monotonic, sleep=_cancellable_sleep(rt))
+                store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
+                rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
+                            boot_s=boot_s)
+                for ap in arm_passes(campaign, slot.arm, server.base_url):
+                    _check_cancel(rt)
+                    aiperf_s += _run_pass(campaign, store, rt, server, client, slot, ap,
+                                          arm_dir, pair_attempt, started_at)
+        finally:
+            facts = server.facts()
+            server.stop()
+            _write_captures(campaign, ctx.log_path, arm_dir)
+    except ServerError as exc:
+        store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                      reason=str(exc))
+        raise
+    store.update_manifest("servers", {f"{slot.pair:02d}/{slot.arm}": facts})
+    wall = rt.monotonic() - t0
+    store.journal("slot_done", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                  wall_s=round(wall, 3), boot_s=round(boot_s, 3), aiperf_s=round(aiperf_s, 3),
+                  overhead_s=round(wall - boot_s - aiperf_s, 3))
+    rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
+
+
+def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot | None:
+    try:
+        r = client.get(base_url + "/metrics", timeout=10.0)
+    except httpx.TransportError:
+        return None
+    if r.status_code != 200:
+        return None
+    atomic_write(path, r.text)
+    return metrics.parse(r.text)
+
+
+def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
+              client: httpx.Client, slot: Slot, ap: ArmPass, arm_dir: Path,
+              pair_attempt: int, started_at: str) -> float:
+    """One pass with its retries. Returns AIPerf's wall time. Raises _PairInvalid when
+    the server died under it."""
+    gates = campaign.preregistration.gates
+    attempts = 1 + (gates.retries if ap.measured else 0)
+    aiperf_s = 0.0
+    for attempt in range(1, attempts + 1):
+        _check_cancel(rt)
+        name = ap.plan.name if attempt == 1 else f"{ap.plan.name}.retry{attempt - 1}"
+        pass_dir = arm_dir / "passes" / name
+        mdir = arm_dir / "metrics"
+        rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=name)
+        before = _scrape(client, server.base_url, mdir / f"{name}-before.prom")
+        outcome = rt.run_pass(ap.plan, pass_dir, cancel=rt.cancel)
+        aiperf_s += outcome.wall_s
+        if outcome.interrupted or rt.cancel.is_set():
+            store.journal("pass_interrupted", slot=slot.index, name=name)
+            raise Interrupted("interrupted during a pass; everything measured so far is kept")
+        after = _scrape(client, server.base_url, mdir / f"{name}-after.prom")
+        problems = list(outcome.problems)
+        died = None
+        if not server.alive():
+            died = f"server {server.exit_status()} during {name}"
+        elif after is None:
+            died = f"server stopped answering /metrics during {name}"
+        figures = None
+        if before is not None and after is not None:
+            try:
+                figures = metrics.spec_decode_delta(before, after)
+            except metrics.CounterReset as exc:
+                died = f"server restarted during {name} ({exc})"
+        if died:
+            problems.append(died)
+        level_problems = {
+            lv.concurrency: loadgen.level_problems(
+                lv, outcome, max_error_rate=gates.max_error_rate,
+                min_completed_requests=gates.min_completed_requests)
+            for lv in outcome.levels
+        }
+        labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+        missing = [labels[c] for c in ap.plan.concurrency
+                   if c not in {lv.concurrency for lv in outcome.levels}]
+        if missing:
+            problems.append(f"no results for level(s) {', '.join(missing)}")
+        valid = not problems and not any(level_problems.values())
+        rows: list[PassRow] = []
+        if ap.measured:
+            for lv in outcome.levels:
+                level = labels.get(lv.concurrency, f"c{lv.concurrency}")
+                reasons = problems + level_problems.get(lv.concurrency, [])
+                for metric_name, value in lv.metrics.items():
+                    rows.append(PassRow(store.run_id, slot.pair, pair_attempt, slot.arm,
+                                        slot.index, started_at, ap.workload, level,
+                                        metric_name, float(value), not reasons, attempt,
+                                        "; ".join(reasons)))
+            if figures is not None:
+                for metric_name, value in figures.as_metrics().items():
+                    rows.append(PassRow(store.run_id, slot.pair, pair_attempt, slot.arm,
+                                        slot.index, started_at, ap.workload, ap.spec_level,
+                                        metric_name, float(value), valid, attempt,
+                                        "; ".join(problems)))
+        summary = _summary(outcome)
+        store.journal(
+            "pass", slot=slot.index, pair=slot.pair, arm=slot.arm, name=name,
+            workload=ap.workload, attempt=attempt, valid=valid,
+            problems=problems + [f"{labels.get(c, c)}: {p}" for c, ps in level_problems.items()
+                                 for p in ps],
+            aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
+            returncode=outcome.returncode, summary=summary,
+            spec_decode=figures.as_metrics() if figures is not None else None,
+            rows=[dataclasses.asdict(r) for r in rows],
+        )
+        store.rebuild_passes_csv()
+        rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=valid,
+                    summary=summary, problems=problems)
+        if died:
+            raise _PairInvalid(died)
+        if valid or not ap.measured:
+            break
+    return aiperf_s
+
+
+def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
+    """Throughput per level, for the journal and the progress line."""
+    return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
+            for lv in outcome.levels}
+
+
+def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
+    """Copy server log lines matching each named regex into captures/<name>.log."""
+    if not campaign.log_captures or not log_path.exists():
+        return
+    patterns = {name: re.compile(rx) for name, rx in campaign.log_captures.items()}
+    found: dict[str, list[str]] = {name: [] for name in patterns}
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            for name, rx in patterns.items():
+                if rx.search(line):
+                    found[name].append(line)
+    for name, lines in found.items():
+        atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))

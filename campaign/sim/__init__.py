@@ -1,0 +1,8 @@
+"""The simulated lane: a vLLM-like OpenAI server over a speculative-decoding MoE model.
+
+Modules, one concept each: `costmodel` (step time, pure), `acceptance` (content class →
+draft acceptance), `controller` (adaptive verification), `engine` (continuous batching),
+`telemetry` (Prometheus metrics), `vllmlog` (log line formats), `vocab` (tokenizer),
+`config` (knobs and their precedence), `server` (HTTP), `cli` (`spec-ab sim serve`),
+`testing` (`running_sim` for tests and other modules).  Knob reference: docs/sim.md.
+"""

@@ -1,0 +1,295 @@
+"""The report over real results directories written through the store's own API: golden
+table / Markdown / JSON, history, exploratory marking, damaged files, exit codes."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from test_verdict import T0, frame
+
+from campaign import report as rp
+from campaign import verdict as vd
+from campaign.errors import EXIT_INCOMPLETE, ResultsError, UsageError
+from campaign.spec import Preregistration
+from campaign.store import PassRow, RunStore, load_run
+
+GOLDEN = Path(__file__).parent / "golden" / "report"
+UPDATE = os.environ.get("SPECAB_UPDATE_GOLDEN") == "1"
+
+TPUT = "output_token_throughput"
+
+
+def make_run(
+    root: Path,
+    spec: dict[tuple[str, str, str], list[tuple[Any, ...]]],
+    *,
+    name: str = "demo",
+    short_id: str = "aaaaaa",
+    arms: tuple[str, ...] = ("control", "cand"),
+    arm_specs: dict[str, Any] | None = None,
+    band: float = 0.03,
+    when: dt.datetime = T0,
+    complete: bool = True,
+    edit: Any = None,
+    **rule_kw: Any,
+) -> Path:
+    """A results directory made with the store's API (what `spec-ab run` writes)."""
+    rule_kw.setdefault("decision_cells", [{"workload": "knee", "level": "c1"}])
+    rule = Preregistration(**rule_kw).model_dump(mode="json", by_alias=True)
+    campaign = {
+        "name": name,
+        "hypothesis": "The candidate decodes faster at one stream.",
+        "lane": "sim",
+        "preregistration": rule,
+        "arms": arm_specs or {a: {"description": a, "env": {"K": str(i)}}
+                              for i, a in enumerate(arms)},
+        "workloads": {"model": "m", "tokenizer": "t",
+                      "knee": {"concurrency": [1, 4]},
+                      "agentfix": {"fixtures": {"shell": "s.jsonl", "prose": "p.jsonl"}}},
+    }
+    store = RunStore.create(root, name, json.dumps(campaign, indent=1).encode(),
+                            clock=lambda: when, short_id=short_id)
+    store.register(rule, campaign=name, arms=list(arms), drift_band=band)
+    df = frame(spec, arms=arms, run=store.run_id)
+    if edit is not None:
+        df = edit(df)
+    rows = [PassRow(**r) for r in df.to_dict("records")]  # type: ignore[arg-type]
+    store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
+    store.rebuild_passes_csv()
+    if complete:
+        store.journal("finished", complete=True)
+    return store.run_dir
+
+
+def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:
+    """Three pairs: c1 adopts, c4 is mixed, TTFT and errors hold, acceptance up."""
+    return {
+        ("knee", "c1", TPUT): [(52.0, 60.5), (51.5, 59.8), (52.4, 60.1)],
+        ("knee", "c1", "ttft_p99"): [(210.0, 214.0), (205.0, 211.0), (212.0, 215.0)],
+        ("knee", "c1", "error_rate"): [(0.0, 0.0)] * 3,
+        ("knee", "c4", TPUT): [(180.0, 199.0), (176.0, 178.0), (182.0, 190.0)],
+        ("knee", "c4", "ttft_p99"): [(260.0, 262.0), (255.0, 270.0), (258.0, 259.0)],
+        ("knee", "c4", "error_rate"): [(0.0, 0.0)] * 3,
+        ("knee", "all", "acceptance_rate"): [(0.435, 0.47), (0.44, 0.468), (0.43, 0.471)],
+        ("knee", "all", "tokens_per_step"): [(2.74, 3.1), (2.76, 3.08), (2.72, 3.11)],
+        ("agentfix", "shell", TPUT): [(150.0, 170.0), (148.0, 168.0), (151.0, 171.0)],
+        ("agentfix", "shell", "acceptance_rate"): [(0.91, 0.9), (0.9, 0.91), (0.91, 0.9)],
+        ("agentfix", "prose", TPUT): [(120.0, 118.0), (119.0, 121.0), (121.0, 119.5)],
+        ("agentfix", "prose", "acceptance_rate"): [(0.30, 0.33), (0.31, 0.32), (0.3, 0.33)],
+    }
+
+
+def _invalid_prose_pair3(df: pd.DataFrame) -> pd.DataFrame:
+    bad = (df["pair"] == 3) & (df["arm"] == "cand") & (df["level"] == "prose")
+    df.loc[bad, ["valid", "reason", "attempt"]] = [False, "error rate 0.08 > 0", 1]
+    return df
+
+
+@pytest.fixture()
+def golden_run(tmp_path: Path) -> Path:
+    return make_run(tmp_path, golden_spec(), name="depth7", pairs=3,
+                    edit=_invalid_prose_pair3)
+
+
+def _normalise(text: str, root: Path) -> str:
+    return text.replace(str(root), "<tmp>")
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"golden {path} was missing and has been written; re-run")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} differs from the golden file; if the change is intended, re-run with "
+        "SPECAB_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+def _report(run_dirs: list[Path], **kw: Any) -> rp.Report:
+    rep = rp.build_report(run_dirs, **kw)
+    return dataclasses.replace(rep, tool_version="0.0.0-test")
+
+
+# ----------------------------------------------------------------- golden outputs
+
+
+@pytest.mark.parametrize("fmt,suffix", [("table", "txt"), ("markdown", "md"), ("json", "json")])
+def test_golden(golden_run: Path, fmt: rp.Format, suffix: str) -> None:
+    rep = _report([golden_run])
+    _check_golden(f"single.{suffix}", _normalise(rp.render(rep, fmt), golden_run.parent))
+
+
+def test_golden_run_content(golden_run: Path) -> None:
+    """What the golden pins, checked independently of its text."""
+    doc = json.loads(rp.render(_report([golden_run]), "json"))
+    assert doc["decision"] == "adopt"
+    assert doc["schema_version"] == rp.REPORT_SCHEMA_VERSION
+    assert doc["tool_version"] == "0.0.0-test"
+    assert doc["run_ids"] == [golden_run.name]
+    assert doc["exploratory"] is False
+    rule = json.loads((golden_run / "preregistration.json").read_text())
+    assert doc["rule"]["sha256"] == rule["sha256"]
+    for c in doc["cells"]:
+        assert {"workload", "level", "metric", "control", "candidate", "gain", "ci", "pairs",
+                "verdict", "flags", "reasons"} <= set(c)
+    c1 = next(c for c in doc["cells"] if c["level"] == "c1" and c["metric"] == TPUT)
+    assert c1["decision_cell"] and c1["verdict"] == "adopt" and c1["n"] == 3
+    prose = next(c for c in doc["cells"] if c["level"] == "prose" and c["metric"] == TPUT)
+    assert prose["n"] == 2 and "invalid-pass" in prose["flags"]
+    assert prose["left_out"] == [{"pair": 3, "arm": "cand",
+                                  "reason": "error rate 0.08 > 0 (after 2 attempts)"}]
+    assert {g["metric"] for g in doc["guardrails"]} == {"ttft_p99", "error_rate"}
+    assert not any(g["broken"] for g in doc["guardrails"])
+
+
+# ----------------------------------------------------------------- history, honesty
+
+
+def test_history_shows_each_run_side_by_side(tmp_path: Path) -> None:
+    good = {("knee", "c1", TPUT): [(100.0, 115.0), (100.5, 115.6)]}
+    flat = {("knee", "c1", TPUT): [(100.0, 101.0), (100.5, 101.2)]}
+    r1 = make_run(tmp_path, good, short_id="night1", guardrails=[],
+                  when=T0)
+    r2 = make_run(tmp_path, flat, short_id="night2", guardrails=[],
+                  when=T0 + dt.timedelta(days=1))
+    rep = _report([r2, r1])  # given out of order: sorted by registration time
+    assert [r.run_id for r in rep.runs] == [r1.name, r2.name]
+    text = rp.render(rep, "table", width=160)
+    assert "History: 2 runs" in text
+    assert r1.name in text and r2.name in text
+    assert text.index("adopt") < text.index("keep-default")
+    doc = json.loads(rp.render(rep, "json"))
+    assert [h["decision"] for h in doc["history"]] == ["adopt", "keep-default"]
+    assert doc["decision"] == "keep-default"  # the newest run leads
+    assert len(doc["runs"]) == 2
+    md = rp.render(rep, "markdown")
+    assert "## History (2 runs)" in md
+    # --fail-on looks at the newest run only
+    assert rp.exit_code_for(rep, ["keep-default"]) == EXIT_INCOMPLETE
+    assert rp.exit_code_for(_report([r1]), ["keep-default"]) == 0
+
+
+def test_overrides_mark_every_output_exploratory(golden_run: Path) -> None:
+    rep = _report([golden_run], rule_overrides={"margin": "0.2", "rule": "ci"})
+    assert rep.exploratory
+    for fmt in ("table", "markdown", "json", "html"):
+        assert "not pre-registered" in rp.render(rep, fmt), fmt  # type: ignore[arg-type]
+    doc = json.loads(rp.render(rep, "json"))
+    assert doc["exploratory"] is True and doc["rule"]["pre_registered"] is False
+    assert doc["rule"]["margin"] == 0.2 or doc["rule"]["margin"] == "0.2"
+    assert doc["rule"]["sha256"] != doc["rule"]["registered_sha256"]
+    assert doc["decision"] == "keep-default"  # +16% does not clear a 20% bar
+    assert any("not pre-registered" in line for line in rp.summary_lines(rep))
+    with pytest.raises(UsageError):
+        rp.build_report([golden_run], rule_overrides={"seed": "3"})
+
+
+def test_rule_edited_after_registration_uses_the_registered_one(golden_run: Path) -> None:
+    path = golden_run / "campaign.yaml"
+    doc = json.loads(path.read_text())
+    doc["preregistration"]["margin"] = 0.5
+    path.write_text(json.dumps(doc))
+    rep = _report([golden_run])
+    assert rep.latest.edited_after_registration == ("margin",)
+    assert rep.latest.decision == "adopt"  # judged at the registered +10%, not +50%
+    assert "edited after registration" in rp.render(rep, "table")
+    assert json.loads(rp.render(rep, "json"))["rule"]["edited_after_registration"] == ["margin"]
+
+
+def test_preregistration_changed_after_the_fact_is_refused(golden_run: Path) -> None:
+    path = golden_run / "preregistration.json"
+    doc = json.loads(path.read_text())
+    doc["rule"]["margin"] = 0.01
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match=r"preregistration\.json.*sha256"):
+        rp.build_report([golden_run])
+
+
+def test_zero_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 115.0), (0.0, 110.0)]},
+                   guardrails=[])
+    with pytest.raises(ResultsError, match=r"passes\.csv.*pair 2, arm control is 0"):
+        rp.build_report([run])
+
+
+def test_missing_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 115.0), (100.0, 115.0)]},
+                   guardrails=[])
+    csv = run / "passes.csv"
+    lines = csv.read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ",cand," in ln and TPUT in ln)
+    cells = lines[i].split(",")
+    cells[9] = ""  # the value column
+    lines[i] = ",".join(cells)
+    csv.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultsError, match=r"passes\.csv.*no value"):
+        rp.build_report([run])
+
+
+def test_missing_decision_cell_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {("knee", "c4", TPUT): [(100.0, 115.0)]}, guardrails=[], pairs=1)
+    with pytest.raises(ResultsError, match=r"passes\.csv.*knee c1"):
+        rp.build_report([run])
+
+
+def test_exit_codes_and_summary(tmp_path: Path) -> None:
+    loss = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 90.0), (100.5, 91.0)]},
+                    guardrails=[], short_id="loss01")
+    rep = _report([loss])
+    assert rp.exit_code_for(rep, []) == 0
+    assert rp.exit_code_for(rep, ["loss"]) == EXIT_INCOMPLETE
+    assert rp.exit_code_for(rep, ["incomplete"]) == 0
+    with pytest.raises(UsageError):
+        rp.exit_code_for(rep, ["bad"])
+    lines = rp.summary_lines(rep)
+    assert lines[0].startswith("Decision: KEEP-DEFAULT")
+    assert any("knee c1" in ln and "loss" in ln for ln in lines)
+    partial = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 115.0)]},
+                       guardrails=[], short_id="part01", pairs=2, complete=False)
+    rep2 = _report([partial])
+    assert rep2.latest.incomplete
+    assert rp.exit_code_for(rep2, ["incomplete"]) == EXIT_INCOMPLETE
+    assert any("1 of 2 pre-registered pairs" in ln for ln in rp.summary_lines(rep2))
+
+
+def test_multi_candidate_report_ranks(tmp_path: Path) -> None:
+    spec = {("knee", "c1", TPUT): [(100.0, 112.0, 120.0), (100.5, 112.0, 119.0)]}
+    run = make_run(tmp_path, spec, arms=("control", "depth6", "depth7"), guardrails=[])
+    rep = _report([run])
+    assert rep.latest.verdict.adopt_arm == "depth7"
+    text = rp.render(rep, "table", width=160)
+    assert "Ranking of candidates" in text and "depth6 vs control" in text
+    doc = json.loads(rp.render(rep, "json"))
+    assert [r["arm"] for r in doc["ranking"]] == ["depth7", "depth6"]
+    assert {c["arm"] for c in doc["cells"]} == {"depth6", "depth7"}
+
+
+def test_aa_run_recommends_a_band(tmp_path: Path) -> None:
+    spec = {("knee", "c1", TPUT): [(100.0, 101.0), (100.0, 98.8), (100.0, 100.4),
+                                   (100.0, 99.5)]}
+    run = make_run(tmp_path, spec, arms=("control", "control-b"), guardrails=[], pairs=4,
+                   arm_specs={"control": {"description": "a"},
+                              "control-b": {"description": "the same"}})
+    rep = _report([run])
+    assert rep.latest.aa is not None
+    assert "recommended drift band" in rp.render(rep, "table", width=160)
+    band = vd.drift_band_from_aa(run)
+    assert band == rep.latest.aa.band
+    assert 0.01 < band < 0.05
+    assert rp.recommend_band(run).text == rep.latest.aa.text
+
+
+def test_store_round_trip_keeps_every_row(golden_run: Path) -> None:
+    data = load_run(golden_run)
+    assert data.complete
+    assert len(data.passes) == len(frame(golden_spec(), run="x"))

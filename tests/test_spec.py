@@ -1,0 +1,232 @@
+"""The campaign file: valid files load and merge; malformed ones give one line per problem
+naming the YAML path and line, table-driven from a valid base file."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from campaign.errors import SpecError
+from campaign.spec import (
+    DockerLaunch,
+    ProcessLaunch,
+    load_campaign,
+    merge,
+    parse_volume,
+)
+
+DATA = Path(__file__).parent / "data" / "campaigns"
+BASE = (DATA / "base.yaml").read_text()
+
+DOCKER_SERVER = """server:
+  backend: docker
+  image: spec-ab-sim:latest
+  port: 18999
+  ports: ["18999:8000"]
+  volumes:
+    - /tmp:/cache
+  env:
+    A: 1
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    for item in ("tok", "shell.jsonl", "patch.py"):
+        src = DATA / item
+        dst = tmp_path / item
+        if src.is_dir():
+            shutil.copytree(src, dst, dirs_exist_ok=True)
+        else:
+            shutil.copy(src, dst)
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text)
+    return path
+
+
+def sub(old: str, new: str) -> str:
+    assert old in BASE, old
+    return BASE.replace(old, new, 1)
+
+
+def docker_base() -> str:
+    start = BASE.index("server:")
+    end = BASE.index("arms:")
+    return BASE[:start] + DOCKER_SERVER + BASE[end:]
+
+
+def test_base_loads_and_merges(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, BASE))
+    assert c.arm_names == ["control", "depth7"]
+    control, cand = c.launches["control"], c.launches["depth7"]
+    assert isinstance(control, ProcessLaunch) and isinstance(cand, ProcessLaunch)
+    assert control.env == {"SPECAB_SIM_DEPTH": "5"}  # YAML ints become env strings
+    assert cand.env == {"SPECAB_SIM_DEPTH": "7"}  # maps merged, value replaced
+    assert c.preregistration.metric_direction == "higher"
+    assert c.workloads.knee is not None and c.workloads.knee.levels == ["c1", "c4"]
+
+
+def test_merge_rules() -> None:
+    base = {"env": {"A": "1", "B": "2"}, "volumes": ["a:/a"], "image": "x", "n": {"d": [1]}}
+    over = {"env": {"B": "3"}, "volumes": ["b:/b"], "image": "y", "n": {"d": [2]}}
+    assert merge(base, over) == {"env": {"A": "1", "B": "3"}, "volumes": ["a:/a", "b:/b"],
+                                 "image": "y", "n": {"d": [1, 2]}}
+
+
+def test_docker_arm_volumes_appended(tmp_path: Path) -> None:
+    text = docker_base().replace("""  depth7:
+    env:
+      SPECAB_SIM_DEPTH: 7""", """  depth7:
+    env:
+      SPECAB_SIM_DEPTH: 7
+    volumes:
+      - patch.py:/opt/patch.py:ro""")
+    c = load_campaign(write(tmp_path, text))
+    cand = c.launches["depth7"]
+    assert isinstance(cand, DockerLaunch)
+    assert cand.volumes == ["/tmp:/cache", "patch.py:/opt/patch.py:ro"]
+    assert cand.env == {"A": "1", "SPECAB_SIM_DEPTH": "7"}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("a:/b", ("a", "/b", None)),
+    ("./x.py:/y.py:ro", ("./x.py", "/y.py", True)),
+    ("cache:/root/.cache:rw", ("cache", "/root/.cache", False)),
+])
+def test_parse_volume(text: str, expected: tuple[str, str, bool | None]) -> None:
+    v = parse_volume(text)
+    assert (v.source, v.target, v.read_only) == expected
+
+
+# Each case: (id, campaign text, substrings that must all appear in ONE problem line).
+CASES: list[tuple[str, str, list[str]]] = [
+    ("unknown-top-key", BASE + "extra_key: 1\n", ["extra_key", "unknown key", "(line 33)"]),
+    ("typo-did-you-mean", sub("  margin: 0.10", "  margn: 0.10"),
+     ["preregistration.margn", "did you mean 'margin'", "(line 6)"]),
+    ("missing-name", sub("name: base\n", ""), ["name: required but missing"]),
+    ("bad-name", sub("name: base", "name: Base Campaign"), ["name:", "(line 1)"]),
+    ("margin-type", sub("margin: 0.10", "margin: lots"), ["preregistration.margin", "(line 6)"]),
+    ("negative-margin", sub("margin: 0.10", "margin: -0.1"), ["preregistration.margin"]),
+    ("bad-rule", sub("rule: point", "rule: bayes"), ["preregistration.rule", "(line 8)"]),
+    ("bad-order", sub("order: AB", "order: BA"), ["preregistration.order", "(line 10)"]),
+    ("zero-pairs", sub("pairs: 2", "pairs: 0"), ["preregistration.pairs", "(line 9)"]),
+    ("abba-odd-pairs", sub("order: AB", "order: ABBA").replace("pairs: 2", "pairs: 3"),
+     ["preregistration.pairs", "ABBA", "(line 9)"]),
+    ("unknown-metric", sub("primary_metric: output_token_throughput",
+                           "primary_metric: output_token_througput"),
+     ["preregistration.primary_metric", "did you mean 'output_token_throughput'", "(line 5)"]),
+    ("cell-level-not-measured", sub("level: c1}", "level: c2}"),
+     ["decision_cells[0].level", "c2", "(line 12)"]),
+    ("cell-bad-workload", sub("{workload: knee, level: c1}", "{workload: soak, level: c1}"),
+     ["decision_cells[0].workload", "(line 12)"]),
+    ("no-backend", sub("  backend: process\n", ""), ["server", "backend"]),
+    ("bad-backend", sub("backend: process", "backend: k8s"),
+     ["server", "backend must be one of"]),
+    ("process-no-command", sub('  command: [spec-ab, sim, serve, --port, "18999"]\n', ""),
+     ["server", "command: a process server needs a command"]),
+    ("port-range", sub("  port: 18999", "  port: 99999"), ["server.port", "(line 16)"]),
+    ("unknown-server-key", sub("  port: 18999", "  port: 18999\n  gpu: all"),
+     ["server.gpu", "unknown key"]),
+    ("no-control", sub("  control: {}\n", ""), ["arms", "control"]),
+    ("only-control", sub("""  depth7:
+    env:
+      SPECAB_SIM_DEPTH: 7
+""", ""), ["arms", "at least one candidate"]),
+    ("arm-unknown-field", sub("  depth7:\n", "  depth7:\n    imagee: x\n"),
+     ["arms.depth7.imagee", "not a field", "(line 22)"]),
+    ("arm-env-not-map", sub("""    env:
+      SPECAB_SIM_DEPTH: 7""", "    env: [a, b]"), ["arms.depth7.env", "(line 22)"]),
+    ("arm-bad-name", sub("  depth7:", "  Depth 7:"), ["arms"]),
+    ("no-workloads", BASE[:BASE.index("workloads:")], ["workloads: required but missing"]),
+    ("no-measured-workload", sub("""  knee:
+    concurrency: [1, 4]
+    requests_per_level: 8
+  agentfix:
+    fixtures:
+      shell: shell.jsonl
+""", ""), ["workloads", "at least one measured workload"]),
+    ("knee-zero-level", sub("concurrency: [1, 4]", "concurrency: [0, 4]"),
+     ["workloads.knee.concurrency", "≥ 1"]),
+    ("knee-repeat-level", sub("concurrency: [1, 4]", "concurrency: [4, 4]"),
+     ["workloads.knee.concurrency", "repeat"]),
+    ("knee-both-counts", sub("requests_per_level: 8", "requests_per_level: 8\n    duration_s: 30"),
+     ["workloads.knee", "not both"]),
+    ("fixture-missing", sub("shell: shell.jsonl", "shell: nope.jsonl"),
+     ["workloads.agentfix.fixtures.shell", "nope.jsonl does not exist", "(line 32)"]),
+    ("tokenizer-missing", sub("tokenizer: tok", "tokenizer: tokz"),
+     ["workloads.tokenizer", "does not exist", "(line 26)"]),
+    ("yaml-syntax", sub("lane: sim", "lane: [sim"), ["YAML", "line"]),
+    ("duplicate-key", sub("lane: sim", "lane: sim\nlane: sim2"), ["YAML", "duplicate", "line"]),
+    ("top-level-list", "- a\n- b\n", ["top level must be a mapping"]),
+    ("empty-file", "", ["empty"]),
+    ("bad-regex", BASE + "log_captures:\n  x: '(unclosed'\n", ["log_captures", "regex"]),
+    ("guardrail-metric", sub("  decision_cells:", "  guardrails:\n    - {metric: ttft_p999}\n"
+                             "  decision_cells:"),
+     ["preregistration.guardrails[0].metric", "did you mean 'ttft_p99'"]),
+    ("gates-negative-retries", sub("  decision_cells:", "  gates: {retries: -1}\n"
+                                   "  decision_cells:"),
+     ["preregistration.gates.retries", "(line 11)"]),
+    ("drift-band-big", sub("drift_band: 0.03", "drift_band: 3"),
+     ["preregistration.drift_band", "fraction"]),
+    ("docker-missing-image", docker_base().replace("  image: spec-ab-sim:latest\n", ""),
+     ["server.image: required but missing"]),
+    ("docker-bad-volume", docker_base().replace("- /tmp:/cache", "- /tmp"),
+     ["server.volumes", "host:container", "(line 18)"]),
+    ("docker-ports-with-host-net", docker_base().replace('  ports: ["18999:8000"]',
+                                                         '  ports: ["18999:8000"]\n'
+                                                         '  network: host'),
+     ["server", "network: host"]),
+    ("docker-arm-volume-missing", docker_base().replace("""  depth7:
+    env:""", """  depth7:
+    volumes:
+      - /tmp:/a
+      - patches/x.py:/b.py:ro
+    env:"""), ["arms.depth7.volumes[1]", "source patches/x.py does not exist", "(line 27)"]),
+    ("docker-extra-needs-ready-kind", docker_base().replace("  env:\n    A: 1\n",
+                                                            "  env:\n    A: 1\n"
+                                                            "  extra_containers:\n"
+                                                            "    - name: w\n"
+                                                            "      image: x\n"
+                                                            "      ready: {timeout_s: 5}\n"),
+     ["server.extra_containers[0].ready", "exactly one"]),
+]
+
+
+@pytest.mark.parametrize("case_id, text, expected", CASES, ids=[c[0] for c in CASES])
+def test_malformed(tmp_path: Path, case_id: str, text: str, expected: list[str]) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(SpecError) as info:
+        load_campaign(path)
+    problems = info.value.problems
+    assert any(all(s in p for s in expected) for p in problems), (
+        f"{case_id}: no problem line contains {expected}; got:\n" + "\n".join(problems))
+    assert info.value.exit_code == 2
+
+
+def test_all_problems_reported_at_once(tmp_path: Path) -> None:
+    text = sub("margin: 0.10", "margin: lots").replace("rule: point", "rule: bayes")
+    with pytest.raises(SpecError) as info:
+        load_campaign(write(tmp_path, text))
+    assert len(info.value.problems) == 2
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SpecError, match="file not found"):
+        load_campaign(DATA / "does-not-exist.yaml")
+
+
+def test_examples_validate(repo_root: Path) -> None:
+    for path in sorted((repo_root / "examples").glob("*.yaml")):
+        c = load_campaign(path)
+        assert c.candidates, path
+
+
+def test_templates_match_examples(repo_root: Path) -> None:
+    """`spec-ab init` templates are the examples with paths relative to the repo root."""
+    pairs = {"sim": "sim-pair", "gb300": "gb300-dspark-onlinevc", "gb10-pair": "gb10-pair-depth"}
+    for template, example in pairs.items():
+        t = (repo_root / "campaign" / "templates" / f"{template}.yaml").read_text()
+        e = (repo_root / "examples" / f"{example}.yaml").read_text()
+        assert t == e.replace("../fixtures/", "fixtures/").replace(
+            "patches/", "examples/patches/"), template
