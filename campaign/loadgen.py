@@ -27,6 +27,7 @@ What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured ex
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -125,6 +126,12 @@ class LevelResult:
     export_path: Path
     error_summary: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the journal)."""
+        out = dataclasses.asdict(self)
+        out["export_path"] = str(self.export_path)
+        return out
+
 
 @dataclass
 class PassOutcome:
@@ -138,6 +145,16 @@ class PassOutcome:
     stderr_path: Path
     problems: list[str]
     missing_levels: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for the journal); levels via LevelResult.to_dict."""
+        return {
+            "command": list(self.command), "returncode": self.returncode,
+            "timed_out": self.timed_out, "interrupted": self.interrupted,
+            "wall_s": self.wall_s, "levels": [level.to_dict() for level in self.levels],
+            "stdout_path": str(self.stdout_path), "stderr_path": str(self.stderr_path),
+            "problems": list(self.problems), "missing_levels": list(self.missing_levels),
+        }
 
 
 def default_executable() -> str:
@@ -279,9 +296,11 @@ def parse_export(path: Path) -> LevelResult:
     for item in data.get("error_summary") or []:
         if isinstance(item, Mapping):
             details = item.get("error_details") or {}
-            code = details.get("code") if isinstance(details, Mapping) else None
-            message = details.get("message") if isinstance(details, Mapping) else None
-            errors.append(f"{item.get('count', '?')}× {code}: {message}")
+            if not isinstance(details, Mapping):
+                details = {}
+            # HTTP errors carry a status code; connection errors only a type.
+            kind = details.get("code") or details.get("type") or "error"
+            errors.append(f"{item.get('count', '?')}× {kind}: {details.get('message')}")
     return LevelResult(
         concurrency=concurrency,
         metrics=metrics,

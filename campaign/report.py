@@ -155,6 +155,11 @@ def build_report(
 ) -> Report:
     """Load run directories and judge each under its registered rule (or the overrides).
 
+    The newest run (by registration time) is judged in full: every cell of its primary,
+    guardrail and descriptive metrics. Older runs of a history are judged on what their
+    decision needs (decision and guardrail cells), which keeps a 1,000-night history fast;
+    report a run alone to see all of its cells.
+
     Raises ResultsError (naming the file) for damaged results: a rule that does not match
     its hash, missing columns, a zero or missing value in a decision or guardrail cell.
     """
@@ -163,11 +168,14 @@ def build_report(
     load = loader or _default_loader
     runs = [load(Path(d)) for d in run_dirs]
     overrides = dict(rule_overrides or {})
-    prepared = [_prepare(run, overrides) for run in runs]
-    metrics: set[str] = set(vd.DESCRIPTIVE_METRICS)
-    for _, rule, _, _ in prepared:
-        metrics.add(rule.metric)
-        metrics.update(g.metric for g in rule.prereg.guardrails)
+    cache: dict[Any, Any] = {}
+    prepared = [_prepare(run, overrides, cache) for run in runs]
+    newest = max(range(len(runs)), key=lambda i: (
+        str(runs[i].preregistration.get("registered_at", "")), runs[i].run_id))
+    shown: set[str] = set(vd.DESCRIPTIVE_METRICS)
+    rule_new = prepared[newest][1]
+    shown.add(rule_new.metric)
+    shown.update(g.metric for g in rule_new.prereg.guardrails)
     frames = []
     for run in runs:
         df = run.passes
@@ -179,18 +187,23 @@ def build_report(
                 f"{run.run_dir / 'passes.csv'}: no measured passes yet",
                 hint=f"spec-ab run --resume {run.run_dir}",
             )
-        if (df["run"] != run.run_id).any():
-            df = df.assign(run=run.run_id)  # the directory names the run, whatever the rows say
         frames.append(df)
-    tables = vd.tidy_tables(pd.concat(frames, ignore_index=True), metrics)
+    # the directory names the run, whatever its rows say (a copied or renamed run dir)
+    all_rows = pd.concat(frames, keys=[r.run_id for r in runs], names=["run_key", None])
+    all_rows["run"] = all_rows.index.get_level_values(0)
+    all_rows = all_rows.reset_index(drop=True)
+    tables = vd.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown))
     out: list[RunReport] = []
-    for run, (rule_dict, rule, edited, notes) in zip(runs, prepared, strict=True):
+    for i, (run, (rule_dict, rule, edited, notes)) in enumerate(
+        zip(runs, prepared, strict=True)
+    ):
         table = tables.get(run.run_id, vd.RunTable(run=run.run_id))
         arms = _arms(run)
         order = _level_order(run.campaign)
         csv_path = run.run_dir / "passes.csv"
         try:
-            verdict = vd.judge_run(table, rule, arms, level_order=order, metrics=metrics)
+            verdict = vd.judge_run(table, rule, arms, level_order=order,
+                                   metrics=shown if i == newest else ())
         except vd.DataProblem as exc:
             raise ResultsError(f"{csv_path}: {exc}",
                                hint="the file is damaged or the pass never measured it") from None
@@ -224,6 +237,43 @@ def build_report(
     return Report(runs=tuple(out))
 
 
+def _rows_needed(
+    rows: pd.DataFrame,
+    runs: Sequence[RunLike],
+    prepared: Sequence[tuple[dict[str, Any], vd.Rule, Any, Any]],
+    newest: int,
+    shown: set[str],
+) -> pd.DataFrame:
+    """The tidy rows the verdicts read: all shown metrics of the newest run; of older runs
+    only the decision and guardrail places (vectorised, one mask per distinct rule)."""
+    if len(runs) == 1:
+        return rows[rows["metric"].isin(shown | set(vd.TOKEN_METRICS))]
+    run_col, metric, workload, level = (rows[c] for c in ("run", "metric", "workload", "level"))
+    keep = (run_col == runs[newest].run_id) & metric.isin(shown | set(vd.TOKEN_METRICS))
+    groups: dict[int, tuple[vd.Rule, list[str]]] = {}
+    for i, (run, (_, rule, _, _)) in enumerate(zip(runs, prepared, strict=True)):
+        if i != newest:
+            groups.setdefault(id(rule), (rule, []))[1].append(run.run_id)
+    for rule, ids in groups.values():
+        in_group = run_col.isin(ids)
+        places: set[tuple[str, str]] = {
+            (d.workload, d.level) for d in rule.prereg.decision_cells}
+        for g in rule.prereg.guardrails:
+            if g.workload != "*" or g.level != "*":
+                places.add((g.workload, g.level))
+        places |= {(w, "*") for w, lvl in places if lvl == "all"}  # sizes of a whole sweep
+        key_metrics = {rule.metric, *(g.metric for g in rule.prereg.guardrails),
+                       *vd.TOKEN_METRICS}
+        at_place = pd.Series(False, index=rows.index)
+        for w, lvl in places:
+            m = pd.Series(True, index=rows.index) if w == "*" else workload == w
+            if lvl != "*":
+                m &= level == lvl
+            at_place |= m
+        keep |= in_group & metric.isin(key_metrics) & at_place
+    return rows[keep]
+
+
 def _rule_hash(rule: dict[str, Any]) -> str:
     import hashlib
 
@@ -232,9 +282,11 @@ def _rule_hash(rule: dict[str, Any]) -> str:
 
 
 def _prepare(
-    run: RunLike, overrides: dict[str, str]
+    run: RunLike, overrides: dict[str, str], cache: dict[Any, Any]
 ) -> tuple[dict[str, Any], vd.Rule, tuple[str, ...], tuple[str, ...]]:
-    """The rule to judge a run under: the registered one, checked against its hash."""
+    """The rule to judge a run under: the registered one, checked against its hash.
+
+    Runs of a nightly history share their rule: the parsed result is cached by hash."""
     path = run.run_dir / "preregistration.json"
     prereg = run.preregistration
     for key in ("rule", "sha256", "drift_band", "arms"):
@@ -250,8 +302,12 @@ def _prepare(
     band = prereg["drift_band"]
     if not isinstance(band, int | float) or isinstance(band, bool) or not 0 <= band < 1:
         raise ResultsError(f"{path}: drift_band {band!r} is not a fraction in [0, 1)")
+    frozen = run.campaign.get("preregistration")
+    cache_key = (prereg["sha256"], float(band), json.dumps(frozen, sort_keys=True, default=str))
+    if cache_key in cache:
+        return cache[cache_key]  # type: ignore[no-any-return]
     notes: list[str] = []
-    edited = _edited_keys(registered, run.campaign.get("preregistration"))
+    edited = _edited_keys(registered, frozen)
     if edited:
         notes.append(
             "campaign.yaml's rule was edited after registration (" + ", ".join(edited)
@@ -275,7 +331,8 @@ def _prepare(
     except ValidationError as exc:
         raise ResultsError(f"{path}: the registered rule is not valid ({exc.errors()[0]['msg']})",
                            hint="was it written by a newer spec-ab?") from None
-    return rule_dict, rule, edited, tuple(notes)
+    cache[cache_key] = (rule_dict, rule, edited, tuple(notes))
+    return cache[cache_key]  # type: ignore[no-any-return]
 
 
 def _edited_keys(registered: dict[str, Any], frozen: Any) -> tuple[str, ...]:
@@ -475,16 +532,19 @@ def _run_renderables(run: RunReport) -> list[RenderableType]:
         t = Table(title=f"{cv.arm} vs {run.arms[0]}   (★ = pre-registered decision cell)",
                   title_justify="left")
         conf = f"{run.rule.prereg.confidence:.0%} CI"
-        for col, just in (("cell", "left"), ("metric", "left"), (run.arms[0], "right"),
-                          (cv.arm, "right"), ("gain", "right"), (conf, "right"),
-                          ("pairs", "left"), ("verdict", "left"), ("flags", "left")):
-            t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+        for col, just, wrap in (
+            ("cell", "left", False), ("metric", "left", False), (run.arms[0], "right", False),
+            (cv.arm, "right", False), ("gain", "right", False), (conf, "right", False),
+            ("pairs", "left", True), ("verdict", "left", False), ("flags", "left", True),
+        ):
+            t.add_column(col, justify=just, overflow="fold",  # type: ignore[arg-type]
+                         no_wrap=not wrap)
         for c in cv.cells:
             t.add_row(
                 _cell_name(c), c.metric, fmt_value(c.control, c.metric),
                 fmt_value(c.candidate, c.metric), vd.fmt_gain(c.gain, c.kind), _ci_text(c),
                 _pairs_text(c) + (f" (+{len(c.left_out)} left out)" if c.left_out else ""),
-                Text(c.verdict, style=VERDICT_STYLE[c.verdict]), ", ".join(c.flags) or "",
+                Text(c.verdict, style=VERDICT_STYLE[c.verdict]), "\n".join(c.flags),
             )
         out.append(t)
         if cv.guardrails:
@@ -525,7 +585,7 @@ def _ranking_table(run: RunReport) -> Table:
     return t
 
 
-def render_table(report: Report, width: int = 140) -> str:
+def render_table(report: Report, width: int = 160) -> str:
     """The terminal table as plain text (what golden tests pin)."""
     console = Console(record=True, width=width, file=io.StringIO(), color_system=None,
                       force_terminal=False, legacy_windows=False)
@@ -705,7 +765,8 @@ def run_dict(run: RunReport) -> dict[str, Any]:
 
 def to_dict(report: Report) -> dict[str, Any]:
     """The JSON report: DESIGN.md's contract (`decision`, `rule`, `cells`, ...) for the
-    newest run at the top level; with several runs also `history` and every run in full."""
+    newest run at the top level; with several runs also `history`, one summary per run
+    (oldest first) with its decision, decision cells and broken guardrails."""
     latest = run_dict(report.latest)
     out: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -717,17 +778,36 @@ def to_dict(report: Report) -> dict[str, Any]:
         "exploratory": report.exploratory,
     }
     if len(report.runs) > 1:
-        out["history"] = [
-            {"run_id": r.run_id, "registered_at": r.registered_at, "decision": r.decision,
-             "adopt_arm": r.verdict.adopt_arm, "exploratory": r.exploratory,
-             "incomplete": r.incomplete,
-             "decision_cells": [{"arm": c.arm, "workload": c.workload, "level": c.level,
-                                 "gain": _num(c.gain), "verdict": c.verdict}
-                                for c in r.decision_cells()]}
-            for r in report.runs
-        ]
-        out["runs"] = [run_dict(r) for r in report.runs]
+        # older runs as summaries: a 1,000-night history stays a readable size
+        out["history"] = [history_dict(r) for r in report.runs]
     return out
+
+
+def history_dict(run: RunReport) -> dict[str, Any]:
+    v = run.verdict
+    return {
+        "run_id": run.run_id,
+        "run_dir": str(run.run_dir),
+        "registered_at": run.registered_at,
+        "decision": v.decision,
+        "adopt_arm": v.adopt_arm,
+        "exploratory": run.exploratory,
+        "incomplete": run.incomplete,
+        "window_stable": v.window_stable,
+        "rule_sha256": run.rule_sha256,
+        "reasons": list(v.reasons),
+        "notes": [*run.notes, *v.notes],
+        "decision_cells": [
+            {"arm": c.arm, "workload": c.workload, "level": c.level, "metric": c.metric,
+             "gain": _num(c.gain), "ci": None if c.ci is None else [_num(c.ci[0]),
+                                                                    _num(c.ci[1])],
+             "pairs": [_num(p.gain) for p in c.pairs], "verdict": c.verdict,
+             "flags": list(c.flags)}
+            for c in run.decision_cells()
+        ],
+        "guardrails_broken": [g.reason for cv in v.candidates for g in cv.guardrails
+                              if g.broken],
+    }
 
 
 def render_json(report: Report) -> str:
@@ -831,7 +911,7 @@ def render_html(report: Report) -> str:
 # --------------------------------------------------------------------------- dispatch
 
 
-def render(report: Report, fmt: Format, *, width: int = 140) -> str:
+def render(report: Report, fmt: Format, *, width: int = 160) -> str:
     """The report as text in one of the formats (`table` is plain text, no colours)."""
     if fmt == "table":
         return render_table(report, width=width)

@@ -142,7 +142,11 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
         for pair, pair_slots in by_pair.items():
             attempt, state = status.get(pair, (0, "new"))
             if state == "done":
-                result.pairs_valid.append(pair)
+                bad = _invalid_passes_of(store.read_journal(), pair, attempt)
+                if bad:
+                    result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(bad)
+                else:
+                    result.pairs_valid.append(pair)
                 continue
             if state == "invalid":
                 result.pairs_invalid[pair] = "invalid in an earlier session"
@@ -151,10 +155,11 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
             store.journal("pair_start", pair=pair, pair_attempt=pair_attempt,
                           redo=state == "started")
             rt.progress("pair_start", pair=pair, pairs=pre.pairs, pair_attempt=pair_attempt)
+            invalid_passes: list[str] = []
             try:
                 for slot in pair_slots:
                     _check_cancel(rt)
-                    _run_slot(campaign, store, rt, slot, pair_attempt)
+                    invalid_passes += _run_slot(campaign, store, rt, slot, pair_attempt)
                     done_slots += 1
                     elapsed = rt.monotonic() - started
                     remaining = max(0, len(slots) - already - done_slots)
@@ -176,12 +181,26 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
                 # stays "started", so `--resume` redoes it once the launch is fixed.
                 store.journal("aborted", pair=pair, pair_attempt=pair_attempt, reason=str(exc))
                 raise
-            store.journal("pair_done", pair=pair, pair_attempt=pair_attempt)
-            result.pairs_valid.append(pair)
+            store.journal("pair_done", pair=pair, pair_attempt=pair_attempt,
+                          invalid_passes=invalid_passes)
+            if invalid_passes:
+                # Measured to the end, but some cells lose this pair: the campaign is
+                # incomplete (exit 4) and the report counts the pair as left out there.
+                result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(invalid_passes)
+            else:
+                result.pairs_valid.append(pair)
             rt.progress("pair_done", pair=pair, pairs=pre.pairs)
         store.journal("finished", complete=result.complete,
                       pairs_valid=result.pairs_valid, pairs_invalid=result.pairs_invalid)
     return result
+
+
+def _invalid_passes_of(events: list[dict[str, Any]], pair: int, attempt: int) -> list[str]:
+    for ev in events:
+        if (ev.get("event") == "pair_done" and ev.get("pair") == pair
+                and ev.get("pair_attempt") == attempt):
+            return list(ev.get("invalid_passes", []))
+    return []
 
 
 def _pid() -> int:
@@ -205,7 +224,8 @@ def _cancellable_sleep(rt: Runtime) -> Callable[[float], None]:
 
 
 def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
-              pair_attempt: int) -> None:
+              pair_attempt: int) -> list[str]:
+    """Boot, measure and stop one arm. Returns the measured passes left invalid."""
     launch = campaign.launches[slot.arm]
     arm_dir = store.arm_dir(slot.pair, slot.arm, pair_attempt)
     ctx = ArmContext(
@@ -223,6 +243,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     t0 = rt.monotonic()
     boot_s = 0.0
     aiperf_s = 0.0
+    invalid: list[str] = []
     try:
         try:
             server.start()
@@ -236,8 +257,11 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                             boot_s=boot_s)
                 for ap in arm_passes(campaign, slot.arm, server.base_url):
                     _check_cancel(rt)
-                    aiperf_s += _run_pass(campaign, store, rt, server, client, slot, ap,
-                                          arm_dir, pair_attempt, started_at)
+                    spent, valid = _run_pass(campaign, store, rt, server, client, slot, ap,
+                                             arm_dir, pair_attempt, started_at)
+                    aiperf_s += spent
+                    if not valid and ap.measured:
+                        invalid.append(f"{slot.arm}/{ap.plan.name}")
         finally:
             facts = server.facts()
             server.stop()
@@ -252,6 +276,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                   wall_s=round(wall, 3), boot_s=round(boot_s, 3), aiperf_s=round(aiperf_s, 3),
                   overhead_s=round(wall - boot_s - aiperf_s, 3))
     rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
+    return invalid
 
 
 def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot | None:
@@ -267,9 +292,9 @@ def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot
 
 def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
               client: httpx.Client, slot: Slot, ap: ArmPass, arm_dir: Path,
-              pair_attempt: int, started_at: str) -> float:
-    """One pass with its retries. Returns AIPerf's wall time. Raises _PairInvalid when
-    the server died under it."""
+              pair_attempt: int, started_at: str) -> tuple[float, bool]:
+    """One pass with its retries. Returns (AIPerf's wall time, valid in the end). Raises
+    _PairInvalid when the server died under it."""
     gates = campaign.preregistration.gates
     attempts = 1 + (gates.retries if ap.measured else 0)
     aiperf_s = 0.0
@@ -346,7 +371,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             raise _PairInvalid(died)
         if valid or not ap.measured:
             break
-    return aiperf_s
+    return aiperf_s, valid
 
 
 def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:

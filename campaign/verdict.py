@@ -160,7 +160,7 @@ def abs_pct(x: float, digits: int = 1) -> str:
 def fmt_gain(x: float | None, kind: st.Kind) -> str:
     if kind == "ratio":
         return pct(x)
-    return "—" if x is None else f"{x:+.4g}"
+    return "—" if x is None else f"{x + 0.0:+.4g}"  # + 0.0: no "-0"
 
 
 # --------------------------------------------------------------------------- tidy → pairs
@@ -435,7 +435,7 @@ def label_of(p: st.Paired, band: float, adopts: bool) -> Label:
     """The verdict label of a cell's statistics (see the module docstring)."""
     if adopts:
         return "adopt"
-    if abs(p.gain) < band - EPS:
+    if abs(p.gain) < band - EPS or abs(p.gain) <= EPS:
         return "within-drift"
     if all(g >= band - EPS for g in p.pair_gains):
         return "gain-below-bar"
@@ -689,6 +689,15 @@ def _duration(seconds: float) -> str:
 # --------------------------------------------------------------------------- a whole run
 
 
+WORKLOAD_ORDER = {"knee": 0, "agentfix": 1}
+
+
+def cell_sort_key(key: tuple[str, str, str], order: Sequence[str] = ()) -> tuple[Any, ...]:
+    """Knee before agent fixtures, then levels, then metrics by name."""
+    w, lvl, m = key
+    return (WORKLOAD_ORDER.get(w, 2), w, level_sort_key(lvl, order), m)
+
+
 def level_sort_key(level: str, order: Sequence[str] = ()) -> tuple[int, int, str]:
     """Knee levels by concurrency, then classes in the campaign's order, `all` last."""
     if level == "all":
@@ -704,7 +713,7 @@ def decision_keys(rule: Rule, table: RunTable, order: Sequence[str] = ()) -> lis
     """The (workload, level) decision cells, `*` expanded to the measured levels."""
     measured = sorted(
         {(w, lvl) for (w, lvl, m) in table.cells if m == rule.metric},
-        key=lambda k: (k[0], level_sort_key(k[1], order)),
+        key=lambda k: cell_sort_key((*k, ""), order),
     )
     out: list[tuple[str, str]] = []
     for dc in rule.prereg.decision_cells:
@@ -765,6 +774,7 @@ def check_guardrail(g: Guardrail, cell: Cell | None, where: tuple[str, str]) -> 
         else:
             sign = 1.0 if cell.direction == "higher" else -1.0
             worse = -sign * math.fsum(pg.candidate - pg.control for pg in cell.pairs) / p.n
+        worse += 0.0  # no "-0"
         shown = f"{worse:+.4g}"
     else:
         ratio = math.exp(-p.mean) if cell.direction == "lower" else math.exp(p.mean)
@@ -802,9 +812,7 @@ def judge_run(
     out: list[CandidateVerdict] = []
     for arm in candidates:
         cells: list[Cell] = []
-        for key in sorted(
-            table.cells, key=lambda k: (k[0], level_sort_key(k[1], level_order), k[2])
-        ):
+        for key in sorted(table.cells, key=lambda k: cell_sort_key(k, level_order)):
             w, lvl, m = key
             if m in TOKEN_METRICS and m != rule.metric and key not in key_cells:
                 continue

@@ -188,6 +188,15 @@ def test_parse_skips_and_reports_unreadable_export(tmp_path: Path) -> None:
     assert len(problems) == 1 and "unreadable" in problems[0]
 
 
+def test_outcome_to_dict_is_json(tmp_path: Path) -> None:
+    levels = loadgen.parse_exports(DATA / "errors")
+    outcome = outcome_for(levels, problems=["x"], missing_levels=[4])
+    data = json.loads(json.dumps(outcome.to_dict()))
+    assert data["levels"][0]["requests_errored"] == 3
+    assert data["levels"][0]["export_path"].endswith(loadgen.EXPORT_NAME)
+    assert data["missing_levels"] == [4] and data["problems"] == ["x"]
+
+
 def outcome_for(levels: list[LevelResult], **changes: Any) -> PassOutcome:
     base = PassOutcome(command=["aiperf"], returncode=0, timed_out=False, interrupted=False,
                        wall_s=10.0, levels=levels, stdout_path=Path("o"),
@@ -308,7 +317,8 @@ class FakeProc:
 
 
 class Harness:
-    def __init__(self, tmp_path: Path, **proc_args: Any) -> None:
+    def __init__(self, tmp_path: Path, stdout: bytes = b"", **proc_args: Any) -> None:
+        self.stdout = stdout
         self.clock = FakeClock()
         self.artifact_dir = tmp_path / "pass"
         self.proc_args = proc_args
@@ -321,6 +331,7 @@ class Harness:
         self.popen_kwargs = kwargs
         self.tmpdir_seen = kwargs["env"]["TMPDIR"]
         assert Path(self.tmpdir_seen).is_dir()
+        kwargs["stdout"].write(self.stdout)
         self.proc = FakeProc(self.clock, self.artifact_dir, **self.proc_args)
         return self.proc
 
@@ -337,6 +348,7 @@ class Harness:
 
 def test_run_pass_normal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     h = Harness(tmp_path, runs_s=30.0, export="sweep_complete")
     outcome = h.run()
     assert outcome.returncode == 0 and not outcome.timed_out and not outcome.interrupted
@@ -345,7 +357,9 @@ def test_run_pass_normal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert outcome.wall_s == pytest.approx(30.0, abs=0.2)
     assert h.popen_kwargs["start_new_session"] is True
     assert h.popen_kwargs["cwd"] == h.artifact_dir
+    # either one makes AIPerf 0.13 fail on a local tokenizer path
     assert "HF_HUB_OFFLINE" not in h.popen_kwargs["env"]
+    assert "TRANSFORMERS_OFFLINE" not in h.popen_kwargs["env"]
     assert h.tmpdir_seen is not None and not Path(h.tmpdir_seen).exists()  # removed after
     assert h.signals == [signal.SIGKILL]  # the final sweep of the (already empty) group
     assert outcome.stdout_path == h.artifact_dir / loadgen.STDOUT_NAME
@@ -401,11 +415,16 @@ def test_run_pass_cancel_event(tmp_path: Path) -> None:
 
 
 def test_run_pass_reports_nonzero_exit_without_exports(tmp_path: Path) -> None:
-    h = Harness(tmp_path, runs_s=2.0, export=None, exit_code=1)
+    log = (b"15:56:47.001 INFO     Configuring dataset (dataset_manager.py:281)\n"
+           b"15:56:48.455 ERROR    Dataset configuration failed: TokenizerError(\"Failed to "
+           b"load tokenizer '/x'\") (dataset_manager.py:300)\n"
+           b"15:56:48.460 ERROR    Failed to handle command profile_configure\n")
+    h = Harness(tmp_path, stdout=log, runs_s=2.0, export=None, exit_code=1)
     outcome = h.run(make_plan(concurrency=(1,)))
     assert outcome.returncode == 1 and outcome.levels == []
     assert "aiperf exit 1" in outcome.problems
     assert outcome.missing_levels == [1]
+    assert outcome.problems[-1].startswith("aiperf: Dataset configuration failed")
 
 
 def test_run_pass_kills_leftover_group_members(tmp_path: Path) -> None:
@@ -497,36 +516,106 @@ def _running_sim() -> Callable[..., contextlib.AbstractContextManager[Any]] | No
     return running_sim
 
 
-@pytest.mark.integration
-def test_real_aiperf_sweep_against_sim(tmp_path: Path, tokenizer_dir: Path) -> None:
+def _sim_or_skip() -> Callable[..., contextlib.AbstractContextManager[Any]]:
     running_sim = _running_sim()
     require(running_sim is not None, "the simulated lane (campaign.sim.testing)",
             "finish campaign/sim (issue: simulated lane)")
-    require(shutil.which("aiperf") is not None or loadgen.aiperf_version() is not None,
-            "AIPerf", "pip install 'aiperf>=0.13,<0.14'")
+    require(loadgen.aiperf_version() is not None, "AIPerf", "pip install 'aiperf>=0.13,<0.14'")
     assert running_sim is not None
+    return running_sim
+
+
+def _sim_plan(base_url: str, tokenizer_dir: Path, **changes: Any) -> PassPlan:
+    settings: dict[str, Any] = {
+        "base_url": base_url, "model": "sim", "tokenizer": tokenizer_dir,
+        "requests_per_level": 6, "input_tokens": 32, "output_tokens": 16,
+        "timeout_s": 180.0, "executable": None}
+    return make_plan(**{**settings, **changes})
+
+
+@pytest.mark.integration
+def test_real_aiperf_sweep_against_sim(tmp_path: Path, tokenizer_dir: Path) -> None:
+    import httpx
+
+    from campaign import metrics
     from campaign.sim.testing import sim_env
 
-    with running_sim(env=sim_env(time_scale=20, seed=1)) as sim:
-        import httpx
-
-        from campaign import metrics
-
-        with httpx.Client() as client:
-            model = client.get(f"{sim.base_url}/v1/models").json()["data"][0]["id"]
-            before = metrics.scrape(client, sim.base_url)
-            plan = make_plan(base_url=sim.base_url, model=model, tokenizer=tokenizer_dir,
-                             concurrency=(1, 2), requests_per_level=6, input_tokens=32,
-                             output_tokens=16, timeout_s=180.0, executable=None)
-            outcome = loadgen.run_pass(plan, tmp_path / "knee")
-            after = metrics.scrape(client, sim.base_url)
-    assert outcome.returncode == 0, outcome.stderr_path.read_text()[-2000:]
+    running_sim = _sim_or_skip()
+    with running_sim(env=sim_env(time_scale=20, seed=1)) as sim, httpx.Client() as client:
+        before = metrics.scrape(client, sim.base_url)
+        plan = _sim_plan(sim.base_url, tokenizer_dir, concurrency=(1, 2))
+        outcome = loadgen.run_pass(plan, tmp_path / "knee")
+        after = metrics.scrape(client, sim.base_url)
+    assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
+    assert outcome.problems == []
     assert [level.concurrency for level in outcome.levels] == [1, 2]
     for level in outcome.levels:
         assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
                                       min_completed_requests=6) == []
         assert level.osl_mismatch == 0  # exact output lengths honoured end to end
         assert level.metrics["output_tokens"] == 6 * 16
-    tokens = metrics.token_delta(before, after)
-    assert tokens.generation_tokens is not None and tokens.generation_tokens >= 2 * 6 * 16
-    assert not list(Path(tmp_path).glob("aiperf_mmap_*"))
+    assert metrics.token_delta(before, after).generation_tokens == 2 * 6 * 16
+    figures = metrics.spec_decode_delta(before, after)
+    assert figures is not None and figures.drafts > 0
+    assert len(figures.acceptance_pos) == 5  # the sim's default depth k = 5
+    # drafts near the end of a 16-token request are shorter, so the mean draft is < 5
+    assert figures.k is not None and 1 <= figures.k <= 5
+
+
+@pytest.mark.integration
+def test_real_aiperf_hang_times_out_with_partial_export(tmp_path: Path,
+                                                        tokenizer_dir: Path) -> None:
+    from campaign.sim.testing import sim_env
+
+    running_sim = _sim_or_skip()
+    with running_sim(env=sim_env(time_scale=20, seed=1),
+                     config={"hang_after_requests": 3}) as sim:
+        # long enough for AIPerf to boot (~6-11 s here) and reach the hang
+        plan = _sim_plan(sim.base_url, tokenizer_dir, concurrency=(2,), requests_per_level=12,
+                         timeout_s=25.0)
+        outcome = loadgen.run_pass(plan, tmp_path / "hang")
+    assert outcome.timed_out and not outcome.interrupted
+    assert outcome.problems[0].startswith("timed out after 25 s")
+    for level in outcome.levels:  # a partial export, never a valid level
+        assert not level.complete and level.cancelled
+        assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+                                      min_completed_requests=12)
+
+
+@pytest.mark.integration
+def test_real_aiperf_server_death_counts_as_errors(tmp_path: Path,
+                                                   tokenizer_dir: Path) -> None:
+    from campaign.sim.testing import sim_env
+
+    running_sim = _sim_or_skip()
+    with running_sim(env=sim_env(time_scale=20, seed=1),
+                     config={"die_after_requests": 4}) as sim:
+        plan = _sim_plan(sim.base_url, tokenizer_dir, concurrency=(2,), requests_per_level=12,
+                         timeout_s=120.0)
+        outcome = loadgen.run_pass(plan, tmp_path / "die")
+    # AIPerf exits 0 and calls the run complete: only the error counts tell
+    assert outcome.returncode == 0 and not outcome.timed_out
+    [level] = outcome.levels
+    assert level.complete and level.requests_errored > 0
+    reasons = loadgen.level_problems(level, outcome, max_error_rate=0.01,
+                                     min_completed_requests=12)
+    assert any(reason.startswith("error rate") for reason in reasons)
+
+
+@pytest.mark.integration
+def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
+                                        repo_root: Path) -> None:
+    from campaign.sim.testing import sim_env
+
+    running_sim = _sim_or_skip()
+    with running_sim(env=sim_env(time_scale=20, seed=1)) as sim:
+        plan = _sim_plan(sim.base_url, tokenizer_dir, name="agentfix-shell", kind="agentfix",
+                         concurrency=(2,), requests_per_level=8, input_tokens=None,
+                         input_file=repo_root / "fixtures" / "agentfix" / "shell.jsonl")
+        outcome = loadgen.run_pass(plan, tmp_path / "agentfix")
+    assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
+    [level] = outcome.levels
+    assert level.concurrency == 2 and level.osl_mismatch == 0
+    assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+                                  min_completed_requests=8) == []
+    assert level.metrics["output_tokens"] == 8 * 16

@@ -22,76 +22,89 @@ from collections.abc import Callable, Sequence
 
 
 class CostTable:
-    """Step time (real-time ms) by tokens verified in the step, 1..size."""
+    """Step time (real-time ms) by batch size and tokens verified in the step.
 
-    def __init__(self, values: Sequence[float]) -> None:
-        if not values:
-            raise ValueError("a cost table needs at least one entry")
-        self.values = [float(v) for v in values]
+    An entry is measured the first time it is needed (`repeats` timed dummy steps of that
+    shape, like a profiling pass), so only the shapes a run meets are ever measured; the
+    one-stream row is measured at boot so the log shows it.
+    """
 
-    @classmethod
-    def measure(cls, sample: Callable[[int], float], size: int, repeats: int = 3) -> CostTable:
-        """Build from `repeats` timed samples per token count (the boot-time measurement)."""
-        return cls([sum(sample(t) for _ in range(repeats)) / repeats for t in range(1, size + 1)])
+    def __init__(self, sample: Callable[[int, int], float], repeats: int = 3) -> None:
+        self._sample = sample
+        self._repeats = repeats
+        self.values: dict[tuple[int, int], float] = {}
 
-    @property
-    def size(self) -> int:
-        return len(self.values)
+    def cost(self, streams: int, tokens: int) -> float:
+        """ms of a step where `streams` streams verify `tokens` tokens in all."""
+        key = (max(1, streams), max(1, tokens))
+        if key not in self.values:
+            self.values[key] = sum(self._sample(*key) for _ in range(self._repeats)) / (
+                self._repeats)
+        return self.values[key]
 
-    def cost(self, tokens: int) -> float:
-        """ms for a step of `tokens` verified tokens; linear extrapolation past the end."""
-        if tokens <= 0:
-            return self.values[0]
-        if tokens <= self.size:
-            return self.values[tokens - 1]
-        if self.size == 1:
-            return self.values[0] * tokens
-        slope = (self.values[-1] - self.values[0]) / (self.size - 1)
-        return self.values[-1] + slope * (tokens - self.size)
+    def update(self, streams: int, tokens: int, observed_ms: float, weight: float = 0.1) -> None:
+        """Live mode: fold one observed step into the entry of its shape."""
+        if not math.isfinite(observed_ms):
+            return
+        current = self.cost(streams, tokens)
+        self.values[(max(1, streams), max(1, tokens))] = current + weight * (
+            observed_ms - current)
 
-    def update(self, tokens: int, observed_ms: float, weight: float = 0.1) -> None:
-        """Live mode: fold one observed step into the entry of its token count."""
-        if 1 <= tokens <= self.size and math.isfinite(observed_ms):
-            i = tokens - 1
-            self.values[i] += weight * (observed_ms - self.values[i])
-
-    def render(self, points: Sequence[int] | None = None) -> str:
-        """'1=12.30, 2=13.10, …' for the log line the runner captures."""
-        pts = points or range(1, self.size + 1)
-        return ", ".join(f"{t}={self.cost(t):.2f}" for t in pts)
+    def render(self, streams: int, tokens: Sequence[int]) -> str:
+        """'1=21.50, 2=23.10, …' (ms by verified tokens at `streams` streams) for the log."""
+        return ", ".join(f"{t}={self.cost(streams, t):.2f}" for t in tokens)
 
 
 def choose_verify(
-    table: CostTable,
+    cost: Callable[[int], float],
     accept: Sequence[Sequence[float]],
     fixed_tokens: int = 0,
+    min_verify: int = 1,
 ) -> list[int]:
     """Verify counts per stream.
 
+    `cost(tokens)` is the step time for this batch when it verifies `tokens` tokens in all;
     `accept[i][j]` is stream i's estimated conditional acceptance of draft j (its length is
     the number of drafts available); `fixed_tokens` are tokens in the step regardless of the
-    choice (streams in prefill).  Every stream always runs its bonus token.
+    choice (streams in prefill).  Every stream always runs its bonus token and at least
+    `min_verify` drafts: a stream verified at depth 0 would never again show how good its
+    drafts are, and an unlucky start would pin it there.
     """
-    verify = [0] * len(accept)
+    # Greedy order: always the draft with the largest survival probability next.  The cost
+    # curve has kinks (the compute knee), so rather than stopping at the first increment that
+    # does not pay, walk the whole order and keep the best prefix.
     survive = [1.0] * len(accept)
-    gain = float(len(accept))
-    tokens = fixed_tokens + len(accept)
+    depth = [0] * len(accept)
+    order: list[int] = []
+    gains: list[float] = []
     heap: list[tuple[float, int]] = []
+    forced_tokens = 0
+    forced_gain = 0.0
     for i, probs in enumerate(accept):
-        if probs:
-            heapq.heappush(heap, (-probs[0], i))
-    best = gain / table.cost(tokens)
+        while depth[i] < min(min_verify, len(probs)):
+            survive[i] *= probs[depth[i]]
+            forced_gain += survive[i]
+            depth[i] += 1
+            forced_tokens += 1
+        if depth[i] < len(probs):
+            heapq.heappush(heap, (-(survive[i] * probs[depth[i]]), i))
     while heap:
         neg, i = heapq.heappop(heap)
-        candidate = (gain - neg) / table.cost(tokens + 1)
-        if candidate <= best:
-            break
-        gain -= neg
-        tokens += 1
-        best = candidate
+        order.append(i)
+        gains.append(-neg)
         survive[i] = -neg
+        depth[i] += 1
+        if depth[i] < len(accept[i]):
+            heapq.heappush(heap, (-(survive[i] * accept[i][depth[i]]), i))
+    tokens = fixed_tokens + len(accept) + forced_tokens
+    gain = float(len(accept)) + forced_gain
+    best, best_n = gain / cost(tokens), 0
+    for n, g in enumerate(gains, start=1):
+        gain += g
+        rate = gain / cost(tokens + n)
+        if rate > best:
+            best, best_n = rate, n
+    verify = [min(min_verify, len(probs)) for probs in accept]
+    for i in order[:best_n]:
         verify[i] += 1
-        nxt = verify[i]
-        if nxt < len(accept[i]):
-            heapq.heappush(heap, (-(survive[i] * accept[i][nxt]), i))
     return verify

@@ -178,17 +178,18 @@ class Engine:
         return model_ms * self.drift * self._noise() / self.config.effect
 
     def measure_cost_table(self) -> CostTable:
-        """Boot-time 'profiling': time dummy steps of T tokens from ⌈T/(k+1)⌉ streams."""
-        per_stream = self.depth + 1
-        size = min(self.config.max_num_seqs * per_stream, 64 * per_stream)
+        """The controller's table: timed dummy steps (T tokens spread over B streams, with
+        this boot's drift and step noise); the one-stream row is measured now, at boot."""
 
-        def sample(tokens: int) -> float:
-            streams = max(1, math.ceil(tokens / per_stream))
+        def sample(streams: int, tokens: int) -> float:
             shape = [tokens // streams + (1 if i < tokens % streams else 0)
                      for i in range(streams)]
             return self.scale(step_ms(self.params, shape, [self.depth] * streams))
 
-        return CostTable.measure(sample, size)
+        table = CostTable(sample)
+        for tokens in range(1, self.depth + 2):
+            table.cost(1, tokens)
+        return table
 
     # --- requests -----------------------------------------------------------------------
 
@@ -285,7 +286,9 @@ class Engine:
             for i in decode:
                 a_hat = self.running[i].estimated_a()
                 accept.append([min(1.0, a_hat * decay**j) for j in range(caps[i])])
-            chosen = choose_verify(self.table, accept, fixed_tokens=len(verify) - len(decode))
+            table, streams = self.table, len(verify)
+            chosen = choose_verify(lambda tokens: table.cost(streams, tokens), accept,
+                                   fixed_tokens=len(verify) - len(decode))
             for i, v in zip(decode, chosen, strict=True):
                 verify[i] = v
                 self.totals.verified_sum += v
@@ -316,7 +319,7 @@ class Engine:
             t.streams += len(verify_tokens)
         self._last_end = end
         if self.table is not None and self.config.adaptive_live:
-            self.table.update(sum(verify_tokens), scheduled_ms)
+            self.table.update(len(verify_tokens), sum(verify_tokens), scheduled_ms)
         self._emit(verify, prefill, end)
 
     def _emit(self, verify: list[int], prefill: int, now: float) -> None:

@@ -144,8 +144,10 @@ class SimServer:
                 self.log.info(CONTROL_SOURCE, controller_message(
                     len(eng.running), d["vsum"] / d["vdec"], eng.depth, est))
                 if self.config.adaptive_live:
+                    streams = max(1, len(eng.running))
                     self.log.info(CONTROL_SOURCE, cost_table_message(
-                        "live", eng.table.render(_table_points(eng.table.size))))
+                        "live", streams, eng.table.render(
+                            streams, range(streams, streams * (eng.depth + 1) + 1, streams))))
             last, last_t = cur, now
 
     async def start_background(self) -> None:
@@ -203,7 +205,8 @@ class SimServer:
             "effect": self.config.effect, "seed": eng.seed, "depth": eng.depth,
             "verify": self.config.verify, "running": len(eng.running),
             "waiting": len(eng.waiting), "finished": eng.totals.finished,
-            "cost_table": eng.table.values if eng.table is not None else None,
+            "cost_table_1_stream": [eng.table.cost(1, t) for t in range(1, eng.depth + 2)]
+            if eng.table is not None else None,
         })
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -422,12 +425,6 @@ def _snapshot(eng: Engine) -> dict[str, Any]:
             "vsum": t.verified_sum, "vdec": t.verify_decisions}
 
 
-def _table_points(size: int) -> list[int]:
-    pts = [t for t in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384)
-           if t <= size]
-    return pts or [1]
-
-
 @web.middleware
 async def _hang_middleware(request: web.Request,
                            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
@@ -472,8 +469,8 @@ def boot(config: SimConfig, log: Log) -> SimServer:
                                       f"{config.time_scale:g}).")
     if eng.table is not None:
         kind = "live" if config.adaptive_live else "boot"
-        log.info(CONTROL_SOURCE, cost_table_message(kind, eng.table.render(
-            _table_points(eng.table.size))))
+        log.info(CONTROL_SOURCE, cost_table_message(kind, 1, eng.table.render(
+            1, range(1, eng.depth + 2))))
     if config.boot_delay > 0:
         time.sleep(config.boot_delay)
     log.info("gpu_model_runner.py:2", f"Model loading took 0.0 GiB and "

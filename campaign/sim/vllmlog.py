@@ -10,7 +10,8 @@ Formats (the message part matches vLLM v1's `loggers.py` / `spec_decode/metrics.
   Engine 000: Avg prompt throughput: 12.0 tokens/s, Avg generation throughput: 80.1
     tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.2%,
     Prefix cache hit rate: 0.0%                                         (one line)
-  Adaptive verification cost table (boot|live, ms by verified tokens): 1=21.50, 2=23.10, …
+  Adaptive verification cost table (boot|live, 4 streams, ms by verified tokens):
+    4=40.10, 8=52.30, …                                                 (one line)
   Adaptive verification: running: 4 reqs, verified 2.10 of 5 drafts per stream,
     est. acceptance 0.712                                               (one line)
   Application startup complete.                                         (uvicorn's last line)
@@ -62,8 +63,9 @@ def engine_stats_message(prompt_tps: float, gen_tps: float, running: int, waitin
     )
 
 
-def cost_table_message(kind: str, rendered: str) -> str:
-    return f"Adaptive verification cost table ({kind}, ms by verified tokens): {rendered}"
+def cost_table_message(kind: str, streams: int, rendered: str) -> str:
+    return (f"Adaptive verification cost table ({kind}, {streams} streams, ms by verified "
+            f"tokens): {rendered}")
 
 
 def controller_message(running: int, mean_verify: float, depth: int, est_a: float) -> str:

@@ -1,0 +1,363 @@
+"""The runner's logic with fake edges: a fake server (a real listening socket so the
+readiness port check is real), a scripted pass runner, an httpx MockTransport for
+/health, /v1/models, the probe and /metrics. No sleeps, no subprocesses."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from campaign import lanelock, runner
+from campaign.errors import Interrupted, PreflightError, ServerError
+from campaign.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.servers import ArmContext
+from campaign.spec import Campaign, LaunchModel, load_campaign
+from campaign.store import load_run, rule_hash
+
+CAMPAIGN = """
+name: fake
+hypothesis: h
+lane: fake-lane
+preregistration:
+  pairs: 2
+  decision_cells: [{workload: knee, level: c1}]
+  gates: {retries: 1, min_completed_requests: 2}
+server:
+  backend: process
+  command: [never-run]
+  port: 1
+  readiness: {poll_interval_s: 0.001, timeout_s: 5}
+arms:
+  control: {}
+  cand: {env: {X: "1"}}
+workloads:
+  model: m
+  tokenizer: tok
+  warmup: [{concurrency: 1, requests: 2}]
+  knee: {concurrency: [1, 4], requests_per_level: 8}
+  agentfix:
+    fixtures: {shell: shell.jsonl}
+    requests: 4
+log_captures:
+  spec: "SpecDecoding metrics:"
+"""
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path) -> Campaign:
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("{}")
+    (tmp_path / "shell.jsonl").write_text('{"text": "ls"}\n')
+    path = tmp_path / "c.yaml"
+    path.write_text(CAMPAIGN)
+    return load_campaign(path)
+
+
+@pytest.fixture()
+def listener() -> Iterator[int]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    yield sock.getsockname()[1]
+    sock.close()
+
+
+@dataclass
+class FakeServer:
+    port: int
+    ctx: ArmContext
+    events: list[str]
+    die_on_start: bool = False
+    alive_flag: bool = True
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.events.append(f"start {self.ctx.pair}/{self.ctx.arm}")
+        self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.ctx.log_path.write_text("boot\nSpecDecoding metrics: Mean acceptance length: 2.5\n")
+        if self.die_on_start:
+            self.alive_flag = False
+
+    def alive(self) -> bool:
+        return self.alive_flag
+
+    def exit_status(self) -> str | None:
+        return None if self.alive_flag else "exited with code 1"
+
+    def logs(self, tail: int = 40) -> list[str]:
+        return ["last line"]
+
+    def stop(self) -> None:
+        self.events.append(f"stop {self.ctx.pair}/{self.ctx.arm}")
+
+    def describe(self) -> list[str]:
+        return ["fake"]
+
+    def facts(self) -> dict[str, Any]:
+        return {"fake": True}
+
+
+class Metrics:
+    """/metrics counters that grow with every scrape (like a serving engine)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def text(self) -> str:
+        self.n += 1
+        d = 100 * self.n
+        return (
+            f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {d}\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {5 * d}\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {2 * d}\n'
+        )
+
+
+def transport(metrics: Metrics) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/health":
+            return httpx.Response(200)
+        if path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        if path == "/v1/chat/completions":
+            return httpx.Response(200, json={"choices": []})
+        if path == "/metrics":
+            return httpx.Response(200, text=metrics.text())
+        return httpx.Response(404)
+
+    return httpx.MockTransport(handler)
+
+
+@dataclass
+class Script:
+    """The pass runner: throughput by arm, plus scripted faults."""
+
+    gain: float = 1.15
+    invalid_first: set[str] = field(default_factory=set)
+    interrupt_at: int | None = None
+    die_at: int | None = None
+    calls: list[str] = field(default_factory=list)
+    servers: list[FakeServer] = field(default_factory=list)
+    cancel: threading.Event | None = None
+
+    def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                 cancel: threading.Event | None = None) -> PassOutcome:
+        self.calls.append(plan.name)
+        n = len(self.calls)
+        artifact_dir.mkdir(parents=True, exist_ok=True)
+        arm = artifact_dir.parent.parent.name.split(".")[0]
+        if self.interrupt_at == n:
+            assert cancel is not None
+            cancel.set()
+        if self.die_at == n:
+            self.servers[-1].alive_flag = False
+        fail = plan.name in self.invalid_first
+        self.invalid_first.discard(plan.name)
+        levels = []
+        for c in plan.concurrency:
+            value = 100.0 * c * (self.gain if arm != "control" else 1.0)
+            levels.append(LevelResult(
+                concurrency=c,
+                metrics={"output_token_throughput": value, "ttft_p99": 50.0, "error_rate": 0.0,
+                         "requests_completed": 8.0, "output_tokens": 2048.0},
+                requests_completed=1 if fail else 8, requests_errored=0, complete=True,
+                cancelled=False, osl_mismatch=0, export_path=artifact_dir / "x.json"))
+        return PassOutcome(command=["aiperf", plan.name], returncode=0, timed_out=False,
+                           interrupted=bool(cancel and cancel.is_set()), wall_s=1.0,
+                           levels=levels, stdout_path=artifact_dir / "o",
+                           stderr_path=artifact_dir / "e", problems=[])
+
+
+def make_rt(tmp_path: Path, port: int, script: Script, events: list[str],
+            die_on_start: bool = False) -> runner.Runtime:
+    metrics = Metrics()
+
+    def factory(launch: LaunchModel, ctx: ArmContext) -> FakeServer:
+        server = FakeServer(port, ctx, events, die_on_start=die_on_start)
+        script.servers.append(server)
+        return server
+
+    def client() -> httpx.Client:
+        return httpx.Client(transport=transport(metrics))
+
+    return runner.Runtime(server_factory=factory, run_pass=script, http=client,
+                          sleep=lambda s: None, lock_dir=tmp_path / "locks")
+
+
+def start(campaign: Campaign, tmp_path: Path, rt: runner.Runtime) -> runner.RunStore:
+    assert campaign.source is not None
+    return runner.start_run(campaign, campaign.source.read_bytes(), tmp_path / "results", rt)
+
+
+def test_normal_campaign_writes_every_file(campaign: Campaign, tmp_path: Path,
+                                           listener: int) -> None:
+    events: list[str] = []
+    script = Script()
+    rt = make_rt(tmp_path, listener, script, events)
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.complete and result.pairs_valid == [1, 2]
+    # every arm started and stopped, in AB order
+    assert events == ["start 1/control", "stop 1/control", "start 1/cand", "stop 1/cand",
+                      "start 2/control", "stop 2/control", "start 2/cand", "stop 2/cand"]
+    run = store.run_dir
+    assert campaign.source is not None
+    assert (run / "campaign.yaml").read_bytes() == campaign.source.read_bytes()
+    prereg = json.loads((run / "preregistration.json").read_text())
+    assert prereg["sha256"] == rule_hash(prereg["rule"]) and prereg["drift_band"] == 0.03
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["tool"]["name"] == "spec-ab" and "01/control" in manifest["servers"]
+    for pair in ("01", "02"):
+        for arm in ("control", "cand"):
+            d = run / "pairs" / pair / arm
+            assert (d / "server.log").is_file()
+            assert (d / "metrics" / "knee-before.prom").is_file()
+            assert (d / "metrics" / "knee-after.prom").is_file()
+            assert "SpecDecoding" in (d / "captures" / "spec.log").read_text()
+    data = load_run(run)
+    assert data.complete
+    knee = data.passes[(data.passes.metric == "output_token_throughput")
+                       & (data.passes.workload == "knee")]
+    assert len(knee) == 2 * 2 * 2  # pairs × arms × levels
+    assert set(knee.level) == {"c1", "c4"}
+    acc = data.passes[data.passes.metric == "acceptance_rate"]
+    assert len(acc) == 2 * 2 * 2  # knee (level all) + agentfix shell, per arm and pair
+    assert acc.value.round(3).eq(0.4).all()  # 200 accepted of 500 drafted per scrape step
+    # warm-ups are run but never measured
+    assert "warmup-1" in script.calls and not (data.passes.workload == "warmup").any()
+    kinds = [e["event"] for e in data.journal]
+    assert kinds[0] == "registered" and kinds[-1] == "finished"
+    overhead = [e["overhead_s"] for e in data.journal if e["event"] == "slot_done"]
+    assert len(overhead) == 4
+
+
+def test_invalid_pass_is_retried_then_kept(campaign: Campaign, tmp_path: Path,
+                                           listener: int) -> None:
+    script = Script(invalid_first={"knee"})
+    rt = make_rt(tmp_path, listener, script, [])
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.complete
+    assert script.calls.count("knee") == 5  # 4 arms + one retry
+    rows = load_run(store.run_dir).passes
+    first = rows[(rows.pair == 1) & (rows.arm == "control") & (rows.workload == "knee")
+                 & (rows.metric == "output_token_throughput")]
+    assert sorted(first.attempt) == [1, 1, 2, 2]
+    assert not first[first.attempt == 1].valid.any() and first[first.attempt == 2].valid.all()
+    assert "completed" in first[first.attempt == 1].reason.iloc[0]
+
+
+def test_pass_invalid_after_retries_makes_campaign_incomplete(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    class AlwaysBad(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            if plan.name.startswith("agentfix"):
+                self.invalid_first.add(plan.name)
+            return super().__call__(plan, artifact_dir, cancel=cancel)
+
+    rt = make_rt(tmp_path, listener, AlwaysBad(), [])
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert not result.complete
+    assert set(result.pairs_invalid) == {1, 2}
+    assert "agentfix-shell" in result.pairs_invalid[1]
+
+
+def test_server_dying_mid_pass_invalidates_the_pair(campaign: Campaign, tmp_path: Path,
+                                                   listener: int) -> None:
+    events: list[str] = []
+    script = Script(die_at=2)  # pair 1 control: warmup ok, dies during the knee
+    rt = make_rt(tmp_path, listener, script, events)
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.pairs_valid == [2]
+    assert "server exited with code 1 during knee" in result.pairs_invalid[1]
+    assert events[:2] == ["start 1/control", "stop 1/control"]  # the rest of pair 1 skipped
+    journal = load_run(store.run_dir).journal
+    assert any(e["event"] == "pair_invalid" and e["pair"] == 1 for e in journal)
+
+
+def test_boot_failure_aborts_with_server_error_and_stops(campaign: Campaign, tmp_path: Path,
+                                                        listener: int) -> None:
+    events: list[str] = []
+    rt = make_rt(tmp_path, listener, Script(), events, die_on_start=True)
+    store = start(campaign, tmp_path, rt)
+    with pytest.raises(ServerError, match="exited with code 1 while booting"):
+        runner.execute(campaign, store, rt)
+    assert events == ["start 1/control", "stop 1/control"]
+    kinds = [e["event"] for e in load_run(store.run_dir).journal]
+    assert "aborted" in kinds and "slot_failed" in kinds
+
+
+def test_interrupt_then_resume_redoes_the_cut_pair(campaign: Campaign, tmp_path: Path,
+                                                  listener: int) -> None:
+    events: list[str] = []
+    script = Script(interrupt_at=6)  # pair 1: control = 4 passes, cand warmup = 5, knee = 6
+    rt = make_rt(tmp_path, listener, script, events)
+    store = start(campaign, tmp_path, rt)
+    with pytest.raises(Interrupted):
+        runner.execute(campaign, store, rt)
+    assert events[-1] == "stop 1/cand"  # the server is stopped on the way out
+    kinds = [e["event"] for e in load_run(store.run_dir).journal]
+    assert "interrupted" in kinds and "finished" not in kinds
+
+    events2: list[str] = []
+    script2 = Script()
+    rt2 = make_rt(tmp_path, listener, script2, events2)
+    store2, campaign2 = runner.reopen_run(store.run_dir, rt2)
+    result = runner.execute(campaign2, store2, rt2)
+    assert result.complete
+    assert events2[0] == "start 1/control"  # pair 1 redone whole, control included
+    assert (store.run_dir / "pairs" / "01" / "control.redo1" / "server.log").is_file()
+    assert (store.run_dir / "pairs" / "01" / "cand" / "server.log").is_file()  # kept, unused
+    data = load_run(store.run_dir)
+    assert data.complete
+    latest = data.passes[data.passes.pair == 1].pair_attempt.max()
+    assert latest == 2
+
+
+def test_resume_uses_the_frozen_rule(campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(interrupt_at=1), [])
+    store = start(campaign, tmp_path, rt)
+    with pytest.raises(Interrupted):
+        runner.execute(campaign, store, rt)
+    # the user edits the campaign file after registration: the frozen copy still rules
+    assert campaign.source is not None
+    campaign.source.write_text(CAMPAIGN.replace("pairs: 2", "pairs: 4"))
+    _, resumed = runner.reopen_run(store.run_dir, make_rt(tmp_path, listener, Script(), []))
+    assert resumed.preregistration.pairs == 2
+
+
+def test_lane_lock_keeps_a_second_campaign_off(campaign: Campaign, tmp_path: Path,
+                                              listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(), [])
+    store = start(campaign, tmp_path, rt)
+    assert rt.lock_dir is not None
+    with lanelock.hold("fake-lane", "other-run", lock_dir=rt.lock_dir), \
+            pytest.raises(PreflightError, match="lane 'fake-lane' is busy: run other-run"):
+        runner.execute(campaign, store, rt)
+
+
+def test_progress_events(campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    seen: list[str] = []
+    rt = make_rt(tmp_path, listener, Script(), [])
+    rt.progress = lambda event, **d: seen.append(event)
+    runner.execute(campaign, start(campaign, tmp_path, rt), rt)
+    for kind in ("pair_start", "arm_start", "pass_done", "arm_done", "eta", "pair_done"):
+        assert kind in seen
+
+
+Factory = Callable[[LaunchModel, ArmContext], FakeServer]
