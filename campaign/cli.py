@@ -134,12 +134,12 @@ def run(
     if dry_run:
         checkview.print_dry_run(out, campaign)
         return
+    _refuse_leftovers()  # first: a leftover server also explains a busy port
     if not skip_preflight:
         _, problems = run_preflight(campaign)
         if problems:
             raise PreflightError("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems),
                                  hint=f"spec-ab check {campaign_file or resume} shows details")
-    _refuse_leftovers()
     if resume is None:
         root = out_dir or campaign.resolve(campaign.results_dir)
         assert campaign_file is not None

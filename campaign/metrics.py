@@ -230,7 +230,9 @@ def derive(drafts: float, draft_tokens: float, accepted: float,
     if drafts <= 0:
         return SpecDecodeFigures(drafts, draft_tokens, accepted, per_pos, None, None, None,
                                  None, (), None)
-    k = round(draft_tokens / drafts)
+    # k is the configured depth: vLLM exports one `position` series per draft position.
+    # draft_tokens ÷ drafts undercounts it when drafts are cut short near max_tokens.
+    k = len(per_pos) if per_pos else round(draft_tokens / drafts)
     rate = accepted / draft_tokens if draft_tokens > 0 else None
     return SpecDecodeFigures(
         drafts=drafts,

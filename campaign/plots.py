@@ -43,6 +43,7 @@ def knee_curves(run: RunReport) -> bytes | None:
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
     drawn = False
+    ticks: set[int] = set()
     for i, cv in enumerate(run.verdict.candidates):
         cells = sorted(
             (c for c in cv.cells
@@ -59,6 +60,7 @@ def knee_curves(run: RunReport) -> bytes | None:
             ys_mean: list[float] = []
             for c in cells:
                 x = _concurrency(c.level) or 0
+                ticks.add(x)
                 vals = [p.control if side == "control" else p.candidate for p in c.pairs]
                 ax.scatter([x] * len(vals), vals, color=color, alpha=0.45, s=22)
                 centre = c.control if side == "control" else c.candidate
@@ -70,6 +72,8 @@ def knee_curves(run: RunReport) -> bytes | None:
     if not drawn:
         return None
     ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(ticks), [str(t) for t in sorted(ticks)])
+    ax.minorticks_off()
     ax.set_xlabel("concurrency (streams)")
     ax.set_ylabel(metric)
     ax.set_title(f"Knee: {metric} by concurrency (dots = pairs, line = geometric mean)")

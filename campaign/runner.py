@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -134,7 +136,8 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
         by_pair.setdefault(s.pair, []).append(s)
     result = RunResult(store.run_dir, pre.pairs, [], {})
     status = pair_status(store.read_journal())
-    with lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir):
+    with lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir), \
+            _marked_children(store.run_id):
         store.journal("run_start", pid=_pid(), resumed=bool(status))
         started = rt.monotonic()
         done_slots = 0
@@ -204,9 +207,24 @@ def _invalid_passes_of(events: list[dict[str, Any]], pair: int, attempt: int) ->
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
+
+
+@contextmanager
+def _marked_children(run_id: str) -> Iterator[None]:
+    """Every child (servers, AIPerf and its workers) inherits the run id and this pid, so
+    `spec-ab clean` can find what a crashed runner (SIGKILL, power loss) left behind."""
+    saved = {k: os.environ.get(k) for k in ("SPECAB_RUN_ID", "SPECAB_RUNNER_PID")}
+    os.environ["SPECAB_RUN_ID"] = run_id
+    os.environ["SPECAB_RUNNER_PID"] = str(os.getpid())
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _check_cancel(rt: Runtime) -> None:
@@ -280,6 +298,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
 
 
 def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot | None:
+    """/metrics as a snapshot (its raw text kept beside the pass); None when unreadable."""
     try:
         r = client.get(base_url + "/metrics", timeout=10.0)
     except httpx.TransportError:
@@ -287,7 +306,10 @@ def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot
     if r.status_code != 200:
         return None
     atomic_write(path, r.text)
-    return metrics.parse(r.text)
+    try:
+        return metrics.parse(r.text)
+    except metrics.MetricsError:
+        return None
 
 
 def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,

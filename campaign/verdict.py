@@ -224,8 +224,11 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
         latest = df.groupby(["run", "pair"], sort=False)["pair_attempt"].transform("max")
         df = df[df["pair_attempt"] == latest]
     if "attempt" not in df.columns:
-        df["attempt"] = 0
-    valid_mask = df["valid"].astype(bool)
+        df["attempt"] = 1
+    valid_mask = df["valid"]
+    if valid_mask.dtype != bool:
+        # "true"/"false" text (a CSV read without conversion) must not all count as True
+        valid_mask = valid_mask.astype(str).str.lower().isin(["true", "1", "1.0"])
     valid = df[valid_mask]
     if len(valid) and valid["attempt"].nunique() > 1:
         last_valid = valid.groupby(_KEY, sort=False)["attempt"].transform("max")
@@ -270,7 +273,7 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
             if arm in c.values.get(int(pair), {}):
                 continue  # a later (or earlier) attempt is valid: that one counts
             why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
-            tries = int(attempt) + 1 if attempt == attempt else 1
+            tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
             if tries > 1:
                 why += f" (after {tries} attempts)"
             c.invalid.setdefault(int(pair), {})[arm] = why
@@ -782,8 +785,14 @@ def check_guardrail(g: Guardrail, cell: Cell | None, where: tuple[str, str]) -> 
         shown = pct(worse)
     broken = worse > g.max_worsening + EPS
     verb = "broken" if broken else "holds"
+    if worse > EPS:
+        change = f"{shown} worse"
+    elif worse < -EPS:
+        change = f"{shown.replace('-', '', 1)} better"
+    else:
+        change = "no worse"
     return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, worse, broken,
-                          f"{label} {verb}: {shown} worse (allowed {allowed})")
+                          f"{label} {verb}: {change} (allowed: {allowed} worse)")
 
 
 def judge_run(
@@ -842,17 +851,16 @@ def judge_run(
     measured = len(table.pairs)
     if measured < rule.prereg.pairs:
         notes.append(f"incomplete: {measured} of {rule.prereg.pairs} pre-registered pairs measured")
-    left = {
-        (lo.pair, lo.arm)
-        for cv in out
-        for c in cv.cells
-        if c.decision_cell
-        for lo in c.left_out
-    }
+    left = {(lo.pair, lo.arm) for cv in out for c in cv.cells for lo in c.left_out}
     if left:
+        in_decision = {
+            lo.pair for cv in out for c in cv.cells if c.decision_cell for lo in c.left_out
+        }
+        where = (f", {len(in_decision)} of them in decision cells" if in_decision
+                 else ", none in decision cells")
         notes.append(
-            f"incomplete: {len({p for p, _ in left})} pair(s) left out of decision cells "
-            "(invalid or missing passes)"
+            f"incomplete: {len({p for p, _ in left})} pair(s) left out of some cells by "
+            f"invalid or missing passes{where}"
         )
     stable = all(cv.window_stable for cv in out)
     if len(out) == 1:

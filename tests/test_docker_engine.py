@@ -27,7 +27,7 @@ from docker.models.containers import ContainerCollection
 from campaign import cleanup, readiness
 from campaign.errors import ServerError
 from campaign.servers.base import ArmContext
-from campaign.servers.docker import LABEL_RUN, DockerServer, runner_labels
+from campaign.servers.docker import LABEL_RUN, DockerServer, describe_state, runner_labels
 from campaign.spec import DockerLaunch, merge
 from campaign.textfiles import tail_lines
 
@@ -177,6 +177,7 @@ def test_sim_image_serves_through_docker_server(
     finally:
         server.stop()
     assert _labelled(engine, run_id) == []
+    assert server.facts()["containers"][0]["container_id"] == container.id  # kept after stop
     # The log was streamed into the results while it ran, not fetched at the end.
     log = "\n".join(tail_lines(ctx.log_path, 200))
     assert "Starting vLLM API server" in log
@@ -408,6 +409,7 @@ def test_stop_is_idempotent(engine: docker.DockerClient, run_id: str, tmp_path: 
     server = DockerServer(_launch(_free_port()), _ctx(tmp_path, run_id))
     server.stop()  # before start: nothing to do
     server.start()
+    assert server.alive()
     server.stop()
     server.stop()
     assert _labelled(engine, run_id) == []
@@ -456,3 +458,15 @@ def test_clean_removes_containers_of_dead_runs_only(
     assert [c.id for c in left] == [planted["live"]]
     assert [x for x in cleanup.find_leftovers(include_processes=False) if x.run_id == run_id] \
         == []
+
+
+def test_oom_kill_is_said_as_such(engine: docker.DockerClient, run_id: str) -> None:
+    """The words for a real engine's OOM state (the launch model has no memory limit, so
+    the container is made directly, labelled like the backend's)."""
+    container = engine.containers.run(
+        IMAGE, ["python3", "-c", "x = bytearray(512 * 1024 * 1024)"], detach=True,
+        mem_limit="48m", memswap_limit="48m", labels={LABEL_RUN: run_id, **runner_labels()})
+    container.wait(timeout=60)
+    container.reload()
+    assert describe_state(container.attrs["State"]) == \
+        "was OOM-killed (out of memory; exit code 137)"

@@ -423,3 +423,19 @@ def test_second_ctrl_c_during_stop_still_removes_everything(tmp_path: Path) -> N
         server.stop()
     assert stopped == ["server"]  # no more graceful waits after the interrupt
     assert list(dict.fromkeys(removed)) == ["server", "worker"]  # server first
+
+
+def test_unreachable_engine_at_start_says_so_and_stop_is_quiet(tmp_path: Path) -> None:
+    from campaign.errors import ServerError
+
+    launch = DockerLaunch.model_validate({"backend": "docker", "image": "i", "port": 8000})
+    server = DockerServer(launch, _ctx(tmp_path), client_factory=_unreachable)
+    with pytest.raises(ServerError) as err:
+        server.start()
+    assert "cannot reach the docker engine" in str(err.value)
+    assert "scripts/start-dockerd" in str(err.value)
+    assert not getattr(err.value, "__notes__", None)  # the cleanup had nothing to complain of
+    server.stop()
+    facts = server.facts()  # still describes the launch, says why there is no image id
+    assert facts["containers"][0]["error"] == "docker engine unreachable"
+    assert facts["docker_run"] == server.describe()

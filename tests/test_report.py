@@ -88,7 +88,7 @@ def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:
 
 def _invalid_prose_pair3(df: pd.DataFrame) -> pd.DataFrame:
     bad = (df["pair"] == 3) & (df["arm"] == "cand") & (df["level"] == "prose")
-    df.loc[bad, ["valid", "reason", "attempt"]] = [False, "error rate 0.08 > 0", 1]
+    df.loc[bad, ["valid", "reason", "attempt"]] = [False, "error rate 0.08 > 0", 2]
     return df
 
 
@@ -127,6 +127,14 @@ def _report(run_dirs: list[Path], **kw: Any) -> rp.Report:
 def test_golden(golden_run: Path, fmt: rp.Format, suffix: str) -> None:
     rep = _report([golden_run])
     _check_golden(f"single.{suffix}", _normalise(rp.render(rep, fmt), golden_run.parent))
+
+
+def test_golden_narrow_terminal(golden_run: Path) -> None:
+    """80 columns (a CI log, a small terminal): the compact layout, nothing cut off."""
+    text = rp.render_table(_report([golden_run]), width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert all(g in text for g in ("+16.3%", "+16.1%", "+14.7%"))  # every pair still shown
+    _check_golden("single-80.txt", _normalise(text, golden_run.parent))
 
 
 def test_golden_run_content(golden_run: Path) -> None:

@@ -244,14 +244,21 @@ def test_override_file_and_shipped_default(tmp_path: Path, client: httpx.Client)
     assert OVERRIDES_PATH.exists() and read_yaml(OVERRIDES_PATH) == {}
     over = tmp_path / "overrides.yaml"
     over.write_text("verify: adaptive\ndepth: 6\n")
-    env = {**FAST, "SPECAB_SIM_OVERRIDES": str(over)}
+    env = {**FAST, "SPECAB_SIM_OVERRIDES": str(over), **sim_env(adaptive_live=True)}
     with running_sim(env=env, config={"depth": 2}) as handle:
         client.post(f"{handle.base_url}/v1/chat/completions", json=chat(PROSE, 80))
         stats = client.get(f"{handle.base_url}/sim/stats").json()
+        deadline = time.monotonic() + 5
+        while "Adaptive verification: running:" not in handle.log() and (
+                time.monotonic() < deadline):
+            time.sleep(0.1)
         log = handle.log()
     assert stats["verify"] == "adaptive" and stats["depth"] == 6
-    assert re.search(r"Adaptive verification cost table \(boot, ms by verified tokens\): "
-                     r"1=[\d.]+, 2=[\d.]+", log)
+    assert f"overrides file {over}: depth, verify" in log
+    assert re.search(r"Adaptive verification cost table \(live, 1 streams, ms by verified "
+                     r"tokens\): 1=[\d.]+, 2=[\d.]+", log)
+    assert re.search(r"Adaptive verification: running: \d+ reqs, verified [\d.]+ of 6 drafts "
+                     r"per stream, est. acceptance [\d.]+", log)
 
 
 def test_boot_delay_opens_port_only_after_loading(client: httpx.Client) -> None:
@@ -321,3 +328,34 @@ def test_bad_knob_exits_2() -> None:
     with pytest.raises(SimBootError, match="exited with 2"), \
             running_sim(env={"SPECAB_SIM_DEPHT": "3"}, boot_timeout=20):
         pass
+
+
+def test_unhealthy_death_ends_streams_in_flight_with_an_error_event() -> None:
+    import asyncio
+
+    env = {**FAST, **sim_env(die_after_requests=1, death_mode="unhealthy")}
+
+    async def main(base: str) -> tuple[list[str], int]:
+        async with httpx.AsyncClient(timeout=20) as client:
+            async def long_stream() -> list[str]:
+                lines = []
+                async with client.stream("POST", f"{base}/v1/chat/completions",
+                                         json=chat(PROSE, 5000, stream=True)) as resp:
+                    async for line in resp.aiter_lines():
+                        if line.startswith("data: "):
+                            lines.append(line)
+                return lines
+
+            task = asyncio.create_task(long_stream())
+            await asyncio.sleep(0.2)
+            short = await client.post(f"{base}/v1/chat/completions", json=chat(PROSE, 4))
+            return await task, short.status_code
+
+    with running_sim(env=env) as handle:
+        lines, short_status = asyncio.run(main(handle.base_url))
+        health = httpx.get(f"{handle.base_url}/health", timeout=5).status_code
+    assert short_status == 200
+    assert lines[-1] == "data: [DONE]"
+    error = json.loads(lines[-2][len("data: "):])
+    assert error["error"]["type"] == "EngineDeadError"
+    assert health == 503

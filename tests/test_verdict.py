@@ -58,7 +58,7 @@ def _row(run: str, pair: int, arm: str, a: int, n_arms: int, w: str, lvl: str, m
     start = T0 + dt.timedelta(seconds=(pair - 1) * 1200 + a * gap)
     row = dict(run=run, pair=pair, pair_attempt=1, arm=arm, slot=(pair - 1) * n_arms + a,
                started_at=start.isoformat().replace("+00:00", "Z"), workload=w, level=lvl,
-               metric=m, value=value, valid=True, attempt=0, reason="")
+               metric=m, value=value, valid=True, attempt=1, reason="")
     row.update(kw)
     return row
 
@@ -235,7 +235,7 @@ def test_zero_in_a_descriptive_cell_is_skipped_not_fatal() -> None:
 def test_invalid_pass_leaves_the_pair_out_and_counts_it() -> None:
     df = frame({TPUT: [(100.0, 115.0), (100.0, 115.0), (100.0, 115.0)]})
     bad = (df["pair"] == 2) & (df["arm"] == "cand") & (df["metric"] == TPUT[2])
-    df.loc[bad, ["valid", "reason", "attempt"]] = [False, "error rate 0.05 > 0", 1]
+    df.loc[bad, ["valid", "reason", "attempt"]] = [False, "error rate 0.05 > 0", 2]
     v = judge(df, rule(pairs=3))
     c = cell(v)
     assert c.stats is not None and c.stats.n == 2
@@ -247,12 +247,20 @@ def test_invalid_pass_leaves_the_pair_out_and_counts_it() -> None:
 
 def test_a_retried_pass_counts_its_valid_attempt() -> None:
     df = frame({TPUT: [(100.0, 115.0), (100.0, 115.0)]})
-    failed = _row("r1", 1, "cand", 1, 2, *TPUT, 50.0, 600, valid=False, attempt=0,
+    failed = _row("r1", 1, "cand", 1, 2, *TPUT, 50.0, 600, valid=False, attempt=1,
                   reason="timeout")
-    df.loc[(df["pair"] == 1) & (df["arm"] == "cand"), "attempt"] = 1
+    df.loc[(df["pair"] == 1) & (df["arm"] == "cand"), "attempt"] = 2
     v = judge(pd.concat([df, pd.DataFrame([failed])], ignore_index=True))
     c = cell(v)
     assert c.verdict == "adopt" and c.left_out == () and "invalid-pass" not in c.flags
+
+
+def test_validity_written_as_text_is_read_as_text() -> None:
+    df = frame({TPUT: [(100.0, 115.0), (100.0, 115.0), (100.0, 115.0)]})
+    df["valid"] = ["false" if (p == 3 and a == "cand") else "true"
+                   for p, a in zip(df["pair"], df["arm"], strict=True)]
+    c = cell(judge(df, rule(pairs=3)))
+    assert c.stats is not None and c.stats.n == 2 and [lo.pair for lo in c.left_out] == [3]
 
 
 def test_only_the_latest_pair_attempt_counts() -> None:
@@ -301,7 +309,7 @@ def test_relative_guardrail_broken_blocks_adoption() -> None:
     g = v.candidates[0].guardrails[0]
     assert g.broken and g.worsening == pytest.approx(0.07)
     assert v.decision == "keep-default"
-    assert any("guardrail ttft_p99 at knee c1 broken: +7.0% worse (allowed +5.0%)" in r
+    assert any("guardrail ttft_p99 at knee c1 broken: +7.0% worse (allowed: +5.0% worse)" in r
                for r in v.reasons)
     ok = {**spec, ("knee", "c1", "ttft_p99"): [(200.0, 208.0), (200.0, 208.0)]}
     v2 = judge(frame(ok), rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))

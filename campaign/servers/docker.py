@@ -397,6 +397,10 @@ class DockerServer:
         self._sleep = sleep
         self._poll = poll_interval_s
         self._started: list[_Started] = []
+        self._ids: dict[str, str] = {}
+        """Container name → id of everything created (kept after stop, for the manifest)."""
+        self._touched: set[str | None] = set()
+        """Docker hosts asked to create a container: the ones stop() sweeps by label."""
         self._stopped = False
         self._last_check = -1e9
         self._dead: str | None = None
@@ -412,13 +416,17 @@ class DockerServer:
 
         Any failure or interrupt (Ctrl-C included) removes what was started, then raises.
         """
+        self._stopped, self._dead, self._last_check = False, None, -1e9
         try:
             for plan in self.plans:
                 started = self._start_one(plan)
                 if plan.ready is not None:
                     self._wait_extra_ready(started)
-        except BaseException:
-            self.stop()
+        except BaseException as failure:
+            try:
+                self.stop()
+            except Exception as exc:  # the launch failure is the news; say this too
+                failure.add_note(f"and while cleaning up: {exc}")
             raise
 
     def alive(self) -> bool:
@@ -488,7 +496,7 @@ class DockerServer:
             if s.follower is not None:
                 s.follower.finish(timeout=0.1 if interrupt else 2.0)
         self._started.clear()
-        for host in {p.docker_host for p in self.plans}:
+        for host in self._touched:
             errors += self._remove_labelled(host)
         if interrupt is not None:
             raise interrupt
@@ -503,7 +511,7 @@ class DockerServer:
 
     def facts(self) -> dict[str, Any]:
         containers = []
-        ids = {s.plan.name: s.container.id for s in self._started}
+        ids = self._ids
         for plan in self.plans:
             containers.append({
                 "role": plan.role,
@@ -569,6 +577,7 @@ class DockerServer:
         client = self._client(plan.docker_host)
         self._ensure_image(client, plan)
         kwargs = create_kwargs(plan)
+        self._touched.add(plan.docker_host)
         try:
             container = client.containers.create(plan.image, **kwargs)
         except APIError as exc:
@@ -580,6 +589,7 @@ class DockerServer:
                     else extra_log_path(self.ctx.log_path, plan.role))
         started = _Started(plan, container, log_path=log_path)
         self._started.append(started)
+        self._ids[plan.name] = str(container.id)
         _log_line(self.ctx.log_path, f"[spec-ab] starting {plan.role}: {docker_run_line(plan)}")
         try:
             container.start()

@@ -201,6 +201,12 @@ def _validate_layer(source: str, layer: Mapping[str, Any]) -> None:
         raise ConfigError(f"{source}: {problems}") from exc
 
 
+def overrides_path(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the overrides file is read from (the fixed package path unless redirected)."""
+    env = os.environ if environ is None else environ
+    return Path(env.get(f"{ENV_PREFIX}OVERRIDES") or OVERRIDES_PATH)
+
+
 def load_config(
     config_file: Path | None = None,
     cli: Mapping[str, Any] | None = None,
@@ -212,7 +218,7 @@ def load_config(
     if config_file is None and env.get(f"{ENV_PREFIX}CONFIG"):
         config_file = Path(env[f"{ENV_PREFIX}CONFIG"])
     if overrides_file is None:
-        overrides_file = Path(env.get(f"{ENV_PREFIX}OVERRIDES") or OVERRIDES_PATH)
+        overrides_file = overrides_path(env)
     layers: list[tuple[str, dict[str, Any]]] = []
     if config_file is not None:
         layers.append((str(config_file), read_yaml(config_file)))

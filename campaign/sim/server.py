@@ -27,7 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from campaign.sim.acceptance import class_of_messages
-from campaign.sim.config import SimConfig
+from campaign.sim.config import SimConfig, overrides_path, read_yaml
 from campaign.sim.engine import Delivery, Engine, EngineDead, Request
 from campaign.sim.telemetry import CONTENT_TYPE, Telemetry
 from campaign.sim.vllmlog import (
@@ -457,6 +457,10 @@ def boot(config: SimConfig, log: Log) -> SimServer:
     log.info(API_SOURCE, "non-default args: " + json.dumps(
         {k: v for k, v in config.model_dump(exclude={"cost", "acceptance"}).items()
          if v != SimConfig.model_fields[k].default}, default=str))
+    over = overrides_path()
+    keys = sorted(read_yaml(over)) if over.exists() else []
+    log.info(API_SOURCE, f"overrides file {over}: "
+                         f"{', '.join(keys) if keys else 'no overrides'}")
     log.info("speculative.py:1", f"Speculative decoding: method=sim, num_speculative_tokens="
                                  f"{config.depth}, verify={config.verify}")
     t0 = time.monotonic()
@@ -483,7 +487,8 @@ async def serve_async(config: SimConfig, host: str, port: int, log: Log,
     """Open the port and serve until SIGINT/SIGTERM."""
     sim = sim or boot(config, log)
     app = make_app(sim)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    # vLLM exits promptly on SIGTERM even with streams in flight; so do we.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     await site.start()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -74,13 +75,15 @@ def running_sim(
     boot_timeout: float = 30,
     args: list[str] | None = None,
     wait_ready: bool = True,
+    keep_log: bool = False,
 ) -> Iterator[SimHandle]:
     """Run `python -m campaign.sim` until the block ends.
 
     `env` adds/overrides environment variables (e.g. SPECAB_SIM_TIME_SCALE); `config` is
     written to a YAML file passed as --config; `args` are extra CLI options.  With
     `wait_ready=False` the handle is yielded as soon as the process started (boot-delay
-    tests poll /health themselves).
+    tests poll /health themselves).  The log and config live in a temporary folder that is
+    removed on exit unless `keep_log` (then `handle.log_path` stays readable).
     """
     port = port or free_port()
     workdir = Path(tempfile.mkdtemp(prefix="specab-sim-"))
@@ -107,6 +110,8 @@ def running_sim(
         yield handle
     finally:
         _kill_group(proc)
+        if not keep_log:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _wait_healthy(handle: SimHandle, timeout: float) -> None:
