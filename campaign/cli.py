@@ -8,6 +8,7 @@ finished but incomplete (or a `--fail-on` condition met) · 130 interrupted.
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -36,8 +37,11 @@ app = typer.Typer(
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Not a terminal (CI logs, pipes): lines are not wrapped (paths stay copyable) and tables
+# get room; on a terminal rich measures it.
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

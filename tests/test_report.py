@@ -305,3 +305,19 @@ def test_store_round_trip_keeps_every_row(golden_run: Path) -> None:
     data = load_run(golden_run)
     assert data.complete
     assert len(data.passes) == len(frame(golden_spec(), run="x"))
+
+
+def test_the_directory_names_the_run_whatever_the_rows_say(tmp_path: Path) -> None:
+    """A run directory copied or renamed keeps its rows: they are read under its name."""
+    a = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 115.0), (100.5, 115.6)]},
+                 guardrails=[], short_id="copy01")
+    b = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 101.0), (100.5, 101.0)]},
+                 guardrails=[], short_id="copy02", when=T0 + dt.timedelta(days=1))
+
+    def loader(path: Path) -> Any:
+        data = load_run(path)
+        data.passes["run"] = "same-name-in-both"
+        return data
+
+    rep = rp.build_report([a, b], loader=loader)
+    assert [r.decision for r in rep.runs] == ["adopt", "keep-default"]

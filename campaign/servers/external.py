@@ -29,8 +29,8 @@ class ExternalServer:
     def base_url(self) -> str:
         return self.launch.base_url
 
-    def _hook(self, what: str, command: str) -> None:
-        full = command + ("" if not self.launch.args else " " + shlex.join(self.launch.args))
+    def _hook(self, what: str, command: str, args: list[str] | None = None) -> None:
+        full = command + (" " + shlex.join(args) if args else "")
         self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.ctx.log_path, "ab") as log:
             log.write(f"[spec-ab] {what} hook: {full}\n".encode())
@@ -54,7 +54,7 @@ class ExternalServer:
 
     def start(self) -> None:
         if self.launch.start_hook:
-            self._hook("start", self.launch.start_hook)
+            self._hook("start", self.launch.start_hook, self.launch.args)
         self._started = True
 
     def alive(self) -> bool:

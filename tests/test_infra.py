@@ -1,0 +1,214 @@
+"""Small infrastructure pieces: atomic writes, the lane lock, the manifest's redaction,
+the process and external backends (real child processes), readiness with fakes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from campaign import lanelock, manifest
+from campaign.errors import PreflightError, ServerError
+from campaign.readiness import wait_ready
+from campaign.servers import ArmContext
+from campaign.servers.external import ExternalServer
+from campaign.servers.process import ProcessServer
+from campaign.spec import ExternalLaunch, ProcessLaunch, Readiness
+from campaign.textfiles import atomic_write, tail_lines
+
+
+def ctx(tmp_path: Path, arm: str = "control") -> ArmContext:
+    return ArmContext(run_id="r1", pair=1, arm=arm, log_path=tmp_path / arm / "server.log",
+                      campaign_dir=tmp_path)
+
+
+def test_atomic_write_never_overwrites_when_asked(tmp_path: Path) -> None:
+    p = tmp_path / "a" / "x.json"
+    atomic_write(p, "one", overwrite=False)
+    with pytest.raises(FileExistsError):
+        atomic_write(p, "two", overwrite=False)
+    assert p.read_text() == "one"
+    atomic_write(p, "three")
+    assert p.read_text() == "three"
+    assert [f.name for f in p.parent.iterdir()] == ["x.json"]  # no temp files left
+
+
+def test_tail_lines(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    p.write_text("".join(f"line {i}\n" for i in range(100)))
+    assert tail_lines(p, 2) == ["line 98", "line 99"]
+    assert tail_lines(tmp_path / "missing", 5) == []
+
+
+def test_lane_lock(tmp_path: Path) -> None:
+    with lanelock.hold("gb300 station", "run-a", lock_dir=tmp_path):
+        with pytest.raises(PreflightError, match="busy: run run-a"):
+            with lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path):
+                pass
+        with lanelock.hold("other-lane", "run-c", lock_dir=tmp_path):
+            pass
+    with lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path):
+        pass
+
+
+def test_redaction() -> None:
+    env = {"HF_TOKEN": "hf_x", "api_key": "k", "MY_SECRET_X": "s", "DB_PASSWORD": "p",
+           "VLLM_LOGGING_LEVEL": "INFO"}
+    red = manifest.redact(env)
+    assert red["VLLM_LOGGING_LEVEL"] == "INFO"
+    assert all(red[k] == manifest.REDACTED for k in env if k != "VLLM_LOGGING_LEVEL")
+
+
+SLEEPER = """
+import os, signal, subprocess, sys, time
+# a grandchild that ignores SIGTERM: stop() must still take it down with the group
+subprocess.Popen([sys.executable, "-c",
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
+print("booted", flush=True)
+print("env", os.environ.get("SPECAB_RUN_ID"), os.environ.get("X"), flush=True)
+time.sleep(60)
+"""
+
+
+def test_process_backend_streams_logs_and_kills_the_whole_group(tmp_path: Path) -> None:
+    launch = ProcessLaunch(backend="process", command=[sys.executable, "-c", SLEEPER],
+                           port=1, env={"X": "42"}, stop_timeout_s=0.5)
+    server = ProcessServer(launch, ctx(tmp_path))
+    server.start()
+    try:
+        deadline = time.monotonic() + 20
+        while "env r1 42" not in "\n".join(server.logs()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.logs()[-1] == "env r1 42"
+        assert server.alive()
+        pid = server._proc.pid  # type: ignore[union-attr]
+        group = [p for p in psutil.process_iter() if _pgid(p.pid) == pid]
+        assert len(group) == 2
+    finally:
+        server.stop()
+    assert not server.alive() and server.exit_status() == "killed by SIGTERM"
+    time.sleep(0.1)
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in group)
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def test_process_backend_missing_command(tmp_path: Path) -> None:
+    launch = ProcessLaunch(backend="process", command=["no-such-binary-xyz"], port=1)
+    with pytest.raises(ServerError, match="command 'no-such-binary-xyz' not found"):
+        ProcessServer(launch, ctx(tmp_path)).start()
+
+
+def test_external_backend_hooks(tmp_path: Path) -> None:
+    launch = ExternalLaunch(backend="external", base_url="http://127.0.0.1:9",
+                            start_hook="echo started > started.txt",
+                            stop_hook="echo stopped > stopped.txt", args=["--flag"])
+    server = ExternalServer(launch, ctx(tmp_path))
+    server.start()
+    assert (tmp_path / "started.txt").read_text().strip() == "started --flag"
+    server.stop()
+    assert (tmp_path / "stopped.txt").read_text().strip() == "stopped"
+    assert "start hook" in "\n".join(server.logs())
+    failing = ExternalServer(ExternalLaunch(backend="external", base_url="http://x:1",
+                                            start_hook="exit 7"), ctx(tmp_path, "b"))
+    with pytest.raises(ServerError, match="start hook exited with code 7"):
+        failing.start()
+
+
+class Fake:
+    def __init__(self, port: int, alive_for: int = 10**9) -> None:
+        self.port = port
+        self.calls = 0
+        self.alive_for = alive_for
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        self.calls += 1
+        return self.calls <= self.alive_for
+
+    def exit_status(self) -> str | None:
+        return "exited with code 1"
+
+    def logs(self, tail: int = 40) -> list[str]:
+        return ["Traceback: CUDA out of memory"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def _handler(models: list[str], health: int = 200) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":
+            return httpx.Response(health)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": m} for m in models]})
+        return httpx.Response(200, json={})
+    return httpx.MockTransport(handle)
+
+
+@pytest.fixture()
+def open_port() -> int:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    port: int = sock.getsockname()[1]
+    yield port  # type: ignore[misc]
+    sock.close()
+
+
+def test_ready_after_all_stages(open_port: int) -> None:
+    clock = Clock()
+    with httpx.Client(transport=_handler(["m"])) as client:
+        took = wait_ready(Fake(open_port), Readiness(), model="m", endpoint_type="chat",  # type: ignore[arg-type]
+                          arm="a", client=client, clock=clock, sleep=clock.sleep)
+    assert took == 0.0  # every stage answered at once: no polling delay
+
+
+def test_fail_fast_when_server_exits_while_booting(open_port: int) -> None:
+    clock = Clock()
+    with httpx.Client(transport=_handler(["m"], health=503)) as client, \
+            pytest.raises(ServerError, match="exited with code 1 while booting") as info:
+        wait_ready(Fake(open_port, alive_for=3), Readiness(), model="m",  # type: ignore[arg-type]
+                   endpoint_type="chat", arm="a", client=client, clock=clock,
+                   sleep=clock.sleep)
+    assert "CUDA out of memory" in str(info.value)
+    assert clock.t < 1.0
+
+
+def test_timeout_names_the_stuck_stage(open_port: int) -> None:
+    clock = Clock()
+    with httpx.Client(transport=_handler(["m"], health=503)) as client, \
+            pytest.raises(ServerError, match=r"not ready after 5 s \(stuck at: health"):
+        wait_ready(Fake(open_port), Readiness(timeout_s=5), model="m",  # type: ignore[arg-type]
+                   endpoint_type="chat", arm="a", client=client, clock=clock,
+                   sleep=clock.sleep)
+
+
+def test_wrong_model_is_named(open_port: int) -> None:
+    clock = Clock()
+    with httpx.Client(transport=_handler(["other"])) as client, \
+            pytest.raises(ServerError, match=r"serves \['other'\], not the campaign's model 'm'"):
+        wait_ready(Fake(open_port), Readiness(), model="m", endpoint_type="chat",  # type: ignore[arg-type]
+                   arm="a", client=client, clock=clock, sleep=clock.sleep)
