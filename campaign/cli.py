@@ -138,7 +138,7 @@ def run(
     if dry_run:
         checkview.print_dry_run(out, campaign)
         return
-    _refuse_leftovers()  # first: a leftover server also explains a busy port
+    _refuse_leftovers(campaign)  # first: a leftover server also explains a busy port
     if not skip_preflight:
         _, problems = run_preflight(campaign)
         if problems:
@@ -169,12 +169,24 @@ def run(
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _refuse_leftovers() -> None:
-    try:
-        from campaign import cleanup
-    except ImportError:
-        return
-    leftovers = cleanup.find_leftovers()
+def _docker_hosts(campaign: Any) -> list[str | None]:
+    """Every docker engine a campaign uses (None = the local one)."""
+    from campaign.servers.docker import docker_hosts
+    from campaign.spec import DockerLaunch
+
+    hosts: list[str | None] = [None]
+    for launch in campaign.launches.values():
+        if isinstance(launch, DockerLaunch):
+            hosts += [h for h in docker_hosts(launch) if h not in hosts]
+    return hosts
+
+
+def _refuse_leftovers(campaign: Any) -> None:
+    from campaign import cleanup
+
+    leftovers = cleanup.find_leftovers(docker_hosts=_docker_hosts(campaign))
+    for note in leftovers.notes:
+        err.print(f"note: {note}")
     if leftovers:
         raise PreflightError(
             f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
@@ -335,15 +347,22 @@ def _pct(text: str, flag: str) -> float:
 @app.command()
 @guarded
 def clean(
+    campaign_file: Annotated[Path | None, typer.Argument(
+        help="Also look at the docker hosts this campaign uses (e.g. ssh://spark2).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List leftovers, remove "
                                           "nothing.")] = False,
 ) -> None:
     """Remove containers and processes left by runs that are no longer alive."""
-    try:
-        from campaign import cleanup
-    except ImportError:
-        raise UsageError("`spec-ab clean` is not built yet in this version") from None
-    leftovers = cleanup.find_leftovers()
+    from campaign import cleanup
+
+    hosts: list[str | None] = [None]
+    if campaign_file is not None:
+        from campaign.spec import load_campaign
+
+        hosts = _docker_hosts(load_campaign(campaign_file))
+    leftovers = cleanup.find_leftovers(docker_hosts=hosts)
+    for note in leftovers.notes:
+        err.print(f"note: {note}")
     if not leftovers:
         out.print("no leftovers")
         return

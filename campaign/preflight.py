@@ -11,9 +11,8 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 
-from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, ProcessLaunch, parse_volume
+from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, ProcessLaunch
 
 GPU_BUSY_MEMORY_MIB = 2048
 GPU_BUSY_UTIL_PCT = 10
@@ -47,20 +46,7 @@ def _files(campaign: Campaign) -> list[str]:
         for cls, f in campaign.workloads.agentfix.fixtures.items():
             if not campaign.resolve(f).is_file():
                 problems.append(f"fixture file for class {cls} not found: {campaign.resolve(f)}")
-    seen: set[str] = set()
-    for arm, launch in campaign.launches.items():
-        if not isinstance(launch, DockerLaunch) or launch.docker_host is not None:
-            continue
-        for spec in launch.volumes:
-            vol = parse_volume(spec)
-            src = campaign.resolve(vol.source)
-            if vol.is_named or str(src) in seen:
-                continue
-            seen.add(str(src))
-            if not src.exists():
-                problems.append(f"arm {arm}: bind-mount source {src} does not exist on this "
-                                "host: create it or fix the volume")
-    return problems
+    return problems  # bind-mount sources: the docker backend's preflight checks them
 
 
 def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
@@ -90,7 +76,7 @@ def _docker(campaign: Campaign) -> list[str]:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
     for launch in launches:
-        for p in docker_backend.preflight(launch):
+        for p in docker_backend.preflight(launch, campaign.base_dir):
             if p not in problems:
                 problems.append(p)
     return problems
@@ -120,10 +106,6 @@ def _gpus(campaign: Campaign) -> list[str]:
     return problems
 
 
-def _external(campaign: Campaign) -> list[str]:
-    return []  # an external server may be started by its hook; readiness checks it
-
-
 def preflight(campaign: Campaign, *,
               in_use: Callable[[str, int], bool] = port_in_use) -> tuple[list[str], list[str]]:
     """(facts, problems): facts to show ("AIPerf 0.13.0"), problems with what to do."""
@@ -141,7 +123,6 @@ def preflight(campaign: Campaign, *,
     problems += _ports(campaign, in_use)
     problems += _docker(campaign)
     problems += _gpus(campaign)
-    problems += _external(campaign)
     if shutil.which("nvidia-smi"):
         facts.append("nvidia-smi found: GPUs checked idle")
     else:
@@ -151,7 +132,3 @@ def preflight(campaign: Campaign, *,
     if any(isinstance(lc, ExternalLaunch) for lc in campaign.launches.values()):
         facts.append("external server: readiness is checked when the run starts")
     return facts, problems
-
-
-def describe_path(path: Path) -> str:
-    return str(path)

@@ -35,7 +35,13 @@ class PlainProgress:
             self.line(f"  {d['arm']}: ready in {d['boot_s']:.1f} s")
         elif event == "pass_done":
             tput = ", ".join(f"{k} {v:.0f} tok/s" for k, v in d.get("summary", {}).items())
-            state = "ok" if d.get("valid") else "INVALID: " + "; ".join(d.get("problems", []))
+            problems = "; ".join(d.get("problems", []))
+            if d.get("valid"):
+                state = "ok"
+            elif not d.get("measured", True):
+                state = f"done (warm-up, not measured; {problems})"
+            else:
+                state = f"INVALID: {problems}"
             self.line(f"  {d['arm']}: {d['name']} {state}" + (f" ({tput})" if tput else ""))
         elif event == "arm_done":
             self.line(f"  {d['arm']}: done in {human(d['wall_s'])}")

@@ -376,11 +376,12 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
                                         metric_name, float(value), valid, attempt,
                                         "; ".join(problems)))
         summary = _summary(outcome)
+        all_problems = problems + [f"{labels.get(c, c)}: {p}"
+                                   for c, ps in level_problems.items() for p in ps]
         store.journal(
             "pass", slot=slot.index, pair=slot.pair, arm=slot.arm, name=name,
             workload=ap.workload, attempt=attempt, valid=valid,
-            problems=problems + [f"{labels.get(c, c)}: {p}" for c, ps in level_problems.items()
-                                 for p in ps],
+            problems=all_problems,
             aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
             returncode=outcome.returncode, summary=summary,
             spec_decode=figures.as_metrics() if figures is not None else None,
@@ -388,7 +389,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
         )
         store.rebuild_passes_csv()
         rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=valid,
-                    summary=summary, problems=problems)
+                    measured=ap.measured, summary=summary, problems=all_problems)
         if died:
             raise _PairInvalid(died)
         if valid or not ap.measured:
