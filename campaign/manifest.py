@@ -6,7 +6,6 @@ PASSWORD (any case) are replaced by `<redacted>`.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import os
 import platform
@@ -15,11 +14,11 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 from campaign import __version__
 from campaign.spec import Campaign, DockerLaunch, parse_volume
+from campaign.textfiles import sha256_file
 
 SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
@@ -27,14 +26,6 @@ REDACTED = "<redacted>"
 
 def redact(env: dict[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET_RE.search(k) else v) for k, v in env.items()}
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _version(dist: str) -> str | None:

@@ -407,6 +407,10 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
 
     notes = ["guardrails are assumed to hold (not modelled); a candidate that breaks one "
              "adopts less often"]
+    if pre.rule == "point" and any(p.pairs is None for p in power):
+        notes.append("under `point` every pair must clear the band: past a few pairs, more "
+                     "pairs add chances for one to fall short and power drops; with this "
+                     "noise consider `rule: ci` (power grows with pairs) or a quieter lane")
     if len(spec.arms) > 2:
         notes.append(f"{len(spec.arms) - 1} candidates: each is judged against the control "
                      f"like '{spec.arms[1]}' (simulated); the schedule includes all of them")

@@ -525,9 +525,17 @@ def print_table(report: Report, console: Console) -> None:
         console.print(r)
 
 
+def _guardrails_text(run: RunReport) -> str:
+    broken = [g for cv in run.verdict.candidates for g in cv.guardrails if g.broken]
+    if not broken:
+        return "hold"
+    return "broken: " + ", ".join(dict.fromkeys(f"{g.metric} {g.level}" for g in broken))
+
+
 def _history_table(report: Report) -> Table:
     t = Table(title=f"History: {len(report.runs)} runs", title_justify="left")
-    for col in ("run", "registered", "pairs", "decision", "decision cells", "flags"):
+    for col in ("run", "registered", "pairs", "decision", "decision cells", "guardrails",
+                "flags"):
         t.add_column(col, overflow="fold")
     for run in report.runs:
         cells = "; ".join(
@@ -541,7 +549,7 @@ def _history_table(report: Report) -> Table:
             dec += " *"
         t.add_row(run.run_id, run.registered_at[:16], f"{run.verdict.pairs_measured}/"
                   f"{run.verdict.pairs_planned}", Text(dec, style=DECISION_STYLE[run.decision]),
-                  cells, ", ".join(flags) or "—")
+                  cells, _guardrails_text(run), ", ".join(flags) or "—")
     return t
 
 
@@ -655,14 +663,15 @@ def render_markdown(report: Report) -> str:
         lines += [f"> **{EXPLORATORY}**: these verdicts use `--rule` overrides.", ""]
     if len(report.runs) > 1:
         lines += [f"## History ({len(report.runs)} runs)", "",
-                  "| run | registered | pairs | decision | decision cells |",
-                  "|---|---|---|---|---|"]
+                  "| run | registered | pairs | decision | decision cells | guardrails |",
+                  "|---|---|---|---|---|---|"]
         for run in report.runs:
             cells = "; ".join(f"{c.level} {vd.pct(c.gain)} {c.verdict}"
                               for c in run.decision_cells())
             lines.append(f"| {run.run_id} | {run.registered_at[:16]} | "
                          f"{run.verdict.pairs_measured}/{run.verdict.pairs_planned} | "
-                         f"**{run.decision}** | {_md_escape(cells)} |")
+                         f"**{run.decision}** | {_md_escape(cells)} | "
+                         f"{_md_escape(_guardrails_text(run))} |")
         lines.append("")
     run = report.latest
     v = run.verdict
@@ -908,7 +917,8 @@ def render_html(report: Report) -> str:
         parts.append(f"<p class='note'>A/A run: {e(run.aa.text)}</p>")
     if len(report.runs) > 1:
         parts.append("<h2>History</h2><table><tr><th>run</th><th>registered</th>"
-                     "<th>pairs</th><th>decision</th><th>decision cells</th></tr>")
+                     "<th>pairs</th><th>decision</th><th>decision cells</th>"
+                     "<th>guardrails</th></tr>")
         for r in report.runs:
             cells = "; ".join(f"{c.level} {vd.pct(c.gain)} {c.verdict}"
                               for c in r.decision_cells())
@@ -916,7 +926,7 @@ def render_html(report: Report) -> str:
                 f"<tr><td>{e(r.run_id)}</td><td>{e(r.registered_at[:16])}</td>"
                 f"<td>{r.verdict.pairs_measured}/{r.verdict.pairs_planned}</td>"
                 f"<td class='{'adopt' if r.decision == 'adopt' else 'gain-below-bar'}'>"
-                f"{e(r.decision)}</td><td>{e(cells)}</td></tr>")
+                f"{e(r.decision)}</td><td>{e(cells)}</td><td>{e(_guardrails_text(r))}</td></tr>")
         parts.append("</table>")
     for cv in v.candidates:
         conf = f"{run.rule.prereg.confidence:.0%} CI"
@@ -941,6 +951,10 @@ def render_html(report: Report) -> str:
             parts.append("<p>Guardrails:</p><ul>" + "".join(
                 f"<li class='{'loss' if g.broken else ''}'>{'✗' if g.broken else '✓'} "
                 f"{e(g.reason)}</li>" for g in cv.guardrails) + "</ul>")
+        detail = [(c, r) for c in cv.cells if c.decision_cell for r in c.reasons[1:]]
+        if detail:
+            parts.append("<p>Decision cells, in detail:</p><ul>" + "".join(
+                f"<li>{e(c.where)}: {e(r)}</li>" for c, r in detail) + "</ul>")
     if len(v.candidates) > 1:
         parts.append("<h2>Ranking</h2><table><tr><th>rank</th><th>arm</th><th>decision</th>"
                      "<th>mean gain</th><th>worst cell</th></tr>" + "".join(

@@ -1,7 +1,8 @@
-"""Small, safe file primitives: atomic writes and reading the tail of a log."""
+"""Small, safe file primitives: atomic writes, the tail of a log, a file's sha256."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections import deque
@@ -41,3 +42,12 @@ def tail_lines(path: Path, n: int) -> list[str]:
             return [line.rstrip("\n") for line in deque(f, maxlen=n)]
     except FileNotFoundError:
         return []
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

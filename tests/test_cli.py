@@ -39,8 +39,8 @@ def test_check_sim_example_valid(repo_root: Path) -> None:
     code, out = invoke("check", str(repo_root / "examples" / "sim-pair.yaml"), "--no-preflight")
     assert code == 0, out
     assert "schedule (AB, 2 pairs, 4 arms)" in out
-    assert "pair 1: control → depth7" in out
-    assert "SPECAB_SIM_DEPTH=7" in out and "estimated duration" in out
+    assert "pair 1: control → adaptive" in out
+    assert "SPECAB_SIM_VERIFY=adaptive" in out and "estimated duration" in out
 
 
 def test_check_invalid_file_exit_2(tmp_path: Path) -> None:

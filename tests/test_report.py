@@ -7,9 +7,11 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_verdict import T0, frame
@@ -129,6 +131,26 @@ def test_golden(golden_run: Path, fmt: rp.Format, suffix: str) -> None:
     _check_golden(f"single.{suffix}", _normalise(rp.render(rep, fmt), golden_run.parent))
 
 
+@pytest.mark.parametrize("fmt,suffix", [("table", "txt"), ("markdown", "md"), ("json", "json")])
+def test_golden_history(tmp_path: Path, fmt: rp.Format, suffix: str) -> None:
+    """Three nights side by side: adopt, keep-default (mixed), keep-default (guardrail)."""
+    nights = [
+        {("knee", "c1", TPUT): [(100.0, 115.0), (100.5, 115.6)],
+         ("knee", "c1", "ttft_p99"): [(20.0, 20.2), (20.1, 20.2)]},
+        {("knee", "c1", TPUT): [(100.0, 112.0), (100.5, 101.5)],
+         ("knee", "c1", "ttft_p99"): [(20.0, 20.2), (20.1, 20.2)]},
+        {("knee", "c1", TPUT): [(100.0, 118.0), (100.5, 118.6)],
+         ("knee", "c1", "ttft_p99"): [(20.0, 22.0), (20.1, 22.0)]},
+    ]
+    dirs = [make_run(tmp_path, spec, name="nightly", short_id=f"n{i:05d}",
+                     when=T0 + dt.timedelta(days=i),
+                     guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
+            for i, spec in enumerate(nights)]
+    rep = _report(dirs)
+    assert [r.decision for r in rep.runs] == ["adopt", "keep-default", "keep-default"]
+    _check_golden(f"history.{suffix}", _normalise(rp.render(rep, fmt), tmp_path))
+
+
 def test_golden_narrow_terminal(golden_run: Path) -> None:
     """80 columns (a CI log, a small terminal): the compact layout, nothing cut off."""
     text = rp.render_table(_report([golden_run]), width=80)
@@ -186,6 +208,7 @@ def test_history_shows_each_run_side_by_side(tmp_path: Path) -> None:
     assert len(rep.latest.verdict.candidates[0].cells) >= 1
     md = rp.render(rep, "markdown")
     assert "## History (2 runs)" in md
+    assert "<h2>History</h2>" in rp.render(rep, "html")
     # --fail-on looks at the newest run only
     assert rp.exit_code_for(rep, ["keep-default"]) == EXIT_INCOMPLETE
     assert rp.exit_code_for(_report([r1]), ["keep-default"]) == 0
@@ -321,3 +344,27 @@ def test_the_directory_names_the_run_whatever_the_rows_say(tmp_path: Path) -> No
 
     rep = rp.build_report([a, b], loader=loader)
     assert [r.decision for r in rep.runs] == ["adopt", "keep-default"]
+
+
+SIM_RUN = Path(__file__).parent / "golden" / "sim-run" / "2026-11-29-sim-depth7-f06adb"
+"""A real run of examples/sim-pair.yaml on the simulated lane (real servers, real AIPerf),
+kept without its raw artifacts: the report's behaviour on real numbers, pinned."""
+
+
+@pytest.mark.parametrize("fmt,suffix", [("table", "txt"), ("json", "json")])
+def test_real_simulated_lane_run(tmp_path: Path, fmt: rp.Format, suffix: str) -> None:
+    run = tmp_path / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    rep = _report([run])
+    v = rep.latest.verdict
+    assert rep.latest.complete and not rep.latest.incomplete
+    c1 = next(c for c in rep.latest.decision_cells())
+    assert c1.key == ("knee", "c1", TPUT) and c1.stats is not None and c1.stats.n == 2
+    # recomputed by hand from passes.csv: g = exp(mean ln(y/x)) - 1
+    df = pd.read_csv(run / "passes.csv")
+    sel = df[(df.workload == "knee") & (df.level == "c1") & (df.metric == TPUT)]
+    x = sel[sel.arm == "control"].sort_values("pair").value.to_numpy()
+    y = sel[sel.arm == "depth7"].sort_values("pair").value.to_numpy()
+    assert c1.gain == pytest.approx(float(np.exp(np.log(y / x).mean()) - 1), rel=1e-12)
+    assert v.decision == ("adopt" if c1.verdict == "adopt" else "keep-default")
+    _check_golden(f"sim-run.{suffix}", _normalise(rp.render(rep, fmt), tmp_path))

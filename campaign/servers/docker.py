@@ -22,7 +22,6 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import ipaddress
 import os
 import re
@@ -47,7 +46,7 @@ from docker.types import DeviceRequest, Mount, Ulimit
 from campaign.errors import ServerError
 from campaign.servers.base import ArmContext
 from campaign.spec import DockerLaunch, ExtraContainer, ReadyCheck, Volume, parse_volume
-from campaign.textfiles import tail_lines
+from campaign.textfiles import sha256_file, tail_lines
 
 LABEL_RUN = "spec-ab.run"
 LABEL_PAIR = "spec-ab.pair"
@@ -725,14 +724,6 @@ def _log_line(path: Path, text: str) -> None:
 
 
 # --------------------------------------------------------------------------- manifest facts
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def mount_facts(mounts: Iterable[MountPlan]) -> list[dict[str, Any]]:
