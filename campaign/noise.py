@@ -19,7 +19,9 @@ Estimation from an A/A run (both arms are the same launch, so every slot is a sa
 the lane): y[slot, level] = ln(value) is fitted as level mean + linear trend over slots +
 a slot effect + residual (a two-way layout). The residual variance gives `pass_sd`; the
 spread of the slot effects around the trend gives `boot_sd` (minus the part the residuals
-contribute to a slot mean); the trend gives `window_drift`. With one level the two noise
+contribute to a slot mean); the trend gives `window_drift` when it stands out from the
+noise (beyond two standard errors; otherwise it is 0 and the slots' spread is all boot
+noise: a trend fitted on a handful of slots would bias every simulated AB pair). With one level the two noise
 parts cannot be told apart: all of it is attributed to the boot (the conservative choice
 for several cells; the same thing for one).
 """
@@ -37,6 +39,8 @@ import pandas as pd
 from campaign.errors import ResultsError
 from campaign.store import RunData, load_run
 
+TREND_SE = 2.0
+"""A trend across the A/A window counts only beyond this many standard errors."""
 DEFAULT_PASS_SD = 0.01
 """Within-pass noise assumed when only a per-boot drift is given (1%: a knee point of a
 few thousand tokens on a quiet lane)."""
@@ -150,7 +154,14 @@ def fit_noise(y: np.ndarray, slots: np.ndarray, *, source: str) -> NoiseModel:
     sxx = float(np.sum(pos**2))
     slope = float(np.sum(pos * slot_mean) / sxx) if sxx > 0 else 0.0
     resid = slot_mean - slope * pos
-    var_slot = float(np.sum(resid**2) / (n_slots - 2)) if n_slots > 2 else 0.0
+    var_slot = float(np.sum(resid**2) / (n_slots - 2))
+    # A trend fitted on a few slots is mostly noise, and under AB it would bias every
+    # simulated pair: keep it only when it stands out (|slope| > 2 standard errors);
+    # otherwise the slots' whole spread is boot noise.
+    se = math.sqrt(var_slot / sxx) if sxx > 0 else math.inf
+    if not abs(slope) > TREND_SE * se:
+        slope = 0.0
+        var_slot = float(np.sum(slot_mean**2) / (n_slots - 1))
     if n_cells > 1:
         within = r - slot_mean[:, None]
         pass_var = float(np.sum(within**2) / ((n_slots - 1) * (n_cells - 1)))

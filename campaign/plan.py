@@ -231,6 +231,9 @@ def simulate(noise: NoiseModel, *, pairs: int, cells: int, sims: int, offsets: n
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
+    """One stream per (seed, pairs): every effect and every order of a plan sees the same
+    noise (common random numbers), so differences between rows are the effect's or the
+    order's, not the draw's."""
     return np.random.default_rng([seed, *key])
 
 
@@ -241,11 +244,8 @@ def adopt_rate(spec: RuleSpec, noise: NoiseModel, effect: float, *, sims: int, s
     o = order or spec.order
     offsets = drift_offsets(n, spec.arms, o, spec.rule.prereg.seed)
     d = simulate(noise, pairs=n, cells=len(spec.cells), sims=sims, offsets=offsets,
-                 rng=_rng(seed, n, _ORDERS.index(o)))
+                 rng=_rng(seed, n))
     return Rate(int(adopts(d + math.log1p(effect), spec.rule).sum()), sims)
-
-
-_ORDERS: tuple[Order, ...] = ("AB", "ABBA", "random")
 
 
 def pairs_for_power(spec: RuleSpec, noise: NoiseModel, effect: float, target: float, *,
@@ -366,7 +366,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     n_cells = len(spec.cells)
     offsets = drift_offsets(spec.pairs, spec.arms, spec.order, pre.seed)
     base = simulate(noise, pairs=spec.pairs, cells=n_cells, sims=sims, offsets=offsets,
-                    rng=_rng(seed, spec.pairs, _ORDERS.index(spec.order)))
+                    rng=_rng(seed, spec.pairs))
     grid: list[tuple[float, Rate]] = []
     checked = 0
     effects = sorted({*GRID, effect})

@@ -29,10 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
 from campaign.textfiles import atomic_write
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 PASS_COLUMNS = [
     "run", "pair", "pair_attempt", "arm", "slot", "started_at", "workload", "level",
@@ -242,7 +245,14 @@ class RunData:
     manifest: dict[str, Any]
     campaign: dict[str, Any]
     complete: bool
-    journal: list[dict[str, Any]]
+    _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def journal(self) -> list[dict[str, Any]]:
+        """The journal's events, read on first use (reports rarely need them)."""
+        if self._journal is None:
+            self._journal = read_journal(self.run_dir)
+        return self._journal
 
 
 def _check_version(run_dir: Path) -> None:
@@ -259,10 +269,30 @@ def _check_version(run_dir: Path) -> None:
         )
 
 
+def _finished_complete(run_dir: Path) -> bool:
+    """Did the run finish complete? Parses only the `finished` lines (a report over a
+    thousand nightly runs must not parse every journal line)."""
+    try:
+        text = (run_dir / "journal.jsonl").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    for line in text.splitlines():
+        if '"finished"' not in line:
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("event") == "finished" and ev.get("complete"):
+            return True
+    return False
+
+
+_TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
+
+
 def load_run(run_dir: Path | str) -> RunData:
     """Read a run directory into a tidy table plus its frozen documents."""
-    from ruamel.yaml import YAML
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: no such results directory")
@@ -274,27 +304,31 @@ def load_run(run_dir: Path | str) -> RunData:
     prereg = json.loads(prereg_path.read_text())
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    yaml = YAML(typ="safe")
     campaign_path = run_dir / "campaign.yaml"
-    campaign = yaml.load(campaign_path.read_text()) if campaign_path.is_file() else {}
+    campaign: Any = {}
+    if campaign_path.is_file():
+        try:
+            # libyaml's C loader: ~5x faster than ruamel for a history of many runs
+            campaign = yaml.load(campaign_path.read_text(), Loader=_YAML_LOADER)
+        except yaml.YAMLError as exc:
+            raise ResultsError(f"{campaign_path}: not valid YAML ({exc})") from None
     csv_path = run_dir / "passes.csv"
     if csv_path.is_file() and csv_path.stat().st_size > 0:
         try:
-            passes = pd.read_csv(csv_path, dtype={"run": str, "arm": str, "workload": str,
-                                                  "level": str, "metric": str, "reason": str,
-                                                  "started_at": str},
-                                 keep_default_na=False)
+            passes = pd.read_csv(csv_path, keep_default_na=False)
         except (pd.errors.ParserError, ValueError) as exc:
             raise ResultsError(f"{csv_path}: cannot be read ({exc})") from None
         missing = set(PASS_COLUMNS) - set(passes.columns)
         if missing:
             raise ResultsError(f"{csv_path}: missing columns {sorted(missing)}")
-        passes["valid"] = passes["valid"].map(
-            lambda v: v is True or str(v).lower() == "true")
+        for col in _TEXT_COLUMNS:
+            if passes[col].dtype != object:
+                passes[col] = passes[col].astype(str)
+        if passes["valid"].dtype != bool:
+            passes["valid"] = passes["valid"].astype(str).str.lower() == "true"
     else:
         passes = pd.DataFrame(columns=PASS_COLUMNS)
-    journal = read_journal(run_dir)
-    complete = any(ev.get("event") == "finished" and ev.get("complete") for ev in journal)
     return RunData(run_dir=run_dir, run_id=run_dir.name, passes=passes,
-                   preregistration=prereg, manifest=manifest, campaign=campaign or {},
-                   complete=complete, journal=journal)
+                   preregistration=prereg, manifest=manifest,
+                   campaign=campaign if isinstance(campaign, dict) else {},
+                   complete=_finished_complete(run_dir))

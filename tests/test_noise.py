@@ -62,16 +62,29 @@ def test_pure_linear_trend(tmp_path: Path) -> None:
 
 def test_pure_slot_effects_are_boot_drift(tmp_path: Path) -> None:
     # each boot shifts every level by the same factor: alternating ±2% around a flat lane
-    # (no trend in expectation; over 6 slots the fitted slope is hand-computed below)
     shifts = [0.02, -0.02, 0.02, -0.02, 0.02, -0.02]
     run = aa_run(tmp_path, lambda s, j: 50.0 * (2 + j) * math.exp(shifts[s]), pairs=3)
     m = nz.estimate_noise(run).model
     assert m.pass_sd == pytest.approx(0.0, abs=1e-9)
-    # worked: positions −2.5…2.5, Σx² = 17.5, Σx·shift = −0.06 → slope −0.06/17.5
+    # worked: positions −2.5…2.5, Σx² = 17.5, Σx·shift = −0.06 → slope −0.06/17.5, whose
+    # standard error (residual variance / Σx²)^½ is far larger: no trend, and the boot sd
+    # is the shifts' own sd around their mean (0) over 5 degrees of freedom
     slope = -0.06 / 17.5
     resid = [sh - slope * (s - 2.5) for s, sh in enumerate(shifts)]
-    assert m.boot_sd == pytest.approx(math.sqrt(sum(r * r for r in resid) / 4), rel=1e-9)
-    assert m.window_drift == pytest.approx(math.expm1(slope * 5), rel=1e-9)
+    se = math.sqrt(sum(r * r for r in resid) / 4 / 17.5)
+    assert abs(slope) < 2 * se
+    assert m.window_drift == 0.0
+    assert m.boot_sd == pytest.approx(math.sqrt(sum(x * x for x in shifts) / 5), rel=1e-9)
+
+
+def test_a_trend_that_stands_out_is_kept(tmp_path: Path) -> None:
+    # +1% per slot plus the same alternating ±0.2% boots: slope 0.01 ≫ 2 standard errors
+    shifts = [0.002, -0.002] * 4
+    run = aa_run(tmp_path, lambda s, j: 100.0 * math.exp(0.01 * s + shifts[s]), pairs=4)
+    m = nz.estimate_noise(run).model
+    slope = 0.01 + (-0.008 / 42)  # Σx·shift = −0.008 over positions −3.5…3.5 (Σx² = 42)
+    assert m.window_drift == pytest.approx(math.expm1(slope * 7), rel=1e-9)
+    assert 0 < m.boot_sd < 0.003
 
 
 def test_pure_residuals_are_pass_noise(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ class CostConfig(BaseModel):
 
 
 class SimConfig(BaseModel):
-    """Every knob of the simulated lane (documented in docs/sim.md)."""
+    """Every knob of the simulated lane (README, section "The simulated lane")."""
 
     model_config = ConfigDict(extra="forbid")
 
