@@ -129,7 +129,7 @@ class RunStore:
                     f"{run_dir} is not a spec-ab run directory: {required} is missing",
                     hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
                 )
-        _check_version(run_dir)
+        _read_prereg(run_dir)
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
@@ -255,18 +255,21 @@ class RunData:
         return self._journal
 
 
-def _check_version(run_dir: Path) -> None:
+def _read_prereg(run_dir: Path) -> dict[str, Any]:
+    """preregistration.json, checked for a results schema this version can read."""
     path = run_dir / "preregistration.json"
     try:
-        version = json.loads(path.read_text()).get("schema_version")
+        doc: dict[str, Any] = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ResultsError(f"{path}: unreadable ({exc})") from None
+    version = doc.get("schema_version")
     if version is None or version > RESULTS_SCHEMA_VERSION:
         raise ResultsError(
             f"{run_dir} uses results schema {version}; this spec-ab reads up to "
             f"{RESULTS_SCHEMA_VERSION}",
             hint="upgrade spec-ab (pip install -U spec-ab) to read it",
         )
+    return doc
 
 
 def _finished_complete(run_dir: Path) -> bool:
@@ -300,8 +303,7 @@ def load_run(run_dir: Path | str) -> RunData:
     if not prereg_path.is_file():
         raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
                            hint="give a folder made by `spec-ab run`")
-    _check_version(run_dir)
-    prereg = json.loads(prereg_path.read_text())
+    prereg = _read_prereg(run_dir)
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     campaign_path = run_dir / "campaign.yaml"
@@ -332,3 +334,4 @@ def load_run(run_dir: Path | str) -> RunData:
                    preregistration=prereg, manifest=manifest,
                    campaign=campaign if isinstance(campaign, dict) else {},
                    complete=_finished_complete(run_dir))
+
