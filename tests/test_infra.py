@@ -48,9 +48,9 @@ def test_tail_lines(tmp_path: Path) -> None:
 
 def test_lane_lock(tmp_path: Path) -> None:
     with lanelock.hold("gb300 station", "run-a", lock_dir=tmp_path):
-        with pytest.raises(PreflightError, match="busy: run run-a"):
-            with lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path):
-                pass
+        with (pytest.raises(PreflightError, match="busy: run run-a"),
+              lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path)):
+            pass
         with lanelock.hold("other-lane", "run-c", lock_dir=tmp_path):
             pass
     with lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path):
