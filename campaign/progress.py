@@ -47,6 +47,8 @@ class PlainProgress:
             self.line(f"  {d['arm']}: done in {human(d['wall_s'])}")
         elif event == "pair_invalid":
             self.line(f"pair {d['pair']} INVALID: {d['reason']}")
+        elif event == "pair_redo":
+            self.line(f"pair {d['pair']}: redoing the whole pair (gates.pair_retries)")
         elif event == "eta":
             self.eta = human(d["eta_s"])
             self.line(f"  elapsed {human(d['elapsed_s'])}, about {self.eta} to go")

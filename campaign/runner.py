@@ -51,7 +51,6 @@ class RunResult:
     pairs_total: int
     pairs_valid: list[int]
     pairs_invalid: dict[int, str]
-    interrupted: bool = False
 
     @property
     def complete(self) -> bool:
@@ -154,48 +153,69 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
             if state == "invalid":
                 result.pairs_invalid[pair] = "invalid in an earlier session"
                 continue
-            pair_attempt = attempt + 1
-            store.journal("pair_start", pair=pair, pair_attempt=pair_attempt,
-                          redo=state == "started")
-            rt.progress("pair_start", pair=pair, pairs=pre.pairs, pair_attempt=pair_attempt)
-            invalid_passes: list[str] = []
-            try:
-                for slot in pair_slots:
-                    _check_cancel(rt)
-                    invalid_passes += _run_slot(campaign, store, rt, slot, pair_attempt)
-                    done_slots += 1
-                    elapsed = rt.monotonic() - started
-                    remaining = max(0, len(slots) - already - done_slots)
-                    rt.progress("eta", elapsed_s=elapsed,
-                                eta_s=elapsed / done_slots * remaining)
-            except _PairInvalid as exc:
-                reason = str(exc)
-                store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt,
-                              reason=reason)
-                result.pairs_invalid[pair] = reason
-                rt.progress("pair_invalid", pair=pair, reason=reason)
-                continue
-            except Interrupted:
-                store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
-                result.interrupted = True
-                raise
-            except ServerError as exc:
-                # Infrastructure, not measurement: stop the night here (exit 3). The pair
-                # stays "started", so `--resume` redoes it once the launch is fixed.
-                store.journal("aborted", pair=pair, pair_attempt=pair_attempt, reason=str(exc))
-                raise
-            store.journal("pair_done", pair=pair, pair_attempt=pair_attempt,
-                          invalid_passes=invalid_passes)
-            if invalid_passes:
+            tries_left = pre.gates.pair_retries
+            while True:
+                attempt += 1
+                outcome = _run_pair(campaign, store, rt, pair, attempt, pair_slots,
+                                    redo=state == "started")
+                done_slots += len(pair_slots)
+                elapsed = rt.monotonic() - started
+                remaining = max(0, len(slots) - already - done_slots)
+                rt.progress("eta", elapsed_s=elapsed, eta_s=elapsed / done_slots * remaining)
+                if outcome.died is None or tries_left == 0:
+                    break
+                tries_left -= 1
+                state = "started"  # the redo of a pair cut by a fault
+                rt.progress("pair_redo", pair=pair, reason=outcome.died)
+            if outcome.died is not None:
+                result.pairs_invalid[pair] = outcome.died
+            elif outcome.invalid_passes:
                 # Measured to the end, but some cells lose this pair: the campaign is
                 # incomplete (exit 4) and the report counts the pair as left out there.
-                result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(invalid_passes)
+                result.pairs_invalid[pair] = ("invalid pass(es): "
+                                              + ", ".join(outcome.invalid_passes))
             else:
                 result.pairs_valid.append(pair)
-            rt.progress("pair_done", pair=pair, pairs=pre.pairs)
         store.journal("finished", complete=result.complete,
                       pairs_valid=result.pairs_valid, pairs_invalid=result.pairs_invalid)
     return result
+
+
+@dataclass
+class _PairOutcome:
+    died: str | None = None
+    """Why the pair is invalid (server died / restarted mid-pass), else None."""
+    invalid_passes: list[str] = field(default_factory=list)
+
+
+def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_attempt: int,
+              pair_slots: list[Slot], *, redo: bool) -> _PairOutcome:
+    """Every arm of one pair, back to back, journaled as one attempt."""
+    store.journal("pair_start", pair=pair, pair_attempt=pair_attempt, redo=redo)
+    rt.progress("pair_start", pair=pair, pairs=campaign.preregistration.pairs,
+                pair_attempt=pair_attempt)
+    outcome = _PairOutcome()
+    try:
+        for slot in pair_slots:
+            _check_cancel(rt)
+            outcome.invalid_passes += _run_slot(campaign, store, rt, slot, pair_attempt)
+    except _PairInvalid as exc:
+        outcome.died = str(exc)
+        store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died)
+        rt.progress("pair_invalid", pair=pair, reason=outcome.died)
+        return outcome
+    except Interrupted:
+        store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
+        raise
+    except ServerError as exc:
+        # Infrastructure, not measurement: stop the night here (exit 3). The pair stays
+        # "started", so `--resume` redoes it once the launch is fixed.
+        store.journal("aborted", pair=pair, pair_attempt=pair_attempt, reason=str(exc))
+        raise
+    store.journal("pair_done", pair=pair, pair_attempt=pair_attempt,
+                  invalid_passes=outcome.invalid_passes)
+    rt.progress("pair_done", pair=pair, pairs=campaign.preregistration.pairs)
+    return outcome
 
 
 def _invalid_passes_of(events: list[dict[str, Any]], pair: int, attempt: int) -> list[str]:

@@ -98,6 +98,11 @@ class Gates(Model):
         1800, gt=0, description="Wall-clock limit of one AIPerf invocation (seconds)."
     )
     retries: int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
+    pair_retries: int = Field(
+        1, ge=0, le=5,
+        description="Redos of a whole pair whose server died or restarted mid-pass (the pair "
+        "is redone at once, both arms, so it stays in one window).",
+    )
     max_pair_gap_s: float = Field(
         3600,
         gt=0,

@@ -44,8 +44,8 @@ lane: e2e-{port}
 preregistration:
   pairs: {pairs}
   decision_cells: [{{workload: knee, level: c1}}]
-  gates: {{retries: {retries}, min_completed_requests: 2, pass_timeout_s: {pass_timeout},
-          min_output_tokens: 10}}
+  gates: {{retries: {retries}, pair_retries: 0, min_completed_requests: 2,
+          pass_timeout_s: {pass_timeout}, min_output_tokens: 10}}
 server:
   backend: process
   command: [spec-ab, sim, serve, --port, "{port}"]

@@ -51,14 +51,18 @@ log_captures:
 """
 
 
-@pytest.fixture()
-def campaign(tmp_path: Path) -> Campaign:
-    (tmp_path / "tok").mkdir()
+def _campaign(tmp_path: Path, text: str) -> Campaign:
+    (tmp_path / "tok").mkdir(exist_ok=True)
     (tmp_path / "tok" / "tokenizer.json").write_text("{}")
     (tmp_path / "shell.jsonl").write_text('{"text": "ls"}\n')
     path = tmp_path / "c.yaml"
-    path.write_text(CAMPAIGN)
+    path.write_text(text)
     return load_campaign(path)
+
+
+@pytest.fixture()
+def campaign(tmp_path: Path) -> Campaign:
+    return _campaign(tmp_path, CAMPAIGN)
 
 
 @pytest.fixture()
@@ -276,18 +280,33 @@ def test_pass_invalid_after_retries_makes_campaign_incomplete(
     assert "agentfix-shell" in result.pairs_invalid[1]
 
 
-def test_server_dying_mid_pass_invalidates_the_pair(campaign: Campaign, tmp_path: Path,
-                                                   listener: int) -> None:
+def test_server_dying_mid_pass_redoes_the_whole_pair(campaign: Campaign, tmp_path: Path,
+                                                    listener: int) -> None:
     events: list[str] = []
     script = Script(die_at=2)  # pair 1 control: warmup ok, dies during the knee
     rt = make_rt(tmp_path, listener, script, events)
     store = start(campaign, tmp_path, rt)
     result = runner.execute(campaign, store, rt)
-    assert result.pairs_valid == [2]
+    assert result.complete and result.pairs_valid == [1, 2]
+    # the rest of attempt 1 is skipped; pair 1 is redone whole, control first
+    assert events[:4] == ["start 1/control", "stop 1/control", "start 1/control",
+                          "stop 1/control"]
+    data = load_run(store.run_dir)
+    assert any(e["event"] == "pair_invalid" and e["pair"] == 1 for e in data.journal)
+    assert (store.run_dir / "pairs" / "01" / "cand.redo1").is_dir()
+    assert set(data.passes[data.passes.pair == 1].pair_attempt) == {1, 2}
+
+
+def test_server_dying_again_leaves_the_pair_invalid(tmp_path: Path, listener: int) -> None:
+    campaign = _campaign(tmp_path, CAMPAIGN.replace("retries: 1,", "retries: 1, pair_retries: 0,"))
+    events: list[str] = []
+    script = Script(die_at=2)
+    rt = make_rt(tmp_path, listener, script, events)
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.pairs_valid == [2] and not result.complete
     assert "server exited with code 1 during knee" in result.pairs_invalid[1]
-    assert events[:2] == ["start 1/control", "stop 1/control"]  # the rest of pair 1 skipped
-    journal = load_run(store.run_dir).journal
-    assert any(e["event"] == "pair_invalid" and e["pair"] == 1 for e in journal)
+    assert events[:3] == ["start 1/control", "stop 1/control", "start 2/control"]
 
 
 def test_boot_failure_aborts_with_server_error_and_stops(campaign: Campaign, tmp_path: Path,
