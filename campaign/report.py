@@ -167,8 +167,12 @@ def build_report(
     """
     if not run_dirs:
         raise UsageError("give at least one run directory", hint="spec-ab report results/<run>")
-    load = loader or _default_loader
-    runs = [load(Path(d)) for d in run_dirs]
+    if loader is None:
+        from campaign.store import load_runs
+
+        runs: list[RunLike] = list(load_runs([Path(d) for d in run_dirs]))
+    else:
+        runs = [loader(Path(d)) for d in run_dirs]
     overrides = dict(rule_overrides or {})
     cache: dict[Any, Any] = {}
     prepared = [_prepare(run, overrides, cache) for run in runs]
