@@ -368,8 +368,15 @@ def _edited_keys(registered: dict[str, Any], frozen: Any) -> tuple[str, ...]:
         now = Preregistration.model_validate(frozen).model_dump(mode="json", by_alias=True)
     except ValidationError:
         return ("preregistration (no longer valid)",)
-    keys = sorted(set(now) | set(registered))
-    return tuple(k for k in keys if now.get(k) != registered.get(k))
+    # Only what was registered can have been edited: a key the registered rule lacks is a
+    # field added by a later spec-ab (filled with its default), not an edit.
+    return tuple(k for k in sorted(registered) if _differs(registered[k], now.get(k)))
+
+
+def _differs(registered: Any, now: Any) -> bool:
+    if isinstance(registered, dict) and isinstance(now, dict):
+        return any(_differs(v, now.get(k)) for k, v in registered.items())
+    return bool(registered != now)
 
 
 def _arms(run: RunLike) -> list[str]:
