@@ -21,9 +21,9 @@ a slot effect + residual (a two-way layout). The residual variance gives `pass_s
 spread of the slot effects around the trend gives `boot_sd` (minus the part the residuals
 contribute to a slot mean); the trend gives `window_drift` when it stands out from the
 noise (beyond two standard errors; otherwise it is 0 and the slots' spread is all boot
-noise: a trend fitted on a handful of slots would bias every simulated AB pair). With one level the two noise
-parts cannot be told apart: all of it is attributed to the boot (the conservative choice
-for several cells; the same thing for one).
+noise: a trend fitted on a handful of slots would bias every simulated AB pair). With one
+level the two noise parts cannot be told apart: all of it is attributed to the boot (the
+conservative choice for several cells; the same thing for one).
 """
 
 from __future__ import annotations

@@ -283,3 +283,18 @@ def test_count_interval_for_a_few_real_campaigns() -> None:
     lo, hi = plan.count_interval(plan.Rate(2000, 4000), 10)
     assert lo == 2 and hi == 8
     assert vd.EPS > 0  # the rule's tolerance the kernel shares
+
+
+def test_cli_plan_prints_the_plan(tmp_path: Path, tokenizer_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from campaign.cli import app
+
+    campaign_file(tmp_path, tokenizer_dir)
+    res = CliRunner().invoke(app, ["plan", str(tmp_path / "c.yaml"), "--effect", "20%",
+                                   "--drift", "2%", "--sims", "300"])
+    assert res.exit_code == 0, res.output
+    assert "pairs for 90% power at +20.0%" in res.output
+    assert "per-boot sd 1.98%" in res.output
+    bad = CliRunner().invoke(app, ["plan", str(tmp_path / "c.yaml"), "--sims", "5"])
+    assert bad.exit_code == 2
