@@ -39,7 +39,7 @@ app = typer.Typer(
 )
 # Not a terminal (CI logs, pipes): lines are not wrapped (paths stay copyable) and tables
 # get room; on a terminal rich measures it.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 140
+_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 180
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
