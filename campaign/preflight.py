@@ -6,7 +6,6 @@ Each problem is one line saying what is wrong and what to do. `spec-ab check` an
 
 from __future__ import annotations
 
-import importlib.metadata
 import shutil
 import socket
 import subprocess
@@ -18,11 +17,24 @@ GPU_BUSY_MEMORY_MIB = 2048
 GPU_BUSY_UTIL_PCT = 10
 
 
-def aiperf_version() -> str | None:
+def aiperf_runs(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
+                ) -> tuple[str | None, str | None]:
+    """(version, problem): runs this environment's `aiperf --version`, as the runner will."""
+    from campaign.loadgen import default_executable
+
+    exe = default_executable()
     try:
-        return importlib.metadata.version("aiperf")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+        proc = run([exe, "--version"], capture_output=True, text=True, timeout=60, check=False)
+    except FileNotFoundError:
+        return None, ("AIPerf is not installed in this environment: pip install "
+                      "'aiperf>=0.13,<0.14' (scripts/demo sets everything up)")
+    except subprocess.TimeoutExpired:
+        return None, f"`{exe} --version` did not answer in 60 s: reinstall AIPerf"
+    version = (proc.stdout.strip().splitlines() or [""])[-1].strip()
+    if proc.returncode != 0 or not version:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"`{exe} --version` failed (exit {proc.returncode}: {tail}): reinstall AIPerf"
+    return version, None
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -111,14 +123,14 @@ def preflight(campaign: Campaign, *,
     """(facts, problems): facts to show ("AIPerf 0.13.0"), problems with what to do."""
     facts: list[str] = []
     problems: list[str] = []
-    version = aiperf_version()
-    if version is None:
-        problems.append("AIPerf is not installed in this environment: pip install "
-                        "'aiperf>=0.13,<0.14' (scripts/demo sets everything up)")
-    else:
-        facts.append(f"AIPerf {version}")
+    version, problem = aiperf_runs()
+    if problem:
+        problems.append(problem)
+    elif version is not None:
+        facts.append(f"AIPerf {version} runs")
         if not version.startswith("0.13"):
-            problems.append(f"AIPerf {version} found; spec-ab is tested with 0.13.x")
+            problems.append(f"AIPerf {version} found; spec-ab is tested with 0.13.x: "
+                            "pip install 'aiperf>=0.13,<0.14'")
     problems += _files(campaign)
     problems += _ports(campaign, in_use)
     problems += _docker(campaign)

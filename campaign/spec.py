@@ -613,7 +613,7 @@ class Campaign(Model):
     def resolve(self, path: Path | str) -> Path:
         """A path from the file, relative to the campaign file's folder."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p)
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
 
     def warmups(self, arm: str) -> list[WarmupPass]:
         own = self.arms[arm].warmup

@@ -212,3 +212,25 @@ def test_wrong_model_is_named(open_port: int) -> None:
             pytest.raises(ServerError, match=r"serves \['other'\], not the campaign's model 'm'"):
         wait_ready(Fake(open_port), Readiness(), model="m", endpoint_type="chat",  # type: ignore[arg-type]
                    arm="a", client=client, clock=clock, sleep=clock.sleep)
+
+
+def test_preflight_runs_aiperf() -> None:
+    import subprocess
+
+    from campaign.preflight import aiperf_runs
+
+    def ok(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        assert argv[1] == "--version"
+        return subprocess.CompletedProcess(argv, 0, "0.13.0\n", "")
+
+    def broken(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 1, "", "ImportError: zmq\n")
+
+    def missing(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        raise FileNotFoundError(argv[0])
+
+    assert aiperf_runs(ok) == ("0.13.0", None)
+    version, problem = aiperf_runs(broken)
+    assert version is None and problem is not None and "ImportError: zmq" in problem
+    version, problem = aiperf_runs(missing)
+    assert version is None and problem is not None and "pip install" in problem
