@@ -380,3 +380,23 @@ def test_progress_events(campaign: Campaign, tmp_path: Path, listener: int) -> N
 
 
 Factory = Callable[[LaunchModel, ArmContext], FakeServer]
+
+
+def test_multi_candidate_abba_blocks(tmp_path: Path, listener: int) -> None:
+    text = CAMPAIGN.replace('  cand: {env: {X: "1"}}',
+                            '  cand: {env: {X: "1"}}\n  cand2: {env: {X: "2"}}')
+    text = text.replace("  pairs: 2\n", "  pairs: 2\n  order: ABBA\n")
+    campaign = _campaign(tmp_path, text)
+    events: list[str] = []
+    rt = make_rt(tmp_path, listener, Script(), events)
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.complete
+    starts = [e.split()[1] for e in events if e.startswith("start")]
+    # every candidate measured in the same window as its control; ABBA reverses pair 2
+    assert starts == ["1/control", "1/cand", "1/cand2", "2/cand2", "2/cand", "2/control"]
+    from campaign.report import build_report, to_dict
+
+    doc = to_dict(build_report([store.run_dir]))
+    assert {c["arm"] for c in doc["cells"]} == {"cand", "cand2"}
+    assert [r["arm"] for r in doc["ranking"]][:2] in (["cand", "cand2"], ["cand2", "cand"])
