@@ -7,10 +7,10 @@ Each problem is one line saying what is wrong and what to do. `spec-ab check` an
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable
 
+from campaign.readiness import port_open
 from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, ProcessLaunch
 
 GPU_BUSY_MEMORY_MIB = 2048
@@ -39,11 +39,7 @@ def aiperf_runs(run: Callable[..., subprocess.CompletedProcess[str]] = subproces
 
 def port_in_use(host: str, port: int) -> bool:
     """True when something already listens on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=0.3):
-            return True
-    except OSError:
-        return False
+    return port_open(host, port, timeout=0.3)
 
 
 def _files(campaign: Campaign) -> list[str]:

@@ -20,7 +20,8 @@ from campaign.spec import Readiness
 LOG_LINES_ON_FAILURE = 25
 
 
-def _port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+    """True when something accepts TCP connections on host:port."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
@@ -65,7 +66,7 @@ def wait_ready(
             )
         try:
             if stage == "port":
-                if _port_open(host, port):
+                if port_open(host, port):
                     stage = "health"
                     continue
             elif stage == "health":
