@@ -41,6 +41,7 @@ from campaign import RESULTS_SCHEMA_VERSION, __version__, catalog
 from campaign import verdict as vd
 from campaign.errors import EXIT_INCOMPLETE, EXIT_OK, ResultsError, UsageError
 from campaign.spec import Preregistration
+from campaign.store import load_runs, rule_hash
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report (bumped when a key changes meaning or disappears).
@@ -140,12 +141,6 @@ class Report:
 # --------------------------------------------------------------------------- building
 
 
-def _default_loader(path: Path) -> RunLike:
-    from campaign.store import load_run
-
-    return load_run(path)
-
-
 REQUIRED_COLUMNS = ("run", "pair", "arm", "workload", "level", "metric", "value", "valid")
 
 
@@ -168,8 +163,6 @@ def build_report(
     if not run_dirs:
         raise UsageError("give at least one run directory", hint="spec-ab report results/<run>")
     if loader is None:
-        from campaign.store import load_runs
-
         runs: list[RunLike] = list(load_runs([Path(d) for d in run_dirs]))
     else:
         runs = [loader(Path(d)) for d in run_dirs]
@@ -230,7 +223,7 @@ def build_report(
             rule=rule,
             rule_dict=rule_dict,
             # without overrides the rule used is the registered one (its hash was checked)
-            rule_sha256=_rule_hash(rule_dict) if overrides else str(prereg["sha256"]),
+            rule_sha256=rule_hash(rule_dict) if overrides else str(prereg["sha256"]),
             registered_sha256=str(prereg["sha256"]),
             overrides=overrides,
             edited_after_registration=edited,
@@ -296,13 +289,6 @@ def _rows_needed(
     return rows[keep]
 
 
-def _rule_hash(rule: dict[str, Any]) -> str:
-    import hashlib
-
-    canonical = json.dumps(rule, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 def _prepare(
     run: RunLike, overrides: dict[str, str], cache: dict[Any, Any]
 ) -> tuple[dict[str, Any], vd.Rule, tuple[str, ...], tuple[str, ...]]:
@@ -315,7 +301,7 @@ def _prepare(
         if key not in prereg:
             raise ResultsError(f"{path}: '{key}' is missing")
     registered = prereg["rule"]
-    if not isinstance(registered, dict) or _rule_hash(registered) != prereg["sha256"]:
+    if not isinstance(registered, dict) or rule_hash(registered) != prereg["sha256"]:
         raise ResultsError(
             f"{path}: the rule does not match its sha256 — the file was changed after "
             "registration, so no verdict can claim to be pre-registered",
