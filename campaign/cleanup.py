@@ -22,6 +22,7 @@ from typing import Any, Literal
 import psutil
 from docker.errors import DockerException, NotFound
 
+from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
 from campaign.servers.docker import (
     LABEL_ARM,
     LABEL_HOST,
@@ -33,8 +34,6 @@ from campaign.servers.docker import (
     default_client,
 )
 
-RUN_ENV = "SPECAB_RUN_ID"
-RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
 PID_START_SLACK_S = 1.0
 """create_time() is rounded differently by the label and by psutil: compare within this."""
 

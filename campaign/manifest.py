@@ -6,7 +6,6 @@ PASSWORD (any case) are replaced by `<redacted>`.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import re
@@ -17,6 +16,7 @@ import sys
 from typing import Any
 
 from campaign import __version__
+from campaign.loadgen import aiperf_version
 from campaign.spec import Campaign, DockerLaunch, parse_volume
 from campaign.textfiles import sha256_file
 
@@ -26,13 +26,6 @@ REDACTED = "<redacted>"
 
 def redact(env: dict[str, str]) -> dict[str, str]:
     return {k: (REDACTED if SECRET_RE.search(k) else v) for k, v in env.items()}
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def gpu_facts() -> list[dict[str, str]] | None:
@@ -79,7 +72,7 @@ def collect(campaign: Campaign) -> dict[str, Any]:
         envs[arm] = redact(dict(launch.env))
     return {
         "tool": {"name": "spec-ab", "version": __version__},
-        "aiperf": _version("aiperf"),
+        "aiperf": aiperf_version(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "host": socket.gethostname(),

@@ -32,6 +32,7 @@ from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
+from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
 from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
@@ -234,9 +235,9 @@ def _pid() -> int:
 def _marked_children(run_id: str) -> Iterator[None]:
     """Every child (servers, AIPerf and its workers) inherits the run id and this pid, so
     `spec-ab clean` can find what a crashed runner (SIGKILL, power loss) left behind."""
-    saved = {k: os.environ.get(k) for k in ("SPECAB_RUN_ID", "SPECAB_RUNNER_PID")}
-    os.environ["SPECAB_RUN_ID"] = run_id
-    os.environ["SPECAB_RUNNER_PID"] = str(os.getpid())
+    saved = {k: os.environ.get(k) for k in (RUN_ENV, RUNNER_PID_ENV)}
+    os.environ[RUN_ENV] = run_id
+    os.environ[RUNNER_PID_ENV] = str(os.getpid())
     try:
         yield
     finally:

@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+RUN_ENV = "SPECAB_RUN_ID"
+RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
+"""Every child a run starts carries these in its environment (`spec-ab clean` finds the
+ones whose runner is gone)."""
+
 
 @dataclass(frozen=True)
 class ArmContext:

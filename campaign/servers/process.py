@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from campaign.errors import ServerError
-from campaign.servers.base import ArmContext
+from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV, ArmContext
 from campaign.spec import ProcessLaunch
 from campaign.textfiles import tail_lines
 
@@ -32,8 +32,8 @@ def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env.update(extra)
     if ctx is not None:
-        env["SPECAB_RUN_ID"] = ctx.run_id
-        env["SPECAB_RUNNER_PID"] = str(os.getpid())
+        env[RUN_ENV] = ctx.run_id
+        env[RUNNER_PID_ENV] = str(os.getpid())
         env["SPECAB_ARM"] = ctx.arm
         env["SPECAB_PAIR"] = str(ctx.pair)
     return env
