@@ -135,7 +135,8 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
     for s in slots:
         by_pair.setdefault(s.pair, []).append(s)
     result = RunResult(store.run_dir, pre.pairs, [], {})
-    status = pair_status(store.read_journal())
+    events = store.read_journal()
+    status = pair_status(events)
     with lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir), \
             _marked_children(store.run_id):
         store.journal("run_start", pid=_pid(), resumed=bool(status))
@@ -145,7 +146,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
         for pair, pair_slots in by_pair.items():
             attempt, state = status.get(pair, (0, "new"))
             if state == "done":
-                bad = _invalid_passes_of(store.read_journal(), pair, attempt)
+                bad = _invalid_passes_of(events, pair, attempt)
                 if bad:
                     result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(bad)
                 else:
@@ -319,7 +320,8 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
 
 
 def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot | None:
-    """/metrics as a snapshot (its raw text kept beside the pass); None when unreadable."""
+    """/metrics as a snapshot; None when unreadable. Unlike `metrics.scrape`, the raw text
+    is kept beside the pass even when it does not parse (to see what the server said)."""
     try:
         r = client.get(base_url + "/metrics", timeout=10.0)
     except httpx.TransportError:
