@@ -675,11 +675,12 @@ class _Lines:
                 except (KeyError, TypeError, IndexError):
                     pass
                 node = node[part]
-            else:
-                continue
-        if best is None and hasattr(self.root, "lc"):
-            return None
         return best
+
+    def problem(self, path: tuple[str | int, ...], msg: str) -> str:
+        """One problem line: `yaml.path: what is wrong (line N)`."""
+        ln = self.line(path)
+        return f"{_fmt_path(path)}: {msg}" + (f" (line {ln})" if ln else "")
 
 
 def _all_field_names() -> list[str]:
@@ -727,34 +728,28 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str | int, ...]:
     return tuple(out)
 
 
-def _problems_from(
-    exc: ValidationError,
-    data: Any,
-    lines: _Lines,
-    prefix: tuple[str | int, ...] = (),
-    line_prefix: tuple[str | int, ...] | None = None,
-) -> list[str]:
-    out = []
+def _message(err: Any, loc: tuple[str | int, ...], vocab: list[str]) -> str:
+    """A pydantic error in the words of the campaign file."""
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        key = str(loc[-1]) if loc else "?"
+        close = difflib.get_close_matches(key, vocab, n=1, cutoff=0.6)
+        return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+    if kind == "missing":
+        return "required but missing"
+    if kind == "union_tag_invalid":
+        return "backend must be one of: process, external, docker"
+    if kind == "union_tag_not_found":
+        return "missing `backend` (process, external or docker)"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _problems_from(exc: ValidationError, data: Any, lines: _Lines) -> list[str]:
     vocab = _all_field_names()
+    out = []
     for err in exc.errors():
         loc = _clean_loc(tuple(err["loc"]), data)
-        path = prefix + loc
-        ln = lines.line((line_prefix if line_prefix is not None else prefix) + loc)
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            key = str(loc[-1]) if loc else "?"
-            close = difflib.get_close_matches(key, vocab, n=1, cutoff=0.6)
-            msg = f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
-        elif kind == "missing":
-            msg = "required but missing"
-        elif kind == "union_tag_invalid":
-            msg = "backend must be one of: process, external, docker"
-        elif kind == "union_tag_not_found":
-            msg = "missing `backend` (process, external or docker)"
-        else:
-            msg = str(err["msg"]).removeprefix("Value error, ")
-        where = f" (line {ln})" if ln else ""
-        out.append(f"{_fmt_path(path)}: {msg}{where}")
+        out.append(lines.problem(loc, _message(err, loc, vocab)))
     return out
 
 
@@ -830,12 +825,9 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign
         for key in bad:
             close = difflib.get_close_matches(key, sorted(backend_fields | ARM_OWN_FIELDS), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            ln = lines.line(("arms", arm, key))
-            where = f" (line {ln})" if ln else ""
-            problems.append(
-                f"arms.{arm}.{key}: not a field a {campaign.server.backend} arm can "
-                f"override{hint}{where}"
-            )
+            problems.append(lines.problem(
+                ("arms", arm, key),
+                f"not a field a {campaign.server.backend} arm can override{hint}"))
         if bad:
             continue
         merged = merge(server_raw, overrides)
@@ -859,6 +851,7 @@ def _arm_problems(
     lines: _Lines,
 ) -> list[str]:
     """Name the arm when the problem comes from its overrides, the server otherwise."""
+    vocab = _all_field_names()
     out = []
     for err in exc.errors():
         loc = _clean_loc(tuple(err["loc"]), merged)
@@ -874,12 +867,7 @@ def _arm_problems(
             else:
                 loc = (loc[0], loc[1] - base_len, *loc[2:])
         prefix: tuple[str | int, ...] = ("arms", arm) if from_arm else ("server",)
-        ln = lines.line(prefix + loc)
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            msg = "required but missing"
-        where = f" (line {ln})" if ln else ""
-        line = f"{_fmt_path(prefix + loc)}: {msg}{where}"
+        line = lines.problem(prefix + loc, _message(err, loc, vocab))
         if not from_arm:
             line += f" [after merging arm '{arm}']" if arm != CONTROL else ""
         if line not in out:
@@ -894,8 +882,7 @@ def _semantic_problems(
     problems: list[str] = []
 
     def add(path: tuple[str | int, ...], msg: str) -> None:
-        ln = lines.line(path)
-        problems.append(f"{_fmt_path(path)}: {msg}" + (f" (line {ln})" if ln else ""))
+        problems.append(lines.problem(path, msg))
 
     wl = campaign.workloads
     tok = Path(wl.tokenizer)
