@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from campaign.textfiles import tail_lines
 
 
 class SimBootError(RuntimeError):
@@ -48,23 +49,14 @@ def free_port() -> int:
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=grace)
+    # imported here: the sim itself (and its docker image) never needs the runner's backends
+    from campaign.servers.process import kill_group
+
+    kill_group(proc, grace)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
+    return "\n".join(tail_lines(path, lines)) or "(no log)"
 
 
 @contextlib.contextmanager
