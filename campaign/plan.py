@@ -426,12 +426,8 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
 # --------------------------------------------------------------------------- rendering
 
 
-def _pct(x: float, digits: int = 1) -> str:
-    return f"{x * 100:.{digits}f}%"
-
-
 def _rate(r: Rate) -> str:
-    return f"{_pct(r.p)} [{_pct(r.lo)}–{_pct(r.hi)}]"
+    return f"{vd.abs_pct(r.p)} [{vd.abs_pct(r.lo)}–{vd.abs_pct(r.hi)}]"
 
 
 def print_plan(console: Console, result: PlanResult) -> None:
@@ -441,9 +437,9 @@ def print_plan(console: Console, result: PlanResult) -> None:
     console.print(f"[bold]plan[/] {r.campaign}: {r.pairs} pairs, order {r.order}, decision "
                   f"cells {', '.join(r.cells)}")
     console.print(f"rule: {r.rule_text}")
-    console.print(f"noise: per-boot sd {_pct(nm.boot_sd, 2)}, within-pass sd "
-                  f"{_pct(nm.pass_sd, 2)}, window drift {vd.pct(nm.window_drift, 2)} "
-                  f"(one pair's log-ratio sd {_pct(nm.pair_sd, 2)}) — {nm.source}")
+    console.print(f"noise: per-boot sd {vd.abs_pct(nm.boot_sd, 2)}, within-pass sd "
+                  f"{vd.abs_pct(nm.pass_sd, 2)}, window drift {vd.pct(nm.window_drift, 2)} "
+                  f"(one pair's log-ratio sd {vd.abs_pct(nm.pair_sd, 2)}) — {nm.source}")
     console.print(f"Monte Carlo: {r.sims} campaigns per effect, seed {r.seed}; "
                   f"[95% Clopper–Pearson intervals]; {r.exact_checked} campaigns re-judged "
                   "by verdict.judge_run, all agree")
