@@ -6,7 +6,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from campaign.duration import estimate, human
+from campaign.duration import estimate
+from campaign.fmt import clock as human
 from campaign.loadgen import aiperf_command
 from campaign.passes import arm_passes
 from campaign.schedule import plan_slots

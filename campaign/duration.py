@@ -66,10 +66,3 @@ def estimate(campaign: Campaign) -> Estimate:
                     f"boot {boots}; AIPerf start-up {AIPERF_STARTUP_S:.0f} s per invocation "
                     f"and knee level; {STREAM_TOK_S:.0f} tok/s per stream (× "
                     "SPECAB_SIM_TIME_SCALE on the sim)")
-
-
-def human(seconds: float) -> str:
-    seconds = round(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from campaign.errors import ResultsError
 from campaign.store import RunData, load_run
+from campaign.tidy import counting_rows
 
 TREND_SE = 2.0
 """A trend across the A/A window counts only beyond this many standard errors."""
@@ -87,21 +87,6 @@ def from_drift(drift: float, *, pass_sd: float = DEFAULT_PASS_SD,
     )
 
 
-def _latest(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that count: each pair's latest attempt, each pass's latest valid attempt."""
-    df = df[df["valid"].astype(bool)].copy()
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
-    df = df[df["value"] > 0]
-    if "pair_attempt" in df.columns and len(df):
-        latest = df.groupby("pair")["pair_attempt"].transform("max")
-        df = df[df["pair_attempt"] == latest]
-    if "attempt" in df.columns and len(df):
-        key = ["pair", "arm", "workload", "level"]
-        last = df.groupby(key)["attempt"].transform("max")
-        df = df[df["attempt"] == last]
-    return df
-
-
 def estimate_noise(run: RunData | Path | str, *, metric: str = "output_token_throughput",
                    workloads: Sequence[str] = ("knee",)) -> NoiseEstimate:
     """The noise model an A/A run measured on `metric` over the levels of `workloads`.
@@ -111,7 +96,8 @@ def estimate_noise(run: RunData | Path | str, *, metric: str = "output_token_thr
     """
     data = run if isinstance(run, RunData) else load_run(Path(run))
     df = data.passes
-    df = _latest(df[df["metric"] == metric])
+    df = counting_rows(df[df["metric"] == metric])
+    df = df[df["value"] > 0]
     chosen = df[df["workload"].isin(list(workloads))]
     if chosen.empty:
         chosen = df  # the A/A run measured other workloads: use what it has

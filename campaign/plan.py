@@ -34,12 +34,16 @@ from rich.table import Table
 from scipy import stats as sps
 
 from campaign import duration
+from campaign import fmt as fm
+from campaign import rule as rl
 from campaign import stats as st
+from campaign import tidy as td
 from campaign import verdict as vd
+from campaign.aa import aa_run_of, resolve_drift_band
 from campaign.errors import UsageError
 from campaign.noise import NoiseModel, estimate_noise, from_drift
 from campaign.schedule import Order, plan_slots
-from campaign.spec import Campaign, DriftFrom, Preregistration
+from campaign.spec import Campaign, Preregistration
 
 GRID = (-0.10, -0.05, 0.0, 0.05, 0.10, 0.15, 0.20, 0.25)
 """True effects the plan prints P(adopt) and P(keep) for."""
@@ -98,7 +102,7 @@ def count_interval(rate: Rate, runs: int, level: float = 0.95) -> tuple[int, int
 class RuleSpec:
     """What the Monte Carlo needs of a campaign: its rule, cells and schedule."""
 
-    rule: vd.Rule
+    rule: rl.Rule
     cells: tuple[tuple[str, str], ...]
     """Decision cells (workload, level), `*` expanded to the campaign's levels."""
     arms: tuple[str, ...]
@@ -117,14 +121,6 @@ class RuleSpec:
         return self.rule.prereg.pairs
 
 
-def resolve_band(campaign: Campaign) -> float:
-    """The campaign's drift band as a number (an A/A run's band when it names one)."""
-    band = campaign.preregistration.drift_band
-    if isinstance(band, DriftFrom):
-        return float(vd.drift_band_from_aa(campaign.resolve(band.from_)))
-    return float(band)
-
-
 def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
     pre = campaign.preregistration
     cells: list[tuple[str, str]] = []
@@ -138,7 +134,7 @@ def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
     # Guardrails are not modelled (see the module docstring): the exact check must not
     # count them as "cannot be checked".
     prereg = pre.model_copy(update={"guardrails": []})
-    rule = vd.Rule(prereg=prereg, band=resolve_band(campaign) if band is None else band)
+    rule = rl.Rule(prereg=prereg, band=resolve_drift_band(campaign) if band is None else band)
     return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names))
 
 
@@ -154,7 +150,7 @@ def holm_adjusted(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def adopts(d: np.ndarray, rule: vd.Rule) -> np.ndarray:
+def adopts(d: np.ndarray, rule: rl.Rule) -> np.ndarray:
     """The campaign decision of each simulated campaign: d[sim, pair, cell] are the paired
     log ratios (positive = better) of the decision cells. True = adopt.
 
@@ -162,7 +158,7 @@ def adopts(d: np.ndarray, rule: vd.Rule) -> np.ndarray:
     on arrays; `plan_campaign` checks a sample against `verdict.judge_run`.
     """
     pre = rule.prereg
-    eps = vd.EPS
+    eps = rl.EPS
     _, n, m = d.shape
     mean = d.mean(axis=1)
     if pre.rule == "point":
@@ -190,16 +186,16 @@ def exact_adopts(d: np.ndarray, spec: RuleSpec) -> bool:
     rule = spec.rule
     control, cand = spec.arms[0], spec.arms[1]
     sign = 1.0 if rule.prereg.metric_direction == "higher" else -1.0
-    table = vd.RunTable(run="plan")
+    table = td.RunTable(run="plan")
     n = d.shape[0]
     table.pairs = list(range(1, n + 1))
     for j, (w, lvl) in enumerate(spec.cells):
-        data = vd.CellData(w, lvl, rule.metric)
+        data = td.CellData(w, lvl, rule.metric)
         for i in range(n):
             x = 1000.0
             y = x * math.exp(sign * float(d[i, j]))
-            data.values[i + 1] = {control: vd.ArmValue(x, x, x, 1),
-                                  cand: vd.ArmValue(y, y, y, 1)}
+            data.values[i + 1] = {control: td.ArmValue(x, x, x, 1),
+                                  cand: td.ArmValue(y, y, y, 1)}
         table.cells[(w, lvl, rule.metric)] = data
     verdict = vd.judge_run(table, rule, [control, cand], metrics=[rule.metric])
     return verdict.decision == "adopt"
@@ -342,10 +338,9 @@ def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None
         return estimate_noise(noise_run, metric=metric, workloads=workloads).model
     if drift is not None:
         return from_drift(drift)
-    pre_band = campaign.preregistration.drift_band
-    if isinstance(pre_band, DriftFrom):
-        return estimate_noise(campaign.resolve(pre_band.from_), metric=metric,
-                              workloads=workloads).model
+    aa_run = aa_run_of(campaign)
+    if aa_run is not None:
+        return estimate_noise(aa_run, metric=metric, workloads=workloads).model
     return from_drift(band, source=f"assumed (no --noise or --drift): per-boot drift sd = the "
                       f"drift band {band:.1%}, within-pass sd 1.0%, no trend across the window")
 
@@ -427,7 +422,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
 
 
 def _rate(r: Rate) -> str:
-    return f"{vd.abs_pct(r.p)} [{vd.abs_pct(r.lo)}–{vd.abs_pct(r.hi)}]"
+    return f"{fm.abs_pct(r.p)} [{fm.abs_pct(r.lo)}–{fm.abs_pct(r.hi)}]"
 
 
 def print_plan(console: Console, result: PlanResult) -> None:
@@ -437,9 +432,9 @@ def print_plan(console: Console, result: PlanResult) -> None:
     console.print(f"[bold]plan[/] {r.campaign}: {r.pairs} pairs, order {r.order}, decision "
                   f"cells {', '.join(r.cells)}")
     console.print(f"rule: {r.rule_text}")
-    console.print(f"noise: per-boot sd {vd.abs_pct(nm.boot_sd, 2)}, within-pass sd "
-                  f"{vd.abs_pct(nm.pass_sd, 2)}, window drift {vd.pct(nm.window_drift, 2)} "
-                  f"(one pair's log-ratio sd {vd.abs_pct(nm.pair_sd, 2)}) — {nm.source}")
+    console.print(f"noise: per-boot sd {fm.abs_pct(nm.boot_sd, 2)}, within-pass sd "
+                  f"{fm.abs_pct(nm.pass_sd, 2)}, window drift {fm.pct(nm.window_drift, 2)} "
+                  f"(one pair's log-ratio sd {fm.abs_pct(nm.pair_sd, 2)}) — {nm.source}")
     console.print(f"Monte Carlo: {r.sims} campaigns per effect, seed {r.seed}; "
                   f"[95% Clopper–Pearson intervals]; {r.exact_checked} campaigns re-judged "
                   "by verdict.judge_run, all agree")
@@ -457,32 +452,32 @@ def print_plan(console: Console, result: PlanResult) -> None:
             what = "adopt would be a loss adopted"
         elif e >= r.margin - 1e-12:
             what = "adopt is right (at or above the bar)"
-        table.add_row(vd.pct(e, 0), _rate(rate), _rate(rate.complement()), what)
+        table.add_row(fm.pct(e, 0), _rate(rate), _rate(rate.complement()), what)
     console.print(table)
     for e, rate in r.false_adopt:
-        console.print(f"false-adopt rate at a true {vd.pct(e, 0)}: {_rate(rate)}")
-    console.print(f"P(adopt) at the planned effect {vd.pct(r.effect, 1)} with {r.pairs} "
+        console.print(f"false-adopt rate at a true {fm.pct(e, 0)}: {_rate(rate)}")
+    console.print(f"P(adopt) at the planned effect {fm.pct(r.effect, 1)} with {r.pairs} "
                   f"pairs: {_rate(r.at_effect)}")
     for row in r.power:
         if row.pairs is None:
-            console.print(f"pairs for {row.target:.0%} power at {vd.pct(r.effect, 1)}: not "
+            console.print(f"pairs for {row.target:.0%} power at {fm.pct(r.effect, 1)}: not "
                           f"reached up to 200 pairs (best {_rate(row.rate)})")
         else:
-            wall = f", about {duration.human(row.wall_s)}" if row.wall_s is not None else ""
-            console.print(f"pairs for {row.target:.0%} power at {vd.pct(r.effect, 1)}: "
+            wall = f", about {fm.clock(row.wall_s)}" if row.wall_s is not None else ""
+            console.print(f"pairs for {row.target:.0%} power at {fm.pct(r.effect, 1)}: "
                           f"[bold]{row.pairs}[/] (P(adopt) {_rate(row.rate)}{wall})")
-    ot = Table(title=f"arm order under a linear drift of {vd.pct(r.order_drift, 1)} across "
+    ot = Table(title=f"arm order under a linear drift of {fm.pct(r.order_drift, 1)} across "
                "the window", title_justify="left")
     ot.add_column("order")
     ot.add_column("pairs", justify="right")
     ot.add_column("gain bias", justify="right")
     ot.add_column("P(adopt) at +0%", justify="right")
-    ot.add_column(f"P(adopt) at {vd.pct(r.effect, 0)}", justify="right")
+    ot.add_column(f"P(adopt) at {fm.pct(r.effect, 0)}", justify="right")
     for o in r.orders:
-        ot.add_row(o.order, str(o.pairs), vd.pct(o.bias, 2), _rate(o.null), _rate(o.at_effect))
+        ot.add_row(o.order, str(o.pairs), fm.pct(o.bias, 2), _rate(o.null), _rate(o.at_effect))
     console.print(ot)
-    console.print(f"wall clock: about {duration.human(r.estimate.total_s)} for {r.pairs} pairs "
-                  f"({duration.human(r.estimate.total_s / r.pairs)} per pair; "
+    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs "
+                  f"({fm.clock(r.estimate.total_s / r.pairs)} per pair; "
                   f"{r.estimate.assumptions})")
     for note in r.notes:
         console.print(f"note: {note}")

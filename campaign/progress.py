@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-from campaign.duration import human
+from campaign.fmt import clock as human
 
 
 class PlainProgress:

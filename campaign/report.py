@@ -37,7 +37,11 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaign import RESULTS_SCHEMA_VERSION, __version__, catalog
+from campaign import RESULTS_SCHEMA_VERSION, __version__, aa, catalog
+from campaign import fmt as fm
+from campaign import outcome as oc
+from campaign import rule as rl
+from campaign import tidy as td
 from campaign import verdict as vd
 from campaign.errors import EXIT_INCOMPLETE, EXIT_OK, ResultsError, UsageError
 from campaign.spec import Preregistration
@@ -94,7 +98,7 @@ class RunReport:
     registered_at: str
     complete: bool
     arms: tuple[str, ...]
-    rule: vd.Rule
+    rule: rl.Rule
     rule_dict: dict[str, Any]
     rule_sha256: str
     """Hash of the rule actually used (differs from the registered one under overrides)."""
@@ -102,8 +106,8 @@ class RunReport:
     overrides: dict[str, str]
     edited_after_registration: tuple[str, ...]
     """Keys of campaign.yaml's rule that differ from the registered rule (then ignored)."""
-    verdict: vd.RunVerdict
-    aa: vd.BandRecommendation | None = None
+    verdict: oc.RunVerdict
+    aa: aa.BandRecommendation | None = None
     notes: tuple[str, ...] = ()
 
     @property
@@ -111,14 +115,14 @@ class RunReport:
         return bool(self.overrides)
 
     @property
-    def decision(self) -> vd.Decision:
+    def decision(self) -> rl.Decision:
         return self.verdict.decision
 
     @property
     def incomplete(self) -> bool:
         return self.verdict.incomplete or not self.complete
 
-    def decision_cells(self) -> list[vd.Cell]:
+    def decision_cells(self) -> list[oc.Cell]:
         return [c for cv in self.verdict.candidates for c in cv.cells if c.decision_cell]
 
 
@@ -189,27 +193,27 @@ def build_report(
         frames.append(df)
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(frames, [r.run_id for r in runs])
-    tables = vd.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown))
+    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown))
     out: list[RunReport] = []
     for i, (run, (rule_dict, rule, edited, notes)) in enumerate(
         zip(runs, prepared, strict=True)
     ):
-        table = tables.get(run.run_id, vd.RunTable(run=run.run_id))
+        table = tables.get(run.run_id, td.RunTable(run=run.run_id))
         arms = _arms(run)
         order = _level_order(run.campaign)
         csv_path = run.run_dir / "passes.csv"
         try:
             verdict = vd.judge_run(table, rule, arms, level_order=order,
                                    metrics=shown if i == newest else ())
-        except vd.DataProblem as exc:
+        except oc.DataProblem as exc:
             raise ResultsError(f"{csv_path}: {exc}",
                                hint="the file is damaged or the pass never measured it") from None
-        aa = None
-        if _is_aa(run.campaign, arms):
+        aa_band = None
+        if aa.is_aa(run.campaign, arms):
             try:
-                aa = vd.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
-            except vd.DataProblem:
-                aa = None
+                aa_band = aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
+            except oc.DataProblem:
+                aa_band = None
         prereg = run.preregistration
         out.append(RunReport(
             run_id=run.run_id,
@@ -228,7 +232,7 @@ def build_report(
             overrides=overrides,
             edited_after_registration=edited,
             verdict=verdict,
-            aa=aa,
+            aa=aa_band,
             notes=notes,
         ))
     out.sort(key=lambda r: (r.registered_at, r.run_id))
@@ -251,21 +255,21 @@ def _stack(frames: Sequence[pd.DataFrame], run_ids: Sequence[str]) -> pd.DataFra
 def _rows_needed(
     rows: pd.DataFrame,
     runs: Sequence[RunLike],
-    prepared: Sequence[tuple[dict[str, Any], vd.Rule, Any, Any]],
+    prepared: Sequence[tuple[dict[str, Any], rl.Rule, Any, Any]],
     newest: int,
     shown: set[str],
 ) -> pd.DataFrame:
     """The tidy rows the verdicts read: all shown metrics of the newest run; of older runs
     only the decision and guardrail places (vectorised, one mask per distinct rule)."""
     if len(runs) == 1:
-        return rows[rows["metric"].isin(shown | set(vd.TOKEN_METRICS))]
-    wanted = shown | set(vd.TOKEN_METRICS)
+        return rows[rows["metric"].isin(shown | set(td.TOKEN_METRICS))]
+    wanted = shown | set(td.TOKEN_METRICS)
     for _, rule, _, _ in prepared:
         wanted |= {rule.metric, *(g.metric for g in rule.prereg.guardrails)}
     rows = rows[rows["metric"].isin(wanted)]  # cheap hash test first, string compares after
     run_col, metric, workload, level = (rows[c] for c in ("run", "metric", "workload", "level"))
-    keep = (run_col == runs[newest].run_id) & metric.isin(shown | set(vd.TOKEN_METRICS))
-    groups: dict[int, tuple[vd.Rule, list[str]]] = {}
+    keep = (run_col == runs[newest].run_id) & metric.isin(shown | set(td.TOKEN_METRICS))
+    groups: dict[int, tuple[rl.Rule, list[str]]] = {}
     for i, (run, (_, rule, _, _)) in enumerate(zip(runs, prepared, strict=True)):
         if i != newest:
             groups.setdefault(id(rule), (rule, []))[1].append(run.run_id)
@@ -278,7 +282,7 @@ def _rows_needed(
                 places.add((g.workload, g.level))
         places |= {(w, "*") for w, lvl in places if lvl == "all"}  # sizes of a whole sweep
         key_metrics = {rule.metric, *(g.metric for g in rule.prereg.guardrails),
-                       *vd.TOKEN_METRICS}
+                       *td.TOKEN_METRICS}
         at_place = pd.Series(False, index=rows.index)
         for w, lvl in places:
             m = pd.Series(True, index=rows.index) if w == "*" else workload == w
@@ -291,7 +295,7 @@ def _rows_needed(
 
 def _prepare(
     run: RunLike, overrides: dict[str, str], cache: dict[Any, Any]
-) -> tuple[dict[str, Any], vd.Rule, tuple[str, ...], tuple[str, ...]]:
+) -> tuple[dict[str, Any], rl.Rule, tuple[str, ...], tuple[str, ...]]:
     """The rule to judge a run under: the registered one, checked against its hash.
 
     Runs of a nightly history share their rule: the parsed result is cached by hash."""
@@ -324,7 +328,7 @@ def _prepare(
         )
     rule_dict = dict(registered)
     if overrides:
-        rule_dict = vd.apply_overrides(registered, overrides)
+        rule_dict = rl.apply_overrides(registered, overrides)
         if "drift_band" in overrides:
             try:
                 band = float(overrides["drift_band"])
@@ -336,7 +340,7 @@ def _prepare(
             f"{EXPLORATORY}: --rule " + " ".join(f"{k}={v}" for k, v in overrides.items())
         )
     try:
-        rule = vd.parse_rule(rule_dict, float(band))
+        rule = rl.parse_rule(rule_dict, float(band))
     except ValidationError as exc:
         raise ResultsError(f"{path}: the registered rule is not valid ({exc.errors()[0]['msg']})",
                            hint="was it written by a newer spec-ab?") from None
@@ -387,20 +391,6 @@ def _level_order(campaign: dict[str, Any]) -> list[str]:
     return order
 
 
-def _is_aa(campaign: dict[str, Any], arms: Sequence[str]) -> bool:
-    """An A/A run: every candidate arm changes nothing but its description/warm-up."""
-    specs = campaign.get("arms") or {}
-    if not isinstance(specs, dict) or len(arms) < 2:
-        return False
-    for arm in arms[1:]:
-        spec = specs.get(arm)
-        if not isinstance(spec, dict):
-            return False
-        if set(spec) - {"description", "warmup"}:
-            return False
-    return True
-
-
 # --------------------------------------------------------------------------- exit codes
 
 
@@ -436,7 +426,7 @@ def summary_lines(report: Report) -> list[str]:
     lines = [head]
     for c in run.decision_cells():
         lines.append(
-            f"  {c.arm} {c.where} {c.metric}: {vd.pct(c.gain)} "
+            f"  {c.arm} {c.where} {c.metric}: {fm.pct(c.gain)} "
             f"[pairs {_pairs_text(c)}] {c.verdict}"
             + (f" ({', '.join(c.flags)})" if c.flags else "")
         )
@@ -448,31 +438,20 @@ def summary_lines(report: Report) -> list[str]:
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt_value(value: float | None, metric: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "—"
-    unit = catalog.METRICS[metric].unit if metric in catalog.METRICS else ""
-    if unit == "count":
-        return f"{value:.0f}"
-    if abs(value) >= 100:
-        return f"{value:.1f}"
-    return f"{value:.4g}"
+def _pairs_text(c: oc.Cell) -> str:
+    return " ".join(fm.fmt_gain(p.gain, c.kind) for p in c.pairs) or "—"
 
 
-def _pairs_text(c: vd.Cell) -> str:
-    return " ".join(vd.fmt_gain(p.gain, c.kind) for p in c.pairs) or "—"
-
-
-def _ci_text(c: vd.Cell) -> str:
+def _ci_text(c: oc.Cell) -> str:
     if c.stats is None:
         return "—"
     if c.stats.ci is None:
         return "no CI (1 pair)"
     lo, hi = c.stats.ci
-    return f"{vd.fmt_gain(lo, c.kind)} … {vd.fmt_gain(hi, c.kind)}"
+    return f"{fm.fmt_gain(lo, c.kind)} … {fm.fmt_gain(hi, c.kind)}"
 
 
-def _cell_name(c: vd.Cell) -> str:
+def _cell_name(c: oc.Cell) -> str:
     return ("★ " if c.decision_cell else "  ") + f"{c.workload} {c.level}"
 
 
@@ -536,7 +515,7 @@ def _history_table(report: Report) -> Table:
         t.add_column(col, overflow="fold")
     for run in report.runs:
         cells = "; ".join(
-            f"{c.arm + ' ' if len(run.arms) > 2 else ''}{c.level} {vd.pct(c.gain)} {c.verdict}"
+            f"{c.arm + ' ' if len(run.arms) > 2 else ''}{c.level} {fm.pct(c.gain)} {c.verdict}"
             for c in run.decision_cells()
         )
         flags = sorted({f for c in run.decision_cells() for f in c.flags})
@@ -575,7 +554,7 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
                     detail += f" (+{len(c.left_out)} left out)"
                 if c.flags:
                     detail += "\n" + ", ".join(c.flags)
-                t.add_row(f"{_cell_name(c)}\n  {c.metric}", vd.fmt_gain(c.gain, c.kind),
+                t.add_row(f"{_cell_name(c)}\n  {c.metric}", fm.fmt_gain(c.gain, c.kind),
                           Text(c.verdict, style=VERDICT_STYLE[c.verdict]), detail)
                 t.add_row()
             out.append(t)
@@ -591,8 +570,8 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
                          no_wrap=not wrap)
         for c in cv.cells:
             t.add_row(
-                _cell_name(c), c.metric, fmt_value(c.control, c.metric),
-                fmt_value(c.candidate, c.metric), vd.fmt_gain(c.gain, c.kind), _ci_text(c),
+                _cell_name(c), c.metric, fm.fmt_value(c.control, c.metric),
+                fm.fmt_value(c.candidate, c.metric), fm.fmt_gain(c.gain, c.kind), _ci_text(c),
                 _pairs_text(c) + (f" (+{len(c.left_out)} left out)" if c.left_out else ""),
                 Text(c.verdict, style=VERDICT_STYLE[c.verdict]), "\n".join(c.flags),
             )
@@ -616,7 +595,7 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
     return out
 
 
-def _guardrail_lines(out: list[RenderableType], run: RunReport, cv: vd.CandidateVerdict) -> None:
+def _guardrail_lines(out: list[RenderableType], run: RunReport, cv: oc.CandidateVerdict) -> None:
     if cv.guardrails:
         out.append(Text("Guardrails:"))
         for g in cv.guardrails:
@@ -635,7 +614,7 @@ def _ranking_table(run: RunReport) -> Table:
         t.add_column(col)
     for r in run.verdict.ranking:
         t.add_row(str(r.rank), r.arm, Text(r.decision, style=DECISION_STYLE[r.decision]),
-                  vd.pct(r.gain), vd.pct(r.worst))
+                  fm.pct(r.gain), fm.pct(r.worst))
     return t
 
 
@@ -663,7 +642,7 @@ def render_markdown(report: Report) -> str:
                   "| run | registered | pairs | decision | decision cells | guardrails |",
                   "|---|---|---|---|---|---|"]
         for run in report.runs:
-            cells = "; ".join(f"{c.level} {vd.pct(c.gain)} {c.verdict}"
+            cells = "; ".join(f"{c.level} {fm.pct(c.gain)} {c.verdict}"
                               for c in run.decision_cells())
             lines.append(f"| {run.run_id} | {run.registered_at[:16]} | "
                          f"{run.verdict.pairs_measured}/{run.verdict.pairs_planned} | "
@@ -696,8 +675,8 @@ def render_markdown(report: Report) -> str:
             name = f"**{c.workload} {c.level}** ★" if c.decision_cell else f"{c.workload} {c.level}"
             left = f" (+{len(c.left_out)} left out)" if c.left_out else ""
             lines.append(
-                f"| {name} | {c.metric} | {fmt_value(c.control, c.metric)} | "
-                f"{fmt_value(c.candidate, c.metric)} | {vd.fmt_gain(c.gain, c.kind)} | "
+                f"| {name} | {c.metric} | {fm.fmt_value(c.control, c.metric)} | "
+                f"{fm.fmt_value(c.candidate, c.metric)} | {fm.fmt_gain(c.gain, c.kind)} | "
                 f"{_ci_text(c)} | {_pairs_text(c)}{left} | {c.verdict} | "
                 f"{', '.join(c.flags)} |"
             )
@@ -714,7 +693,7 @@ def render_markdown(report: Report) -> str:
     if len(v.candidates) > 1:
         lines += ["## Ranking", "", "| rank | arm | decision | mean gain | worst cell |",
                   "|---:|---|---|---:|---:|"]
-        lines += [f"| {r.rank} | {r.arm} | {r.decision} | {vd.pct(r.gain)} | {vd.pct(r.worst)} |"
+        lines += [f"| {r.rank} | {r.arm} | {r.decision} | {fm.pct(r.gain)} | {fm.pct(r.worst)} |"
                   for r in v.ranking]
         lines.append("")
     if run.aa is not None:
@@ -732,7 +711,7 @@ def _num(x: float | None) -> float | None:
     return float(f"{x:.9g}")
 
 
-def cell_dict(c: vd.Cell) -> dict[str, Any]:
+def cell_dict(c: oc.Cell) -> dict[str, Any]:
     s = c.stats
     return {
         "workload": c.workload,
@@ -917,7 +896,7 @@ def render_html(report: Report) -> str:
                      "<th>pairs</th><th>decision</th><th>decision cells</th>"
                      "<th>guardrails</th></tr>")
         for r in report.runs:
-            cells = "; ".join(f"{c.level} {vd.pct(c.gain)} {c.verdict}"
+            cells = "; ".join(f"{c.level} {fm.pct(c.gain)} {c.verdict}"
                               for c in r.decision_cells())
             parts.append(
                 f"<tr><td>{e(r.run_id)}</td><td>{e(r.registered_at[:16])}</td>"
@@ -936,9 +915,9 @@ def render_html(report: Report) -> str:
             name = ("★ " if c.decision_cell else "") + f"{c.workload} {c.level}"
             parts.append(
                 f"<tr><td>{e(name)}</td><td>{e(c.metric)}</td>"
-                f"<td class='n'>{e(fmt_value(c.control, c.metric))}</td>"
-                f"<td class='n'>{e(fmt_value(c.candidate, c.metric))}</td>"
-                f"<td class='n'>{e(vd.fmt_gain(c.gain, c.kind))}</td>"
+                f"<td class='n'>{e(fm.fmt_value(c.control, c.metric))}</td>"
+                f"<td class='n'>{e(fm.fmt_value(c.candidate, c.metric))}</td>"
+                f"<td class='n'>{e(fm.fmt_gain(c.gain, c.kind))}</td>"
                 f"<td class='n'>{e(_ci_text(c))}</td><td>{e(_pairs_text(c))}"
                 f"{f' (+{len(c.left_out)} left out)' if c.left_out else ''}</td>"
                 f"<td class='{c.verdict}' title='{e(' | '.join(c.reasons))}'>{e(c.verdict)}</td>"
@@ -956,7 +935,7 @@ def render_html(report: Report) -> str:
         parts.append("<h2>Ranking</h2><table><tr><th>rank</th><th>arm</th><th>decision</th>"
                      "<th>mean gain</th><th>worst cell</th></tr>" + "".join(
                          f"<tr><td>{r.rank}</td><td>{e(r.arm)}</td><td>{e(r.decision)}</td>"
-                         f"<td class='n'>{vd.pct(r.gain)}</td><td class='n'>{vd.pct(r.worst)}"
+                         f"<td class='n'>{fm.pct(r.gain)}</td><td class='n'>{fm.pct(r.worst)}"
                          "</td></tr>" for r in v.ranking) + "</table>")
     parts.append("<h2>Plots</h2>")
     for title, png in plots.figures(run):
@@ -982,17 +961,3 @@ def render(report: Report, fmt: Format, *, width: int = 160) -> str:
     if fmt == "html":
         return render_html(report)
     raise UsageError(f"--format {fmt}: choose table, markdown, json or html")
-
-
-# --------------------------------------------------------------------------- A/A
-
-
-def recommend_band(run_dir: Path, *, loader: Loader | None = None) -> vd.BandRecommendation:
-    """The drift band an A/A run measured (control against an identical control)."""
-    rep = build_report([run_dir], loader=loader)
-    run = rep.latest
-    cells = [c for c in run.verdict.candidates[0].cells if c.decision_cell]
-    try:
-        return vd.aa_band(cells)
-    except vd.DataProblem as exc:
-        raise ResultsError(f"{run_dir / 'passes.csv'}: {exc}") from None

@@ -27,13 +27,14 @@ from typing import Any, Protocol
 import httpx
 
 from campaign import lanelock, loadgen, manifest, metrics
+from campaign.aa import resolve_drift_band
 from campaign.errors import Interrupted, ResultsError, ServerError
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
 from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
-from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
+from campaign.spec import Campaign, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
 
@@ -75,15 +76,6 @@ class Runtime:
 
 class _PairInvalid(Exception):
     """This pair cannot count (server died mid-pass...); go on with the next pair."""
-
-
-def resolve_drift_band(campaign: Campaign) -> float:
-    band = campaign.preregistration.drift_band
-    if isinstance(band, DriftFrom):
-        from campaign.verdict import drift_band_from_aa
-
-        return float(drift_band_from_aa(campaign.resolve(band.from_)))
-    return float(band)
 
 
 def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,

@@ -1,17 +1,13 @@
-"""The pre-registered rule → per-cell verdicts, flags, guardrails and the campaign decision.
+"""Per-cell verdicts, flags, guardrails and the campaign decision, under a `rule.Rule`.
 
-Pure: a tidy table (pandas) and the frozen rule in, verdicts with their reasons out; no
-files, no clock. `report.py` loads run directories and renders what this module decides.
+Pure: a `tidy.RunTable` and the rule in, verdicts with their reasons out; no file is read
+or written, no clock is read. `campaign.report` loads run directories and lays out what
+this module decides; `campaign.aa` turns the cells of an A/A run into a drift band.
 
-The rule (DESIGN.md, "Statistics of a verdict"), per cell = workload × level × metric over
-its complete pairs, with gains signed so that positive = better:
-
-- `point`: adopt when g ≥ margin and every pair's gain ≥ +δ (δ = the drift band);
-- `ci`: adopt when the CI's lower bound ≥ margin; over several decision cells the one-sided
-  tests are Holm-corrected (adjusted p ≤ α/2, the level of the CI's lower end);
-- otherwise a label: `gain-below-bar` (every pair ≥ +δ, bar not cleared), `within-drift`
-  (|g| < δ), `loss` (every pair ≤ −δ), `mixed` (pairs disagree beyond δ); `no-data` when no
-  complete pair is left.
+Each cell (workload × level × metric) of each candidate is paired with the control over
+its complete pairs and labelled by the rule's kernel (`rule.label_of`). Under `ci` with
+several decision cells the one-sided tests are Holm-corrected (adjusted p ≤ α/2, the level
+of the CI's lower end).
 
 Flags add what a careful reader must know: `high-variance` (pairs or repeats disagree by
 more than the band: "a sign, not a size"), `small-sample` ("a hint, not a number"),
@@ -29,432 +25,40 @@ import datetime as dt
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass, replace
 
-import pandas as pd
-from pydantic import ValidationError
-
-from campaign import catalog
 from campaign import stats as st
-from campaign.errors import UsageError
-from campaign.spec import Guardrail, Preregistration
-
-Label = Literal["adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data"]
-Decision = Literal["adopt", "keep-default"]
-
-LABELS: tuple[Label, ...] = (
-    "adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data",
+from campaign.fmt import abs_pct, fmt_gain, pct, span
+from campaign.guardrails import check_guardrail, guardrail_targets
+from campaign.outcome import (
+    CandidateVerdict,
+    Cell,
+    DataProblem,
+    GuardrailCheck,
+    HolmInfo,
+    LeftOut,
+    PairGain,
+    Ranked,
+    RunVerdict,
 )
-FLAG_MEANING = {
-    "high-variance": "a sign, not a size",
-    "small-sample": "a hint, not a number",
-    "window-drift": "the window was not stable",
-    "split-pair": "arms of a pair not in one window",
-    "invalid-pass": "pairs left out",
-}
-TOKEN_METRICS = ("output_tokens", "requests_completed")
-"""Pass-size metrics read for the `small-sample` flag."""
+from campaign.rule import (
+    EPS,
+    Decision,
+    Label,
+    Rule,
+    adopts_ci,
+    adopts_point,
+    label_of,
+)
+from campaign.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
+
 DESCRIPTIVE_METRICS = (
     "output_token_throughput", "ttft_p99", "itl_p99", "request_latency_p99",
     "error_rate", "acceptance_rate", "tokens_per_step", "implied_a",
 )
 """Cells computed beside the primary metric and the guardrails (when measured)."""
-ABSOLUTE_METRICS = frozenset({"error_rate"})
-"""Metrics compared by absolute differences: they are often exactly 0."""
-EPS = 1e-9
-"""Comparisons tolerate float round-off: +15% built as 115/100 must clear a 15% bar."""
 
-# --------------------------------------------------------------------------- the rule
-
-
-OVERRIDABLE = (
-    "primary_metric", "direction", "margin", "drift_band", "rule", "confidence",
-)
-
-
-def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
-    """The registered rule with `--rule key=value` overrides applied (validated).
-
-    Only the numbers of the rule itself can be overridden; a report that uses them is
-    exploratory, not pre-registered (the caller marks every output so).
-    """
-    out = dict(rule)
-    for key, value in overrides.items():
-        if key not in OVERRIDABLE:
-            raise UsageError(
-                f"--rule {key}={value}: '{key}' cannot be overridden",
-                hint=f"overridable: {', '.join(OVERRIDABLE)}",
-            )
-        out[key] = value
-    try:
-        Preregistration.model_validate(out)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        raise UsageError(f"--rule overrides are invalid: {problems}") from None
-    return out
-
-
-@dataclass(frozen=True)
-class Rule:
-    """The rule a verdict is computed under: the frozen preregistration and its band."""
-
-    prereg: Preregistration
-    band: float
-    """Drift band δ as a fraction (resolved at registration when it came from an A/A run)."""
-
-    @property
-    def alpha(self) -> float:
-        return 1 - self.prereg.confidence
-
-    @property
-    def metric(self) -> str:
-        return self.prereg.primary_metric
-
-    def direction_of(self, metric: str) -> st.Direction:
-        if metric == self.prereg.primary_metric:
-            return self.prereg.metric_direction
-        return catalog.direction(metric)
-
-    def kind_of(self, metric: str) -> st.Kind:
-        absolute = {g.metric for g in self.prereg.guardrails if g.absolute}
-        return "absolute" if metric in ABSOLUTE_METRICS | absolute else "ratio"
-
-    def describe(self) -> str:
-        p = self.prereg
-        arrow = "higher" if p.metric_direction == "higher" else "lower"
-        if p.rule == "point":
-            how = (f"adopt when the gain ≥ {pct(p.margin)} and every pair's gain ≥ "
-                   f"{pct(self.band)}")
-        else:
-            how = (f"adopt when the {p.confidence:.0%} CI's lower bound ≥ {pct(p.margin)} "
-                   "(Holm-corrected over decision cells)")
-        return (f"{p.primary_metric} ({arrow} is better), rule {p.rule}: {how}; "
-                f"drift band ±{abs_pct(self.band)}")
-
-
-def parse_rule(rule: Mapping[str, Any], band: float) -> Rule:
-    return Rule(prereg=Preregistration.model_validate(dict(rule)), band=float(band))
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-def pct(x: float | None, digits: int = 1) -> str:
-    """+15.0% style (signed); '—' for None."""
-    if x is None or math.isnan(x):
-        return "—"
-    v = round(x * 100, digits)
-    if v == 0:
-        v = 0.0  # no "-0.0%"
-    return f"{v:+.{digits}f}%"
-
-
-def abs_pct(x: float, digits: int = 1) -> str:
-    return f"{abs(x) * 100:.{digits}f}%"
-
-
-def fmt_gain(x: float | None, kind: st.Kind) -> str:
-    if kind == "ratio":
-        return pct(x)
-    return "—" if x is None else f"{x + 0.0:+.4g}"  # + 0.0: no "-0"
-
-
-# --------------------------------------------------------------------------- tidy → pairs
-
-
-@dataclass(frozen=True)
-class ArmValue:
-    """One arm's value in one pair of a cell (the mean of its repeats, if any)."""
-
-    value: float
-    lo: float
-    hi: float
-    repeats: int
-
-
-@dataclass
-class CellData:
-    """The measured values of one cell of one run, by pair and arm."""
-
-    workload: str
-    level: str
-    metric: str
-    values: dict[int, dict[str, ArmValue]] = field(default_factory=dict)
-    invalid: dict[int, dict[str, str]] = field(default_factory=dict)
-    """pair → arm → why no valid pass counts (the reason of its last attempt)."""
-    missing: list[tuple[int, str]] = field(default_factory=list)
-    """(pair, arm) of valid rows whose value is empty or not a number (damaged file)."""
-
-
-@dataclass
-class RunTable:
-    """A run's tidy rows arranged for pairing: cells, pairs, arm start times and slots."""
-
-    run: str
-    cells: dict[tuple[str, str, str], CellData] = field(default_factory=dict)
-    pairs: list[int] = field(default_factory=list)
-    started: dict[int, dict[str, dt.datetime | None]] = field(default_factory=dict)
-    slots: dict[int, dict[str, int]] = field(default_factory=dict)
-
-
-_KEY = ["run", "workload", "level", "metric", "pair", "arm"]
-
-
-def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:
-    """Arrange the tidy rows of one or more runs into `RunTable`s (one per `run`).
-
-    Only each pair's latest `pair_attempt` counts (a pair redone after a crash is redone
-    whole). Of a pass retried, the latest valid attempt counts; a pass with no valid attempt
-    leaves its pair out of that cell, and the reason of its last attempt is kept. Several
-    valid rows of one key (repeats) are averaged and their spread kept.
-
-    Vectorised over all runs at once: a nightly history of 1,000 runs is one groupby.
-    """
-    df = passes
-    if metrics is not None:
-        wanted = set(metrics) | set(TOKEN_METRICS)
-        df = df[df["metric"].isin(wanted)]
-    df = df.copy()
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
-    if "pair_attempt" in df.columns and len(df):
-        latest = df.groupby(["run", "pair"], sort=False)["pair_attempt"].transform("max")
-        df = df[df["pair_attempt"] == latest]
-    if "attempt" not in df.columns:
-        df["attempt"] = 1
-    valid_mask = df["valid"]
-    if valid_mask.dtype != bool:
-        # "true"/"false" text (a CSV read without conversion) must not all count as True
-        valid_mask = valid_mask.astype(str).str.lower().isin(["true", "1", "1.0"])
-    valid = df[valid_mask]
-    if len(valid) and valid["attempt"].nunique() > 1:
-        last_valid = valid.groupby(_KEY, sort=False)["attempt"].transform("max")
-        valid = valid[valid["attempt"] == last_valid]
-    bad = valid[valid["value"].isna()]
-    valid = valid[valid["value"].notna()]
-
-    tables: dict[str, RunTable] = {}
-
-    def table(run: str) -> RunTable:
-        t = tables.get(run)
-        if t is None:
-            t = tables[run] = RunTable(run=run)
-        return t
-
-    def cell(run: str, w: str, lvl: str, m: str) -> CellData:
-        t = table(run)
-        c = t.cells.get((w, lvl, m))
-        if c is None:
-            c = t.cells[(w, lvl, m)] = CellData(w, lvl, m)
-        return c
-
-    if len(valid):
-        agg = valid.groupby(_KEY, sort=False)["value"].agg(["mean", "min", "max", "count"])
-        for (run, w, lvl, m, pair, arm), mean, lo, hi, cnt in zip(
-            agg.index, agg["mean"], agg["min"], agg["max"], agg["count"], strict=True
-        ):
-            cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = ArmValue(
-                float(mean), float(lo), float(hi), int(cnt)
-            )
-    for row in bad[_KEY].itertuples(index=False):
-        run, w, lvl, m, pair, arm = row
-        c = cell(run, w, lvl, m)
-        if arm not in c.values.get(int(pair), {}):
-            c.missing.append((int(pair), arm))
-    invalid = df[~valid_mask]
-    if len(invalid):
-        invalid = invalid.sort_values("attempt").groupby(_KEY, sort=False).tail(1)
-        for row in invalid[[*_KEY, "reason", "attempt"]].itertuples(index=False):
-            run, w, lvl, m, pair, arm, reason, attempt = row
-            c = cell(run, w, lvl, m)
-            if arm in c.values.get(int(pair), {}):
-                continue  # a later (or earlier) attempt is valid: that one counts
-            why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
-            tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
-            if tries > 1:
-                why += f" (after {tries} attempts)"
-            c.invalid.setdefault(int(pair), {})[arm] = why
-    if len(df):
-        cols = ["run", "pair", "arm"]
-        has_start = "started_at" in df.columns
-        has_slot = "slot" in df.columns
-        first = df.drop_duplicates(cols)
-        for rec in first.to_dict("records"):
-            t = table(str(rec["run"]))
-            pair = int(rec["pair"])
-            if pair not in t.started:
-                t.pairs.append(pair)
-            t.started.setdefault(pair, {})[rec["arm"]] = (
-                _parse_time(rec.get("started_at")) if has_start else None
-            )
-            if has_slot:
-                t.slots.setdefault(pair, {})[rec["arm"]] = int(rec["slot"])
-        for t in tables.values():
-            t.pairs.sort()
-    return tables
-
-
-def _parse_time(text: Any) -> dt.datetime | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-
-
-# --------------------------------------------------------------------------- verdicts
-
-
-@dataclass(frozen=True)
-class PairGain:
-    pair: int
-    control: float
-    candidate: float
-    gain: float
-
-
-@dataclass(frozen=True)
-class LeftOut:
-    pair: int
-    arm: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class HolmInfo:
-    """The `ci` rule over m decision cells: this cell's one-sided p, Holm-adjusted p, and
-    the lower bound at the level Holm tested it at."""
-
-    m: int
-    p: float | None
-    p_adjusted: float
-    lower_bound: float | None
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One cell's verdict for one candidate against the control."""
-
-    workload: str
-    level: str
-    metric: str
-    arm: str
-    direction: st.Direction
-    kind: st.Kind
-    control: float | None
-    """Geometric mean of the control over complete pairs (arithmetic for absolute cells)."""
-    candidate: float | None
-    stats: st.Paired | None
-    pairs: tuple[PairGain, ...]
-    left_out: tuple[LeftOut, ...]
-    verdict: Label
-    flags: tuple[str, ...]
-    reasons: tuple[str, ...]
-    decision_cell: bool = False
-    holm: HolmInfo | None = None
-    control_trend: float | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.workload, self.level, self.metric)
-
-    @property
-    def where(self) -> str:
-        return f"{self.workload} {self.level}"
-
-    @property
-    def gain(self) -> float | None:
-        return None if self.stats is None else self.stats.gain
-
-    @property
-    def ci(self) -> tuple[float, float] | None:
-        return None if self.stats is None else self.stats.ci
-
-
-@dataclass(frozen=True)
-class GuardrailCheck:
-    metric: str
-    workload: str
-    level: str
-    max_worsening: float
-    absolute: bool
-    worsening: float | None
-    """How much worse the candidate is (fraction of the control, or absolute); None when
-    the guardrail could not be checked."""
-    broken: bool
-    reason: str
-
-
-@dataclass(frozen=True)
-class CandidateVerdict:
-    arm: str
-    decision: Decision
-    reasons: tuple[str, ...]
-    cells: tuple[Cell, ...]
-    guardrails: tuple[GuardrailCheck, ...]
-    window_stable: bool
-    score: float | None
-    """Mean log gain over the decision cells, as a gain (for ranking candidates)."""
-
-
-@dataclass(frozen=True)
-class Ranked:
-    rank: int
-    arm: str
-    decision: Decision
-    gain: float | None
-    worst: float | None
-
-
-@dataclass(frozen=True)
-class RunVerdict:
-    run: str
-    decision: Decision
-    adopt_arm: str | None
-    reasons: tuple[str, ...]
-    notes: tuple[str, ...]
-    candidates: tuple[CandidateVerdict, ...]
-    ranking: tuple[Ranked, ...]
-    pairs_measured: int
-    pairs_planned: int
-    left_out: int
-    window_stable: bool
-
-    @property
-    def incomplete(self) -> bool:
-        return self.left_out > 0 or self.pairs_measured < self.pairs_planned
-
-
-class DataProblem(ValueError):
-    """A value the verdict depends on is missing, zero or damaged (report names the file)."""
-
-
-def label_of(p: st.Paired, band: float, adopts: bool) -> Label:
-    """The verdict label of a cell's statistics (see the module docstring)."""
-    if adopts:
-        return "adopt"
-    if abs(p.gain) < band - EPS or abs(p.gain) <= EPS:
-        return "within-drift"
-    if all(g >= band - EPS for g in p.pair_gains):
-        return "gain-below-bar"
-    if all(g <= -band + EPS for g in p.pair_gains):
-        return "loss"
-    return "mixed"
-
-
-def adopts_point(p: st.Paired, margin: float, band: float) -> bool:
-    """`point`: g ≥ margin and every pair's gain ≥ +δ."""
-    return p.gain >= margin - EPS and all(g >= band - EPS for g in p.pair_gains)
-
-
-def adopts_ci(p: st.Paired, margin: float) -> bool:
-    """`ci` (one cell): the CI's lower bound ≥ margin; one pair has no CI, never adopts."""
-    return p.ci is not None and p.ci[0] >= margin - EPS
+# --------------------------------------------------------------------------- one cell
 
 
 @dataclass(frozen=True)
@@ -582,11 +186,11 @@ def judge_cell(
         starts = ctx.started.get(pg.pair, {})
         t0, t1 = starts.get(control), starts.get(arm)
         if t0 is not None and t1 is not None and abs((t1 - t0).total_seconds()) > gap_s:
-            split.append(f"pair {pg.pair} ({_duration(abs((t1 - t0).total_seconds()))})")
+            split.append(f"pair {pg.pair} ({span(abs((t1 - t0).total_seconds()))})")
     if split:
         flags.append("split-pair")
         reasons.append(
-            f"split-pair: arms started further apart than {_duration(gap_s)}: "
+            f"split-pair: arms started further apart than {span(gap_s)}: "
             + ", ".join(split)
         )
     if left:
@@ -681,35 +285,7 @@ def _small_sample(
     return "; ".join(parts)
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"
-
-
 # --------------------------------------------------------------------------- a whole run
-
-
-WORKLOAD_ORDER = {"knee": 0, "agentfix": 1}
-
-
-def cell_sort_key(key: tuple[str, str, str], order: Sequence[str] = ()) -> tuple[Any, ...]:
-    """Knee before agent fixtures, then levels, then metrics by name."""
-    w, lvl, m = key
-    return (WORKLOAD_ORDER.get(w, 2), w, level_sort_key(lvl, order), m)
-
-
-def level_sort_key(level: str, order: Sequence[str] = ()) -> tuple[int, int, str]:
-    """Knee levels by concurrency, then classes in the campaign's order, `all` last."""
-    if level == "all":
-        return (3, 0, level)
-    if level in order:
-        return (0, list(order).index(level), level)
-    if level[:1] == "c" and level[1:].isdigit():
-        return (1, int(level[1:]), level)
-    return (2, 0, level)
 
 
 def decision_keys(rule: Rule, table: RunTable, order: Sequence[str] = ()) -> list[tuple[str, str]]:
@@ -739,60 +315,6 @@ def decision_keys(rule: Rule, table: RunTable, order: Sequence[str] = ()) -> lis
             keys = [(dc.workload, dc.level)]
         out.extend(k for k in keys if k not in out)
     return out
-
-
-def guardrail_targets(
-    g: Guardrail, decisions: Sequence[tuple[str, str]], table: RunTable
-) -> list[tuple[str, str]]:
-    """Where a guardrail is checked: the decision cells when it names no place; otherwise
-    every measured level matching its workload and level."""
-    if g.workload == "*" and g.level == "*":
-        return list(decisions)
-    return sorted(
-        {
-            (w, lvl)
-            for (w, lvl, m) in table.cells
-            if m == g.metric
-            and (g.workload in ("*", w))
-            and (g.level in ("*", lvl))
-        }
-    )
-
-
-def check_guardrail(g: Guardrail, cell: Cell | None, where: tuple[str, str]) -> GuardrailCheck:
-    """Relative: the candidate's value may exceed (or, higher-is-better, fall below) the
-    control's by at most `max_worsening` of it; absolute: by at most that difference. The
-    point estimate is checked; a guardrail that cannot be checked counts as broken."""
-    w, lvl = where
-    label = f"guardrail {g.metric} at {w} {lvl}"
-    allowed = f"{g.max_worsening:+.4g}" if g.absolute else pct(g.max_worsening)
-    if cell is None or cell.stats is None:
-        why = "not measured" if cell is None else "no complete pair"
-        return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, None, True,
-                              f"{label} cannot be checked ({why}): counts as broken")
-    p = cell.stats
-    if p.kind == "absolute" or g.absolute:
-        if p.kind == "absolute":
-            worse = -p.mean
-        else:
-            sign = 1.0 if cell.direction == "higher" else -1.0
-            worse = -sign * math.fsum(pg.candidate - pg.control for pg in cell.pairs) / p.n
-        worse += 0.0  # no "-0"
-        shown = f"{worse:+.4g}"
-    else:
-        ratio = math.exp(-p.mean) if cell.direction == "lower" else math.exp(p.mean)
-        worse = ratio - 1 if cell.direction == "lower" else 1 - ratio
-        shown = pct(worse)
-    broken = worse > g.max_worsening + EPS
-    verb = "broken" if broken else "holds"
-    if worse > EPS:
-        change = f"{shown} worse"
-    elif worse < -EPS:
-        change = f"{shown.replace('-', '', 1)} better"
-    else:
-        change = "no worse"
-    return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, worse, broken,
-                          f"{label} {verb}: {change} (allowed: {allowed} worse)")
 
 
 def judge_run(
@@ -996,60 +518,3 @@ def rank(candidates: Sequence[CandidateVerdict]) -> list[Ranked]:
         key=lambda cv: (cv.decision != "adopt", -(cv.score if cv.score is not None else -1e9)),
     )
     return [Ranked(i + 1, cv.arm, cv.decision, cv.score, worst(cv)) for i, cv in enumerate(order)]
-
-
-# --------------------------------------------------------------------------- A/A band
-
-
-@dataclass(frozen=True)
-class BandRecommendation:
-    """The drift band an A/A campaign (control against an identical control) measured."""
-
-    band: float
-    """Recommended band (fraction), rounded up to 0.1%."""
-    n: int
-    rms: float
-    """Root mean square of the A/A log ratios (their true mean is 0)."""
-    largest: float
-    """Largest |pair gain| seen."""
-    cells: tuple[str, ...]
-    text: str
-
-
-def aa_band(cells: Sequence[Cell], confidence: float = 0.95) -> BandRecommendation:
-    """The band that holds `confidence` of single-pair A/A gains, from the cells' spread.
-
-    An A/A pair's log ratio d has true mean 0, so its spread is the root mean square of the
-    observed d's; the band is exp(t(1 − α/2, N) · rms) − 1 over N pair ratios (t rather than
-    z: few pairs make the rms itself uncertain). Never below the largest gain seen.
-    """
-    ds = [d for c in cells if c.stats is not None and c.kind == "ratio" for d in c.stats.d]
-    names = tuple(f"{c.where} {c.metric}" for c in cells if c.stats is not None)
-    if not ds:
-        raise DataProblem("the A/A run has no complete pair of its primary metric")
-    n = len(ds)
-    rms = math.sqrt(math.fsum(d * d for d in ds) / n)
-    largest = max(abs(math.expm1(d)) for d in ds)
-    raw = math.expm1(st.t_critical(1 - (1 - confidence) / 2, n) * rms)
-    band = math.ceil(max(raw, largest) * 1000 - 1e-9) / 1000
-    text = (
-        f"A/A spread: {n} pair ratios over {len(names)} cell(s), rms {abs_pct(rms, 2)}, "
-        f"largest |gain| {abs_pct(largest, 2)} → recommended drift band ±{abs_pct(band)} "
-        f"(holds {confidence:.0%} of single-pair A/A gains); use it with "
-        "`drift_band: {from: <this run dir>}`"
-    )
-    if n < 6:
-        text += f"; only {n} pair ratios — run more A/A pairs for a firmer band"
-    return BandRecommendation(band, n, rms, largest, names, text)
-
-
-def recommend_band(run_dir: Path | str) -> BandRecommendation:
-    """The band an A/A results directory measured (what `spec-ab report` prints for it)."""
-    from campaign.report import recommend_band as _recommend  # the I/O side lives there
-
-    return _recommend(Path(run_dir))
-
-
-def drift_band_from_aa(run_dir: Path | str) -> float:
-    """`drift_band: {from: RUN_DIR}` resolved at registration: the A/A run's band."""
-    return recommend_band(run_dir).band

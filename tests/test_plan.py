@@ -18,8 +18,8 @@ from rich.console import Console
 from scipy import stats as sps
 
 from campaign import plan
+from campaign import rule as rl
 from campaign import stats as st
-from campaign import verdict as vd
 from campaign.errors import UsageError
 from campaign.noise import NoiseModel
 from campaign.spec import Campaign, load_campaign
@@ -282,7 +282,7 @@ def test_count_interval_for_a_few_real_campaigns() -> None:
     assert plan.count_interval(plan.Rate(4000, 4000), 3) == (3, 3)
     lo, hi = plan.count_interval(plan.Rate(2000, 4000), 10)
     assert lo == 2 and hi == 8
-    assert vd.EPS > 0  # the rule's tolerance the kernel shares
+    assert rl.EPS > 0  # the rule's tolerance the kernel shares
 
 
 def test_cli_plan_prints_the_plan(tmp_path: Path, tokenizer_dir: Path) -> None:

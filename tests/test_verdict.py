@@ -11,6 +11,10 @@ import pandas as pd
 import pytest
 from scipy import stats as sp
 
+from campaign import aa
+from campaign import outcome as oc
+from campaign import rule as rl
+from campaign import tidy as td
 from campaign import verdict as vd
 from campaign.errors import UsageError
 from campaign.spec import Preregistration
@@ -63,20 +67,20 @@ def _row(run: str, pair: int, arm: str, a: int, n_arms: int, w: str, lvl: str, m
     return row
 
 
-def rule(band: float = 0.03, **kw: Any) -> vd.Rule:
+def rule(band: float = 0.03, **kw: Any) -> rl.Rule:
     kw.setdefault("decision_cells", [{"workload": "knee", "level": "c1"}])
     kw.setdefault("guardrails", [])
-    return vd.parse_rule(Preregistration(**kw).model_dump(mode="json", by_alias=True), band)
+    return rl.parse_rule(Preregistration(**kw).model_dump(mode="json", by_alias=True), band)
 
 
-def judge(df: pd.DataFrame, r: vd.Rule | None = None,
-          arms: tuple[str, ...] = ("control", "cand")) -> vd.RunVerdict:
-    tables = vd.tidy_tables(df)
+def judge(df: pd.DataFrame, r: rl.Rule | None = None,
+          arms: tuple[str, ...] = ("control", "cand")) -> oc.RunVerdict:
+    tables = td.tidy_tables(df)
     return vd.judge_run(tables["r1"], r or rule(), list(arms))
 
 
-def cell(v: vd.RunVerdict, level: str = "c1", metric: str = "output_token_throughput",
-         arm: str = "cand", workload: str = "knee") -> vd.Cell:
+def cell(v: oc.RunVerdict, level: str = "c1", metric: str = "output_token_throughput",
+         arm: str = "cand", workload: str = "knee") -> oc.Cell:
     cv = next(c for c in v.candidates if c.arm == arm)
     return next(c for c in cv.cells if c.key == (workload, level, metric))
 
@@ -211,13 +215,13 @@ def test_star_expands_to_every_measured_level_except_all() -> None:
 
 
 def test_missing_decision_cell_is_a_data_problem() -> None:
-    with pytest.raises(vd.DataProblem, match="knee c8"):
+    with pytest.raises(oc.DataProblem, match="knee c8"):
         judge(frame({TPUT: [(100.0, 115.0)]}),
               rule(decision_cells=[{"workload": "knee", "level": "c8"}]))
 
 
 def test_zero_value_in_a_decision_cell_is_a_data_problem() -> None:
-    with pytest.raises(vd.DataProblem, match=r"pair 2, arm cand is 0"):
+    with pytest.raises(oc.DataProblem, match=r"pair 2, arm cand is 0"):
         judge(frame({TPUT: [(100.0, 115.0), (100.0, 0.0)]}))
 
 
@@ -349,18 +353,18 @@ def test_multi_candidate_each_against_control_then_ranked() -> None:
 
 def test_overrides_are_validated() -> None:
     base = Preregistration().model_dump(mode="json", by_alias=True)
-    out = vd.apply_overrides(base, {"margin": "0.05", "rule": "ci"})
-    assert out["margin"] == "0.05" and vd.parse_rule(out, 0.03).prereg.margin == 0.05
+    out = rl.apply_overrides(base, {"margin": "0.05", "rule": "ci"})
+    assert out["margin"] == "0.05" and rl.parse_rule(out, 0.03).prereg.margin == 0.05
     with pytest.raises(UsageError, match="cannot be overridden"):
-        vd.apply_overrides(base, {"pairs": "9"})
+        rl.apply_overrides(base, {"pairs": "9"})
     with pytest.raises(UsageError, match="invalid"):
-        vd.apply_overrides(base, {"rule": "vibes"})
+        rl.apply_overrides(base, {"rule": "vibes"})
 
 
 def test_aa_band_from_control_vs_control_pairs() -> None:
     pairs = [(100.0, 101.0), (100.0, 98.5), (100.0, 100.5), (100.0, 99.0)]
     v = judge(frame({TPUT: pairs}), rule(pairs=4))
-    rec = vd.aa_band([cell(v)])
+    rec = aa.aa_band([cell(v)])
     d = [math.log(y / x) for x, y in pairs]
     rms = math.sqrt(sum(x * x for x in d) / 4)
     assert rec.rms == pytest.approx(rms)

@@ -1,0 +1,121 @@
+"""The A/A drift band: how far identical arms drift apart on a lane, and `drift_band`.
+
+An A/A campaign runs the control against an identical control; its pair gains measure the
+lane's own noise, which a real change must clear. `aa_band` turns the decision cells of
+such a run into a recommended band; `resolve_drift_band` is the one place that turns a
+campaign's `drift_band` (a number, or `{from: RUN_DIR}` naming an A/A run) into the number
+that is registered — for `run`, `check` and `plan` alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from campaign import stats as st
+from campaign.errors import ResultsError
+from campaign.fmt import abs_pct
+from campaign.outcome import Cell, DataProblem
+from campaign.rule import parse_rule
+from campaign.spec import Campaign, DriftFrom
+from campaign.store import RunData, load_run, rule_hash
+from campaign.tidy import RunTable, tidy_tables
+from campaign.verdict import judge_run
+
+
+@dataclass(frozen=True)
+class BandRecommendation:
+    """The drift band an A/A campaign (control against an identical control) measured."""
+
+    band: float
+    """Recommended band (fraction), rounded up to 0.1%."""
+    n: int
+    rms: float
+    """Root mean square of the A/A log ratios (their true mean is 0)."""
+    largest: float
+    """Largest |pair gain| seen."""
+    cells: tuple[str, ...]
+    text: str
+
+
+def aa_band(cells: Sequence[Cell], confidence: float = 0.95) -> BandRecommendation:
+    """The band that holds `confidence` of single-pair A/A gains, from the cells' spread.
+
+    An A/A pair's log ratio d has true mean 0, so its spread is the root mean square of the
+    observed d's; the band is exp(t(1 − α/2, N) · rms) − 1 over N pair ratios (t rather than
+    z: few pairs make the rms itself uncertain). Never below the largest gain seen.
+    """
+    ds = [d for c in cells if c.stats is not None and c.kind == "ratio" for d in c.stats.d]
+    names = tuple(f"{c.where} {c.metric}" for c in cells if c.stats is not None)
+    if not ds:
+        raise DataProblem("the A/A run has no complete pair of its primary metric")
+    n = len(ds)
+    rms = math.sqrt(math.fsum(d * d for d in ds) / n)
+    largest = max(abs(math.expm1(d)) for d in ds)
+    raw = math.expm1(st.t_critical(1 - (1 - confidence) / 2, n) * rms)
+    band = math.ceil(max(raw, largest) * 1000 - 1e-9) / 1000
+    text = (
+        f"A/A spread: {n} pair ratios over {len(names)} cell(s), rms {abs_pct(rms, 2)}, "
+        f"largest |gain| {abs_pct(largest, 2)} → recommended drift band ±{abs_pct(band)} "
+        f"(holds {confidence:.0%} of single-pair A/A gains); use it with "
+        "`drift_band: {from: <this run dir>}`"
+    )
+    if n < 6:
+        text += f"; only {n} pair ratios — run more A/A pairs for a firmer band"
+    return BandRecommendation(band, n, rms, largest, names, text)
+
+
+def is_aa(campaign: Mapping[str, Any], arms: Sequence[str]) -> bool:
+    """An A/A run: every candidate arm changes nothing but its description/warm-up."""
+    specs = campaign.get("arms") or {}
+    if not isinstance(specs, dict) or len(arms) < 2:
+        return False
+    for arm in arms[1:]:
+        spec = specs.get(arm)
+        if not isinstance(spec, dict):
+            return False
+        if set(spec) - {"description", "warmup"}:
+            return False
+    return True
+
+
+def measure_band(run_dir: Path | str, *,
+                 loader: Callable[[Path], RunData] = load_run) -> BandRecommendation:
+    """The band an A/A results directory measured, judged under its registered rule."""
+    run = loader(Path(run_dir))
+    path = run.run_dir / "preregistration.json"
+    prereg = run.preregistration
+    registered = prereg.get("rule")
+    if not isinstance(registered, dict) or rule_hash(registered) != prereg.get("sha256"):
+        raise ResultsError(f"{path}: the rule does not match its sha256",
+                           hint="measure the band on an unmodified A/A run")
+    arms = [str(a) for a in prereg.get("arms") or []]
+    if "control" in arms:
+        arms = ["control", *(a for a in arms if a != "control")]
+    if len(arms) < 2:
+        raise ResultsError(f"{path}: needs control + a candidate")
+    rule = parse_rule(registered, float(prereg.get("drift_band", 0.0)))
+    table = tidy_tables(run.passes, [rule.metric]).get(run.run_id, RunTable(run=run.run_id))
+    try:
+        verdict = judge_run(table, rule, arms, metrics=[rule.metric])
+        return aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
+    except DataProblem as exc:
+        raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}") from None
+
+
+def aa_run_of(campaign: Campaign) -> Path | None:
+    """The A/A results directory `drift_band: {from: RUN_DIR}` names (resolved against the
+    campaign file's folder), or None when the band is a number."""
+    band = campaign.preregistration.drift_band
+    return campaign.resolve(band.from_) if isinstance(band, DriftFrom) else None
+
+
+def resolve_drift_band(campaign: Campaign) -> float:
+    """The campaign's drift band as a number: as written, or measured on its A/A run."""
+    run_dir = aa_run_of(campaign)
+    if run_dir is None:
+        return float(campaign.preregistration.drift_band)  # type: ignore[arg-type]
+    return measure_band(run_dir).band
