@@ -13,8 +13,8 @@ import pytest
 from conftest import require
 from test_report import golden_spec, make_run
 
-from campaign import plots
 from campaign import report as rp
+from campaign.report import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

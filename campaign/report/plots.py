@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from campaign.report import RunReport
+    from campaign.report.model import RunReport
 
 COLORS = ["#555555", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 

@@ -1,0 +1,162 @@
+"""The JSON report: the machine contract of a verdict (nightly CI, dashboards).
+
+`schema_version` (REPORT_SCHEMA_VERSION) changes when a key changes meaning or disappears;
+new keys may appear in any version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from campaign import RESULTS_SCHEMA_VERSION, catalog
+from campaign.outcome import Cell
+from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
+
+
+def _num(x: float | None) -> float | None:
+    """9 significant digits: exact enough for any use, stable across libm versions."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return float(f"{x:.9g}")
+
+
+def cell_dict(c: Cell) -> dict[str, Any]:
+    s = c.stats
+    return {
+        "workload": c.workload,
+        "level": c.level,
+        "metric": c.metric,
+        "arm": c.arm,
+        "unit": catalog.METRICS[c.metric].unit if c.metric in catalog.METRICS else "",
+        "direction": c.direction,
+        "kind": c.kind,
+        "decision_cell": c.decision_cell,
+        "n": 0 if s is None else s.n,
+        "control": _num(c.control),
+        "candidate": _num(c.candidate),
+        "gain": _num(c.gain),
+        "ci": None if s is None or s.ci is None else [_num(s.ci[0]), _num(s.ci[1])],
+        "ci_note": (None if s is None or s.ci is not None
+                    else "one pair: no confidence interval"),
+        "confidence": None if s is None else s.confidence,
+        "pairs": [{"pair": p.pair, "control": _num(p.control), "candidate": _num(p.candidate),
+                   "gain": _num(p.gain)} for p in c.pairs],
+        "left_out": [{"pair": lo.pair, "arm": lo.arm, "reason": lo.reason} for lo in c.left_out],
+        "verdict": c.verdict,
+        "flags": list(c.flags),
+        "reasons": list(c.reasons),
+        "holm": None if c.holm is None else {
+            "m": c.holm.m, "p": _num(c.holm.p), "p_adjusted": _num(c.holm.p_adjusted),
+            "lower_bound": _num(c.holm.lower_bound)},
+        "control_trend": _num(c.control_trend),
+    }
+
+
+def run_dict(run: RunReport) -> dict[str, Any]:
+    v = run.verdict
+    return {
+        "decision": v.decision,
+        "adopt_arm": v.adopt_arm,
+        "reasons": list(v.reasons),
+        "notes": [*run.notes, *v.notes],
+        "exploratory": run.exploratory,
+        "rule": {
+            **run.rule_dict,
+            "drift_band_used": _num(run.rule.band),
+            "sha256": run.rule_sha256,
+            "registered_sha256": run.registered_sha256,
+            "pre_registered": not run.exploratory,
+            "overrides": dict(run.overrides),
+            "edited_after_registration": list(run.edited_after_registration),
+            "text": run.rule.describe(),
+        },
+        "cells": [cell_dict(c) for cv in v.candidates for c in cv.cells],
+        "guardrails": [
+            {"arm": cv.arm, "metric": g.metric, "workload": g.workload, "level": g.level,
+             "max_worsening": g.max_worsening, "absolute": g.absolute,
+             "worsening": _num(g.worsening), "broken": g.broken, "reason": g.reason}
+            for cv in v.candidates for g in cv.guardrails
+        ],
+        "candidates": [
+            {"arm": cv.arm, "decision": cv.decision, "reasons": list(cv.reasons),
+             "window_stable": cv.window_stable, "mean_gain": _num(cv.score)}
+            for cv in v.candidates
+        ],
+        "ranking": [
+            {"rank": r.rank, "arm": r.arm, "decision": r.decision, "mean_gain": _num(r.gain),
+             "worst_gain": _num(r.worst)} for r in v.ranking
+        ],
+        "run": {
+            "run_id": run.run_id,
+            "run_dir": str(run.run_dir),
+            "campaign": run.campaign,
+            "lane": run.lane,
+            "registered_at": run.registered_at,
+            "arms": list(run.arms),
+            "complete": run.complete,
+            "incomplete": run.incomplete,
+            "pairs_measured": v.pairs_measured,
+            "pairs_planned": v.pairs_planned,
+            "pairs_left_out": v.left_out,
+            "window_stable": v.window_stable,
+        },
+        "aa": None if run.aa is None else {
+            "recommended_drift_band": run.aa.band, "n": run.aa.n, "rms": _num(run.aa.rms),
+            "largest": _num(run.aa.largest), "text": run.aa.text},
+    }
+
+
+def to_dict(report: Report) -> dict[str, Any]:
+    """The JSON report: the verdict contract (`decision`, `rule`, `cells`, ...) for the
+    newest run at the top level; with several runs also `history`, one summary per run
+    (oldest first) with its decision, decision cells and broken guardrails."""
+    latest = run_dict(report.latest)
+    out: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "results_schema_version": RESULTS_SCHEMA_VERSION,
+        "tool": "spec-ab",
+        "tool_version": report.tool_version,
+        "run_ids": [r.run_id for r in report.runs],
+        **latest,
+        "exploratory": report.exploratory,
+    }
+    if len(report.runs) > 1:
+        # older runs as summaries: a 1,000-night history stays a readable size
+        out["history"] = [history_dict(r) for r in report.runs]
+    return out
+
+
+def history_dict(run: RunReport) -> dict[str, Any]:
+    v = run.verdict
+    return {
+        "run_id": run.run_id,
+        "run_dir": str(run.run_dir),
+        "registered_at": run.registered_at,
+        "decision": v.decision,
+        "adopt_arm": v.adopt_arm,
+        "exploratory": run.exploratory,
+        "incomplete": run.incomplete,
+        "window_stable": v.window_stable,
+        "rule_sha256": run.rule_sha256,
+        "reasons": list(v.reasons),
+        "notes": [*run.notes, *v.notes],
+        "decision_cells": [
+            {"arm": c.arm, "workload": c.workload, "level": c.level, "metric": c.metric,
+             "gain": _num(c.gain), "ci": None if c.ci is None else [_num(c.ci[0]),
+                                                                    _num(c.ci[1])],
+             "pairs": [_num(p.gain) for p in c.pairs], "verdict": c.verdict,
+             "flags": list(c.flags)}
+            for c in run.decision_cells()
+        ],
+        "guardrails_broken": [g.reason for cv in v.candidates for g in cv.guardrails
+                              if g.broken],
+    }
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
+
+
+render = render_json

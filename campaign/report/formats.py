@@ -1,0 +1,76 @@
+"""The output formats of `spec-ab report`: one registry the CLI validates, lists and
+completes from, and `render` dispatches on.
+
+A leaf: renderers are named by module and loaded on first use, so `spec-ab --help` and
+shell completion read the registry without importing pandas or matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from campaign.errors import UsageError
+
+if TYPE_CHECKING:
+    from campaign.report.model import Report
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    name: str
+    help: str
+    suffix: str
+    """File suffix a saved report of this format gets."""
+    module: str
+    """The module under campaign.report that lays this format out (its `render`)."""
+
+    def renderer(self) -> Callable[[Report], str]:
+        mod = importlib.import_module(f"campaign.report.{self.module}")
+        return cast("Callable[[Report], str]", mod.render)
+
+
+FORMATS: dict[str, OutputFormat] = {
+    f.name: f
+    for f in (
+        OutputFormat("table", "terminal tables (plain text when piped or saved)", ".txt",
+                     "as_table"),
+        OutputFormat("markdown", "Markdown for a PR comment or a CI summary", ".md",
+                     "as_markdown"),
+        OutputFormat("json", "the machine contract, versioned by schema_version", ".json",
+                     "as_json"),
+        OutputFormat("html", "one self-contained page with embedded plots", ".html",
+                     "as_html"),
+    )
+}
+
+FAIL_ON: dict[str, str] = {
+    "loss": "a decision cell of a candidate is labelled loss",
+    "keep-default": "the decision is keep-default",
+    "incomplete": "pairs are missing or left out, or the run did not finish",
+}
+"""`--fail-on` conditions (each exits 4 when it holds for the newest run)."""
+
+
+def output_format(name: str) -> OutputFormat:
+    chosen = FORMATS.get(name)
+    if chosen is None:
+        raise UsageError(f"--format {name}: choose {', '.join(FORMATS)}")
+    return chosen
+
+
+def check_fail_on(conditions: list[str] | tuple[str, ...]) -> None:
+    for cond in conditions:
+        if cond not in FAIL_ON:
+            raise UsageError(f"--fail-on {cond}: choose {', '.join(FAIL_ON)}")
+
+
+def render(report: Report, fmt: str, *, width: int = 160) -> str:
+    """The report as text in one of the formats (`table` is plain text, no colours)."""
+    if fmt == "table":
+        from campaign.report.as_table import render_table
+
+        return render_table(report, width=width)
+    return output_format(fmt).renderer()(report)

@@ -1,0 +1,114 @@
+"""What a report is: typed runs with their verdicts and how they were reached.
+
+`build.build_report` makes a `Report`; every renderer lays one out. Nothing here reads a
+file or prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import pandas as pd
+
+from campaign import __version__
+from campaign.aa import BandRecommendation
+from campaign.outcome import Cell, RunVerdict
+from campaign.rule import Decision, Rule
+
+REPORT_SCHEMA_VERSION = 1
+"""Version of the JSON report (bumped when a key changes meaning or disappears).
+1: first version (decision, rule, cells, guardrails, ranking, runs/history)."""
+
+Format = Literal["table", "markdown", "json", "html"]
+EXPLORATORY = "EXPLORATORY, not pre-registered"
+
+
+class RunLike(Protocol):
+    """What a report reads of a run (`campaign.store.RunData` has it)."""
+
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def passes(self) -> pd.DataFrame: ...
+    @property
+    def preregistration(self) -> dict[str, Any]: ...
+    @property
+    def campaign(self) -> dict[str, Any]: ...
+    @property
+    def complete(self) -> bool: ...
+
+
+Loader = Callable[[Path], RunLike]
+
+
+@dataclass(frozen=True)
+class PreparedRule:
+    """The rule a run is judged under, and what the reader must be told about it."""
+
+    rule_dict: dict[str, Any]
+    """The rule as used: the registered one, or it with `--rule` overrides applied."""
+    rule: Rule
+    edited: tuple[str, ...]
+    """Keys of campaign.yaml's rule that differ from the registered rule (then ignored)."""
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """One run's verdicts with everything needed to show how they were reached."""
+
+    run_id: str
+    run_dir: Path
+    campaign: str
+    hypothesis: str
+    lane: str
+    registered_at: str
+    complete: bool
+    arms: tuple[str, ...]
+    rule: Rule
+    rule_dict: dict[str, Any]
+    rule_sha256: str
+    """Hash of the rule actually used (differs from the registered one under overrides)."""
+    registered_sha256: str
+    overrides: dict[str, str]
+    edited_after_registration: tuple[str, ...]
+    """Keys of campaign.yaml's rule that differ from the registered rule (then ignored)."""
+    verdict: RunVerdict
+    aa: BandRecommendation | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exploratory(self) -> bool:
+        return bool(self.overrides)
+
+    @property
+    def decision(self) -> Decision:
+        return self.verdict.decision
+
+    @property
+    def incomplete(self) -> bool:
+        return self.verdict.incomplete or not self.complete
+
+    def decision_cells(self) -> list[Cell]:
+        return [c for cv in self.verdict.candidates for c in cv.cells if c.decision_cell]
+
+
+@dataclass(frozen=True)
+class Report:
+    runs: tuple[RunReport, ...]
+    """Oldest first (by registration time); the last one is the newest."""
+    tool_version: str = __version__
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def latest(self) -> RunReport:
+        return self.runs[-1]
+
+    @property
+    def exploratory(self) -> bool:
+        return any(r.exploratory for r in self.runs)

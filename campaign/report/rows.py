@@ -1,0 +1,185 @@
+"""The report's rows and lines, computed once; each format only lays them out.
+
+Like a comparison table made of `headers, rows` first and rendered per format after: the
+cell table, the history table, the decision label and the rule/pairs lines are built here
+and nowhere else, so the terminal, Markdown, JSON and HTML reports cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from campaign.fmt import fmt_gain, fmt_value, pct
+from campaign.outcome import CandidateVerdict, Cell
+from campaign.report.model import EXPLORATORY, Report, RunReport
+
+
+def decision_label(run: RunReport, *, upper: bool = True) -> str:
+    """ADOPT / KEEP-DEFAULT, with the adopted arm when there are several candidates."""
+    v = run.verdict
+    word = v.decision.upper() if upper else v.decision
+    return word + (f" ({v.adopt_arm})" if v.adopt_arm and len(run.arms) > 2 else "")
+
+
+def pairs_text(c: Cell) -> str:
+    return " ".join(fmt_gain(p.gain, c.kind) for p in c.pairs) or "—"
+
+
+def ci_text(c: Cell) -> str:
+    if c.stats is None:
+        return "—"
+    if c.stats.ci is None:
+        return "no CI (1 pair)"
+    lo, hi = c.stats.ci
+    return f"{fmt_gain(lo, c.kind)} … {fmt_gain(hi, c.kind)}"
+
+
+def left_out_text(c: Cell) -> str:
+    return f" (+{len(c.left_out)} left out)" if c.left_out else ""
+
+
+def overrides_text(run: RunReport) -> str:
+    return ", ".join(f"{k}={v}" for k, v in run.overrides.items())
+
+
+def rule_line(run: RunReport) -> str:
+    if run.exploratory:
+        src = (f"{EXPLORATORY} — overrides {overrides_text(run)} on the registered rule "
+               f"sha256 {run.registered_sha256[:12]}; used rule sha256 {run.rule_sha256[:12]}")
+    else:
+        src = f"pre-registered {run.registered_at}, sha256 {run.registered_sha256[:12]}"
+    return f"Rule ({src}): {run.rule.describe()}"
+
+
+def pairs_line(run: RunReport) -> str:
+    v = run.verdict
+    state = "complete" if not run.incomplete else "INCOMPLETE"
+    return (f"{v.pairs_measured} of {v.pairs_planned} pairs ({run.rule.prereg.order}), "
+            f"{state}; arms {', '.join(run.arms)}; lane {run.lane or '?'}")
+
+
+def guardrails_text(run: RunReport) -> str:
+    broken = [g for cv in run.verdict.candidates for g in cv.guardrails if g.broken]
+    if not broken:
+        return "hold"
+    return "broken: " + ", ".join(dict.fromkeys(f"{g.metric} {g.level}" for g in broken))
+
+
+def confidence_header(run: RunReport) -> str:
+    return f"{run.rule.prereg.confidence:.0%} CI"
+
+
+@dataclass(frozen=True)
+class CellRow:
+    """One cell of one candidate, as text."""
+
+    where: str
+    """"workload level"."""
+    decision_cell: bool
+    metric: str
+    control: str
+    candidate: str
+    gain: str
+    ci: str
+    pairs: str
+    left_out: str
+    verdict: str
+    flags: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+
+def cell_headers(run: RunReport, cv: CandidateVerdict) -> tuple[str, ...]:
+    return ("cell", "metric", run.arms[0], cv.arm, "gain", confidence_header(run), "pairs",
+            "verdict", "flags")
+
+
+def cell_rows(cv: CandidateVerdict) -> list[CellRow]:
+    return [
+        CellRow(
+            where=f"{c.workload} {c.level}", decision_cell=c.decision_cell, metric=c.metric,
+            control=fmt_value(c.control, c.metric), candidate=fmt_value(c.candidate, c.metric),
+            gain=fmt_gain(c.gain, c.kind), ci=ci_text(c), pairs=pairs_text(c),
+            left_out=left_out_text(c), verdict=c.verdict, flags=c.flags, reasons=c.reasons,
+        )
+        for c in cv.cells
+    ]
+
+
+def detail_lines(cv: CandidateVerdict) -> list[tuple[str, str]]:
+    """(where, reason) of each decision cell's reasons beyond its label."""
+    return [(c.where, r) for c in cv.cells if c.decision_cell for r in c.reasons[1:]]
+
+
+HISTORY_HEADERS = ("run", "registered", "pairs", "decision", "decision cells", "guardrails",
+                   "flags")
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One run of a history, as text."""
+
+    run_id: str
+    registered: str
+    pairs: str
+    decision: str
+    """keep-default / adopt (lower case, as a value)."""
+    adopt_arm: str
+    """" (arm)" when several candidates and one adopts, else ""."""
+    exploratory: bool
+    cells: tuple[tuple[str, str, str, str], ...]
+    """(arm, level, gain, verdict) of each decision cell."""
+    several_candidates: bool
+    guardrails: str
+    flags: str
+
+    def cells_text(self, *, with_arm: bool) -> str:
+        return "; ".join(
+            f"{arm + ' ' if with_arm and self.several_candidates else ''}{lvl} {g} {v}"
+            for arm, lvl, g, v in self.cells
+        )
+
+
+def history_rows(report: Report) -> list[HistoryRow]:
+    rows = []
+    for run in report.runs:
+        many = len(run.arms) > 2
+        cells = run.decision_cells()
+        rows.append(HistoryRow(
+            run_id=run.run_id, registered=run.registered_at[:16],
+            pairs=f"{run.verdict.pairs_measured}/{run.verdict.pairs_planned}",
+            decision=run.decision,
+            adopt_arm=f" ({run.verdict.adopt_arm})" if many and run.verdict.adopt_arm else "",
+            exploratory=run.exploratory,
+            cells=tuple((c.arm, c.level, pct(c.gain), c.verdict) for c in cells),
+            several_candidates=many, guardrails=guardrails_text(run),
+            flags=", ".join(sorted({f for c in cells for f in c.flags})) or "—",
+        ))
+    return rows
+
+
+RANKING_HEADERS = ("rank", "arm", "decision", "mean gain (decision cells)", "worst cell")
+
+
+def ranking_rows(run: RunReport) -> list[tuple[str, str, str, str, str]]:
+    return [(str(r.rank), r.arm, r.decision, pct(r.gain), pct(r.worst))
+            for r in run.verdict.ranking]
+
+
+def summary_lines(report: Report) -> list[str]:
+    """A few plain lines for the end of `spec-ab run`."""
+    run = report.latest
+    v = run.verdict
+    head = f"Decision: {decision_label(run)}"
+    head += f" — rule {run.rule.prereg.rule}, sha256 {run.rule_sha256[:12]}"
+    if run.exploratory:
+        head += f" [{EXPLORATORY}]"
+    lines = [head]
+    for c in run.decision_cells():
+        lines.append(
+            f"  {c.arm} {c.where} {c.metric}: {pct(c.gain)} "
+            f"[pairs {pairs_text(c)}] {c.verdict}"
+            + (f" ({', '.join(c.flags)})" if c.flags else "")
+        )
+    lines += [f"  - {r}" for r in v.reasons]
+    lines += [f"  note: {n}" for n in (*run.notes, *v.notes)]
+    return lines
