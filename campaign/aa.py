@@ -10,10 +10,9 @@ that is registered — for `run`, `check` and `plan` alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from campaign import stats as st
 from campaign.errors import ResultsError
@@ -21,7 +20,7 @@ from campaign.fmt import abs_pct
 from campaign.outcome import Cell, DataProblem
 from campaign.rule import parse_rule
 from campaign.spec import Campaign, DriftFrom
-from campaign.store import RunData, load_run, rule_hash
+from campaign.store import RunDir, load_run
 from campaign.tidy import RunTable, tidy_tables
 from campaign.verdict import judge_run
 
@@ -68,36 +67,24 @@ def aa_band(cells: Sequence[Cell], confidence: float = 0.95) -> BandRecommendati
     return BandRecommendation(band, n, rms, largest, names, text)
 
 
-def is_aa(campaign: Mapping[str, Any], arms: Sequence[str]) -> bool:
+def is_aa(campaign: Campaign, arms: Sequence[str]) -> bool:
     """An A/A run: every candidate arm changes nothing but its description/warm-up."""
-    specs = campaign.get("arms") or {}
-    if not isinstance(specs, dict) or len(arms) < 2:
+    if len(arms) < 2:
         return False
-    for arm in arms[1:]:
-        spec = specs.get(arm)
-        if not isinstance(spec, dict):
-            return False
-        if set(spec) - {"description", "warmup"}:
-            return False
-    return True
+    specs = campaign.arms
+    return all(arm in specs and not specs[arm].overrides for arm in arms[1:])
 
 
 def measure_band(run_dir: Path | str, *,
-                 loader: Callable[[Path], RunData] = load_run) -> BandRecommendation:
+                 loader: Callable[[Path], RunDir] = load_run) -> BandRecommendation:
     """The band an A/A results directory measured, judged under its registered rule."""
     run = loader(Path(run_dir))
-    path = run.run_dir / "preregistration.json"
-    prereg = run.preregistration
-    registered = prereg.get("rule")
-    if not isinstance(registered, dict) or rule_hash(registered) != prereg.get("sha256"):
-        raise ResultsError(f"{path}: the rule does not match its sha256",
-                           hint="measure the band on an unmodified A/A run")
-    arms = [str(a) for a in prereg.get("arms") or []]
-    if "control" in arms:
-        arms = ["control", *(a for a in arms if a != "control")]
-    if len(arms) < 2:
-        raise ResultsError(f"{path}: needs control + a candidate")
-    rule = parse_rule(registered, float(prereg.get("drift_band", 0.0)))
+    reg = run.registration
+    if not reg.rule_intact:
+        raise ResultsError(f"{run.run_dir / 'preregistration.json'}: the rule does not match "
+                           "its sha256", hint="measure the band on an unmodified A/A run")
+    arms = reg.arm_order
+    rule = parse_rule(reg.rule, reg.drift_band)
     table = tidy_tables(run.passes, [rule.metric]).get(run.run_id, RunTable(run=run.run_id))
     try:
         verdict = judge_run(table, rule, arms, metrics=[rule.metric])

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from campaign.errors import ResultsError
-from campaign.store import RunData, load_run
+from campaign.store import RunDir, load_run
 from campaign.tidy import counting_rows
 
 TREND_SE = 2.0
@@ -87,14 +87,14 @@ def from_drift(drift: float, *, pass_sd: float = DEFAULT_PASS_SD,
     )
 
 
-def estimate_noise(run: RunData | Path | str, *, metric: str = "output_token_throughput",
+def estimate_noise(run: RunDir | Path | str, *, metric: str = "output_token_throughput",
                    workloads: Sequence[str] = ("knee",)) -> NoiseEstimate:
     """The noise model an A/A run measured on `metric` over the levels of `workloads`.
 
     Raises ResultsError when the run has too few complete slots (fewer than 3) to tell a
     trend from noise.
     """
-    data = run if isinstance(run, RunData) else load_run(Path(run))
+    data = run if isinstance(run, RunDir) else load_run(Path(run))
     df = data.passes
     df = counting_rows(df[df["metric"] == metric])
     df = df[df["value"] > 0]

@@ -778,11 +778,14 @@ def _read_yaml(path: Path) -> Any:
     return data
 
 
-def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign:
+def load_campaign(path: Path | str, *, base_dir: Path | None = None,
+                  check_files: bool = True) -> Campaign:
     """Read, validate and merge a campaign file. Raises `SpecError` with every problem.
 
     `base_dir` resolves relative paths when the file is a frozen copy (resume) that no
-    longer sits beside the fixtures it names.
+    longer sits beside the fixtures it names. `check_files=False` skips the checks that
+    named files and folders exist (reading a frozen copy back for a report, where the
+    fixtures may be long gone).
     """
     path = Path(path)
     raw = _read_yaml(path)
@@ -835,7 +838,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign
             launches[arm] = LAUNCH_ADAPTER.validate_python(merged)
         except ValidationError as exc:
             problems.extend(_arm_problems(exc, merged, server_raw, overrides, arm, lines))
-    problems.extend(_semantic_problems(campaign, launches, lines))
+    problems.extend(_semantic_problems(campaign, launches, lines, check_files=check_files))
     if problems:
         raise SpecError(str(path), problems)
     campaign._launches = launches
@@ -876,7 +879,8 @@ def _arm_problems(
 
 
 def _semantic_problems(
-    campaign: Campaign, launches: dict[str, LaunchModel], lines: _Lines
+    campaign: Campaign, launches: dict[str, LaunchModel], lines: _Lines, *,
+    check_files: bool = True,
 ) -> list[str]:
     """Cross-field checks: files that must exist, cells that must name real levels."""
     problems: list[str] = []
@@ -886,7 +890,7 @@ def _semantic_problems(
 
     wl = campaign.workloads
     tok = Path(wl.tokenizer)
-    if not tok.is_absolute():
+    if check_files and not tok.is_absolute():
         resolved = campaign.resolve(tok)
         if not resolved.is_dir():
             add(("workloads", "tokenizer"), f"tokenizer folder {tok} does not exist")
@@ -894,7 +898,7 @@ def _semantic_problems(
             resolved / "tokenizer_config.json"
         ).exists():
             add(("workloads", "tokenizer"), f"{tok} has no tokenizer.json")
-    if wl.agentfix:
+    if wl.agentfix and check_files:
         for cls, file in wl.agentfix.fixtures.items():
             if not Path(file).is_absolute() and not campaign.resolve(file).is_file():
                 add(("workloads", "agentfix", "fixtures", cls),
@@ -925,6 +929,8 @@ def _semantic_problems(
             "ABBA needs an even number of pairs so each order is used equally")
 
     for arm, launch in launches.items():
+        if not check_files:
+            break
         for path, vol in _volume_entries(campaign, arm, launch):
             src = vol.source
             if vol.is_named or Path(src).is_absolute() or _remote(launch, path):

@@ -1,24 +1,33 @@
 """The results directory: a versioned layout, atomic writes, nothing ever overwritten.
 
+`RunStore` writes one run directory; `load_run` / `load_runs` read directories back as
+typed `RunDir`s (what `report` and `noise` consume).
+
     <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
-      campaign.yaml          frozen copy of the campaign file, byte for byte
-      preregistration.json   the rule + its sha256, written before the first slot
+      campaign.yaml          frozen copy of the campaign file, byte for byte; read back
+                             through `campaign.spec.load_campaign` (named files unchecked)
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms:
+                             written before the first slot (`registration.Registration`)
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
-      journal.jsonl          append-only event log (the source of truth for resume)
-      passes.csv             one tidy row per pass × level × metric (rebuilt from the
-                             journal after every pass, atomically)
+      journal.jsonl          append-only event log (the source of truth for resume); its
+                             first event, `registered`, names the campaign's base folder
+      passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
+                             rebuilt from the journal after every pass, atomically)
       pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
 
 A pair redone after a crash keeps its earlier, half-finished folders and writes the new
 attempt to `pairs/<NN>/<arm>.redo<k>/`; its rows carry `pair_attempt` so readers use
 the latest attempt only.
+
+preregistration.json and manifest.json carry the results schema version
+(`campaign.RESULTS_SCHEMA_VERSION`); its history and the in-memory migration of older
+directories are described in `campaign.registration`.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
-import hashlib
 import io
 import json
 import os
@@ -29,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from campaign import RESULTS_SCHEMA_VERSION
-from campaign.errors import ResultsError
+from campaign.errors import ResultsError, SpecError
+from campaign.registration import Registration
+from campaign.registration import rule_hash as rule_hash  # where report and tests get it
+from campaign.spec import Campaign, load_campaign
 from campaign.textfiles import atomic_write
-
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 PASS_COLUMNS = [
     "run", "pair", "pair_attempt", "arm", "slot", "started_at", "workload", "level",
@@ -60,12 +69,6 @@ class PassRow:
     valid: bool
     attempt: int
     reason: str = ""
-
-
-def rule_hash(rule: dict[str, Any]) -> str:
-    """sha256 of the rule's canonical JSON: what `report` checks the frozen rule with."""
-    canonical = json.dumps(rule, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def utcnow() -> dt.datetime:
@@ -129,24 +132,16 @@ class RunStore:
                     f"{run_dir} is not a spec-ab run directory: {required} is missing",
                     hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
                 )
-        _read_prereg(run_dir)
+        Registration.load(run_dir / "preregistration.json")
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
                  drift_band: float) -> str:
         """Write preregistration.json (never replaced). Returns the rule's hash."""
-        digest = rule_hash(rule)
-        doc = {
-            "schema_version": RESULTS_SCHEMA_VERSION,
-            "campaign": campaign,
-            "registered_at": iso(self.clock()),
-            "arms": arms,
-            "rule": rule,
-            "drift_band": drift_band,
-            "sha256": digest,
-        }
-        atomic_write(self.run_dir / "preregistration.json", dumps(doc), overwrite=False)
-        return digest
+        reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
+                               registered_at=iso(self.clock()))
+        reg.save(self.run_dir / "preregistration.json")
+        return reg.sha256
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         doc = {"schema_version": RESULTS_SCHEMA_VERSION, **manifest}
@@ -235,17 +230,27 @@ def passes_from_journal(events: list[dict[str, Any]]) -> list[PassRow]:
 
 
 @dataclass
-class RunData:
-    """Everything a report needs from one run directory."""
+class RunDir:
+    """One run directory read back: its typed documents, its tidy table, its journal on
+    demand. Directories of an older results schema come back migrated (in memory)."""
 
     run_dir: Path
     run_id: str
     passes: pd.DataFrame
-    preregistration: dict[str, Any]
+    registration: Registration
+    campaign: Campaign | None
+    """The frozen campaign.yaml as this spec-ab's model (files it names are not checked:
+    they may be gone), shared between runs with the same bytes; None when it does not
+    validate (`campaign_problems` say why)."""
+    campaign_problems: tuple[str, ...]
     manifest: dict[str, Any]
-    campaign: dict[str, Any]
     complete: bool
     _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def schema_version(self) -> int:
+        """The results schema the directory was written with."""
+        return self.registration.written_version
 
     @property
     def journal(self) -> list[dict[str, Any]]:
@@ -253,23 +258,6 @@ class RunData:
         if self._journal is None:
             self._journal = read_journal(self.run_dir)
         return self._journal
-
-
-def _read_prereg(run_dir: Path) -> dict[str, Any]:
-    """preregistration.json, checked for a results schema this version can read."""
-    path = run_dir / "preregistration.json"
-    try:
-        doc: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"{path}: unreadable ({exc})") from None
-    version = doc.get("schema_version")
-    if version is None or version > RESULTS_SCHEMA_VERSION:
-        raise ResultsError(
-            f"{run_dir} uses results schema {version}; this spec-ab reads up to "
-            f"{RESULTS_SCHEMA_VERSION}",
-            hint="upgrade spec-ab (pip install -U spec-ab) to read it",
-        )
-    return doc
 
 
 JOURNAL_TAIL_BYTES = 16384
@@ -299,28 +287,49 @@ def _finished_complete(run_dir: Path) -> bool:
     return False
 
 
-_CAMPAIGN_CACHE: dict[bytes, Any] = {}
-"""Parsed frozen campaign files by content: the nights of a history share one file."""
+_CAMPAIGN_CACHE: dict[tuple[bytes, str], tuple[Campaign | None, tuple[str, ...]]] = {}
+"""Frozen campaign files read back, by content and base folder: the nights of a history
+share one file, parsed and validated once."""
 
 
-def _frozen_campaign(path: Path) -> dict[str, Any]:
-    """The frozen campaign.yaml as a plain dict (shared between runs with the same bytes:
-    treat it as read-only)."""
+def _registered_base_dir(run_dir: Path) -> Path | None:
+    """The campaign's own folder at registration: the journal's first event says it (the
+    frozen copy's relative paths are relative to it)."""
+    try:
+        with open(run_dir / "journal.jsonl", "rb") as f:
+            first = f.readline(JOURNAL_TAIL_BYTES)
+        ev = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    if isinstance(ev, dict) and ev.get("event") == "registered" and ev.get("base_dir"):
+        return Path(str(ev["base_dir"]))
+    return None
+
+
+def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
+    """The frozen campaign.yaml as the campaign model, or None and why it is not one."""
+    path = run_dir / "campaign.yaml"
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
-    if raw not in _CAMPAIGN_CACHE:
+        return None, (f"{path.name} is missing",)
+    base = _registered_base_dir(run_dir)
+    key = (raw, str(base))
+    if key not in _CAMPAIGN_CACHE:
         try:
-            # libyaml's C loader: ~5x faster than ruamel for a history of many runs
-            doc = yaml.load(raw, Loader=_YAML_LOADER)
-        except yaml.YAMLError as exc:
-            raise ResultsError(f"{path}: not valid YAML ({exc})") from None
+            parsed: tuple[Campaign | None, tuple[str, ...]] = (
+                load_campaign(path, base_dir=base, check_files=False), ())
+        except SpecError as exc:
+            parsed = (None, tuple(exc.problems))
         if len(_CAMPAIGN_CACHE) > 256:
             _CAMPAIGN_CACHE.clear()
-        _CAMPAIGN_CACHE[raw] = doc if isinstance(doc, dict) else {}
-    result: dict[str, Any] = _CAMPAIGN_CACHE[raw]
-    return result
+        _CAMPAIGN_CACHE[key] = parsed
+    campaign, problems = _CAMPAIGN_CACHE[key]
+    if campaign is None:
+        return None, problems
+    own = campaign.model_copy()  # a shallow copy that knows its own file
+    own._source = path.resolve()
+    return own, ()
 
 
 _TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
@@ -348,32 +357,32 @@ def _read_passes(csv_path: Path) -> pd.DataFrame:
     return _check_passes(passes, csv_path)
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunData:
+def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: no such results directory")
     if not (run_dir / "preregistration.json").is_file():
         raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
                            hint="give a folder made by `spec-ab run`")
-    prereg = _read_prereg(run_dir)
+    registration = Registration.load(run_dir / "preregistration.json")
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     if passes is None:
         passes = _read_passes(run_dir / "passes.csv")
-    return RunData(run_dir=run_dir, run_id=run_dir.name, passes=passes,
-                   preregistration=prereg, manifest=manifest,
-                   campaign=_frozen_campaign(run_dir / "campaign.yaml"),
-                   complete=_finished_complete(run_dir))
+    campaign, problems = _frozen_campaign(run_dir)
+    return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
+                  registration=registration, campaign=campaign, campaign_problems=problems,
+                  manifest=manifest, complete=_finished_complete(run_dir))
 
 
-def load_run(run_dir: Path | str) -> RunData:
-    """Read a run directory into a tidy table plus its frozen documents."""
+def load_run(run_dir: Path | str) -> RunDir:
+    """Read a run directory into a tidy table plus its typed, frozen documents."""
     return _run_data(Path(run_dir), None)
 
 
 BATCH_MIN_RUNS = 16
 
 
-def load_runs(run_dirs: list[Path]) -> list[RunData]:
+def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     """`load_run` over many directories (a nightly history), in order.
 
     pandas' CSV reader costs about a millisecond per call whatever the size, so a long
@@ -408,7 +417,7 @@ def load_runs(run_dirs: list[Path]) -> list[RunData]:
             joined = _check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
         except (pd.errors.ParserError, ValueError, ResultsError):
             joined = None
-    out: list[RunData] = []
+    out: list[RunDir] = []
     start = 0
     for d, n in zip(run_dirs, counts, strict=True):
         if n is None or joined is None:

@@ -50,6 +50,7 @@ def make_run(
         "hypothesis": "The candidate decodes faster at one stream.",
         "lane": "sim",
         "preregistration": rule,
+        "server": {"backend": "process", "command": ["serve"], "port": 8000},
         "arms": arm_specs or {a: {"description": a, "env": {"K": str(i)}}
                               for i, a in enumerate(arms)},
         "workloads": {"model": "m", "tokenizer": "t",

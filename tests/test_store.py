@@ -12,9 +12,18 @@ from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
 from campaign.store import PassRow, RunStore, load_run, load_runs, rule_hash
 
+CAMPAIGN = b"""\
+name: nightly
+hypothesis: h
+lane: x
+server: {backend: process, command: [serve], port: 8000}
+arms: {control: {}, b: {env: {K: "1"}}}
+workloads: {model: m, tokenizer: tok, knee: {concurrency: [1]}}
+"""
+
 
 def make_run(root: Path, i: int, *, finished: bool = True) -> Path:
-    store = RunStore.create(root, "nightly", b"name: nightly\nlane: x\n", short_id=f"{i:06d}")
+    store = RunStore.create(root, "nightly", CAMPAIGN, short_id=f"{i:06d}")
     store.register({"margin": 0.1}, campaign="nightly", arms=["control", "b"], drift_band=0.03)
     rows = [PassRow(store.run_id, pair, 1, arm, slot, "t", "knee", "c1",
                     "output_token_throughput", 100.0 + i + pair, True, 1)
@@ -30,7 +39,8 @@ def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
     run = make_run(tmp_path, 1)
     data = load_run(run)
     assert data.complete and data.run_id == run.name
-    assert data.campaign == {"name": "nightly", "lane": "x"}
+    assert data.campaign is not None
+    assert (data.campaign.name, data.campaign.lane) == ("nightly", "x")
     prereg = json.loads((run / "preregistration.json").read_text())
     assert prereg["schema_version"] == RESULTS_SCHEMA_VERSION
     assert prereg["sha256"] == rule_hash({"margin": 0.1})

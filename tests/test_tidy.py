@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from campaign import noise, tidy
-from campaign.store import RunData
+from campaign.registration import Registration
+from campaign.store import RunDir
 
 
 def _rows(rows: list[tuple[int, int, str, int, object, float]]) -> pd.DataFrame:
@@ -62,7 +63,10 @@ def test_noise_estimate_leaves_out_a_pair_whose_redo_was_invalid(tmp_path: Path)
                 slot += 1
     df = _rows(rows)
     df["slot"] = range(len(df))
-    run = RunData(run_dir=tmp_path, run_id="r", passes=df, preregistration={}, manifest={},
-                  campaign={}, complete=True)
+    reg = Registration.new({"primary_metric": "output_token_throughput"}, campaign="aa",
+                           arms=["control", "cand"], drift_band=0.03,
+                           registered_at="2026-11-30T00:00:00Z")
+    run = RunDir(run_dir=tmp_path, run_id="r", passes=df, registration=reg, campaign=None,
+                 campaign_problems=(), manifest={}, complete=True)
     est = noise.estimate_noise(run)
     assert est.slots == 6  # pairs 1, 3, 4; neither attempt of pair 2

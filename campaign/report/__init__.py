@@ -32,7 +32,7 @@ _WHERE = {
     "build_report": "build", "exit_code_for": "build",
     "FAIL_ON": "formats", "FORMATS": "formats", "OutputFormat": "formats", "render": "formats",
     "EXPLORATORY": "model", "REPORT_SCHEMA_VERSION": "model", "Format": "model",
-    "Loader": "model", "Report": "model", "RunLike": "model", "RunReport": "model",
+    "Loader": "model", "Report": "model", "RunReport": "model",
     "summary_lines": "rows",
 }
 

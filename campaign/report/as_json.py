@@ -10,7 +10,7 @@ import json
 import math
 from typing import Any
 
-from campaign import RESULTS_SCHEMA_VERSION, catalog
+from campaign import catalog
 from campaign.outcome import Cell
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
 
@@ -109,13 +109,15 @@ def run_dict(run: RunReport) -> dict[str, Any]:
 
 
 def to_dict(report: Report) -> dict[str, Any]:
-    """The JSON report: the verdict contract (`decision`, `rule`, `cells`, ...) for the
-    newest run at the top level; with several runs also `history`, one summary per run
-    (oldest first) with its decision, decision cells and broken guardrails."""
+    """The JSON report: the newest run's `decision`, `rule` (with hashes and any
+    overrides), `cells`, `guardrails`, `candidates`, `ranking`, `run` and `aa` at the top
+    level, beside the report schema and the results schema that run was written with;
+    with several runs also `history`, one summary per run (oldest first) with its
+    decision, decision cells and broken guardrails."""
     latest = run_dict(report.latest)
     out: dict[str, Any] = {
         "schema_version": REPORT_SCHEMA_VERSION,
-        "results_schema_version": RESULTS_SCHEMA_VERSION,
+        "results_schema_version": report.latest.results_schema_version,
         "tool": "spec-ab",
         "tool_version": report.tool_version,
         "run_ids": [r.run_id for r in report.runs],

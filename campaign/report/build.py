@@ -31,11 +31,10 @@ from campaign.report.model import (
     Loader,
     PreparedRule,
     Report,
-    RunLike,
     RunReport,
 )
-from campaign.spec import Preregistration
-from campaign.store import load_runs, rule_hash
+from campaign.spec import Campaign
+from campaign.store import RunDir, load_runs, rule_hash
 
 # --------------------------------------------------------------------------- building
 
@@ -62,14 +61,14 @@ def build_report(
     if not run_dirs:
         raise UsageError("give at least one run directory", hint="spec-ab report results/<run>")
     if loader is None:
-        runs: list[RunLike] = list(load_runs([Path(d) for d in run_dirs]))
+        runs = load_runs([Path(d) for d in run_dirs])
     else:
         runs = [loader(Path(d)) for d in run_dirs]
     overrides = dict(rule_overrides or {})
     cache: dict[Any, Any] = {}
     prepared = [_prepare(run, overrides, cache) for run in runs]
     newest = max(range(len(runs)), key=lambda i: (
-        str(runs[i].preregistration.get("registered_at", "")), runs[i].run_id))
+        runs[i].registration.registered_at, runs[i].run_id))
     shown: set[str] = set(vd.DESCRIPTIVE_METRICS)
     rule_new = prepared[newest].rule
     shown.add(rule_new.metric)
@@ -103,31 +102,32 @@ def build_report(
             raise ResultsError(f"{csv_path}: {exc}",
                                hint="the file is damaged or the pass never measured it") from None
         aa_band = None
-        if aa.is_aa(run.campaign, arms):
+        if run.campaign is not None and aa.is_aa(run.campaign, arms):
             try:
                 aa_band = aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
             except oc.DataProblem:
                 aa_band = None
-        prereg = run.preregistration
+        reg, frozen = run.registration, run.campaign
         out.append(RunReport(
             run_id=run.run_id,
             run_dir=run.run_dir,
-            campaign=str(prereg.get("campaign") or run.campaign.get("name", "")),
-            hypothesis=str(run.campaign.get("hypothesis", "") or "").strip(),
-            lane=str(run.campaign.get("lane", "")),
-            registered_at=str(prereg.get("registered_at", "")),
+            campaign=reg.campaign,
+            hypothesis="" if frozen is None else frozen.hypothesis.strip(),
+            lane="" if frozen is None else frozen.lane,
+            registered_at=reg.registered_at,
             complete=bool(run.complete),
             arms=tuple(arms),
             rule=rule,
             rule_dict=rule_dict,
             # without overrides the rule used is the registered one (its hash was checked)
-            rule_sha256=rule_hash(rule_dict) if overrides else str(prereg["sha256"]),
-            registered_sha256=str(prereg["sha256"]),
+            rule_sha256=rule_hash(rule_dict) if overrides else reg.sha256,
+            registered_sha256=reg.sha256,
             overrides=overrides,
             edited_after_registration=prep.edited,
             verdict=verdict,
             aa=aa_band,
             notes=prep.notes,
+            results_schema_version=run.schema_version,
         ))
     out.sort(key=lambda r: (r.registered_at, r.run_id))
     return Report(runs=tuple(out))
@@ -148,7 +148,7 @@ def _stack(frames: Sequence[pd.DataFrame], run_ids: Sequence[str]) -> pd.DataFra
 
 def _rows_needed(
     rows: pd.DataFrame,
-    runs: Sequence[RunLike],
+    runs: Sequence[RunDir],
     prepared: Sequence[PreparedRule],
     newest: int,
     shown: set[str],
@@ -189,37 +189,38 @@ def _rows_needed(
 
 
 def _prepare(
-    run: RunLike, overrides: dict[str, str], cache: dict[Any, Any]
+    run: RunDir, overrides: dict[str, str], cache: dict[Any, Any]
 ) -> PreparedRule:
     """The rule to judge a run under: the registered one, checked against its hash.
 
     Runs of a nightly history share their rule: the parsed result is cached by hash."""
     path = run.run_dir / "preregistration.json"
-    prereg = run.preregistration
-    for key in ("rule", "sha256", "drift_band", "arms"):
-        if key not in prereg:
-            raise ResultsError(f"{path}: '{key}' is missing")
-    registered = prereg["rule"]
-    if not isinstance(registered, dict) or rule_hash(registered) != prereg["sha256"]:
+    reg = run.registration
+    registered = reg.rule
+    if not reg.rule_intact:
         raise ResultsError(
             f"{path}: the rule does not match its sha256 — the file was changed after "
             "registration, so no verdict can claim to be pre-registered",
             hint="re-run the campaign, or report with --rule overrides (exploratory)",
         )
-    band = prereg["drift_band"]
-    if not isinstance(band, int | float) or isinstance(band, bool) or not 0 <= band < 1:
-        raise ResultsError(f"{path}: drift_band {band!r} is not a fraction in [0, 1)")
-    frozen = run.campaign.get("preregistration")
-    cache_key = (prereg["sha256"], float(band))
+    band = reg.drift_band
+    frozen = (run.campaign.preregistration if run.campaign is not None
+              else run.campaign_problems)
+    cache_key = (reg.sha256, band)
     hit = cache.get(cache_key)
     if hit is not None and hit[0] == frozen:
         return hit[1]  # type: ignore[no-any-return]
     notes: list[str] = []
-    edited = _edited_keys(registered, frozen)
+    edited = _edited_keys(registered, run.campaign, run.campaign_problems)
     if edited:
         notes.append(
             "campaign.yaml's rule was edited after registration (" + ", ".join(edited)
             + "): the registered rule is used"
+        )
+    elif run.campaign is None:
+        notes.append(
+            f"campaign.yaml is not a valid campaign for this spec-ab ({run.campaign_problems[0]})"
+            ": the registered rule is used; the hypothesis, lane and level order are not shown"
         )
     rule_dict = dict(registered)
     if overrides:
@@ -244,15 +245,13 @@ def _prepare(
     return result
 
 
-def _edited_keys(registered: dict[str, Any], frozen: Any) -> tuple[str, ...]:
+def _edited_keys(registered: dict[str, Any], frozen: Campaign | None,
+                 problems: Sequence[str]) -> tuple[str, ...]:
     if frozen is None:
-        frozen = {}
-    if not isinstance(frozen, dict):
-        return ("preregistration",)
-    try:
-        now = Preregistration.model_validate(frozen).model_dump(mode="json", by_alias=True)
-    except ValidationError:
-        return ("preregistration (no longer valid)",)
+        if any(p.startswith("preregistration") for p in problems):
+            return ("preregistration (no longer valid)",)
+        return ()
+    now = frozen.preregistration.model_dump(mode="json", by_alias=True)
     # Only what was registered can have been edited: a key the registered rule lacks is a
     # field added by a later spec-ab (filled with its default), not an edit.
     return tuple(k for k in sorted(registered) if _differs(registered[k], now.get(k)))
@@ -264,26 +263,18 @@ def _differs(registered: Any, now: Any) -> bool:
     return bool(registered != now)
 
 
-def _arms(run: RunLike) -> list[str]:
-    arms = [str(a) for a in run.preregistration.get("arms") or []]
-    if "control" in arms:
-        arms = ["control", *(a for a in arms if a != "control")]
+def _arms(run: RunDir) -> list[str]:
+    arms = run.registration.arm_order
     if len(arms) < 2:
         raise ResultsError(f"{run.run_dir / 'preregistration.json'}: needs control + a candidate")
     return arms
 
 
-def _level_order(campaign: dict[str, Any]) -> list[str]:
-    wl = campaign.get("workloads") or {}
-    order: list[str] = []
-    knee = wl.get("knee") or {}
-    if isinstance(knee, dict):
-        conc = knee.get("concurrency") or [1, 2, 4, 8, 16]
-        order += [f"c{c}" for c in sorted(int(c) for c in conc)]
-    agent = wl.get("agentfix") or {}
-    if isinstance(agent, dict):
-        order += [str(k) for k in (agent.get("fixtures") or {})]
-    return order
+def _level_order(campaign: Campaign | None) -> list[str]:
+    """Knee levels by concurrency, then the agent-fixture classes in file order."""
+    if campaign is None:
+        return []
+    return campaign.workloads.levels("knee") + campaign.workloads.levels("agentfix")
 
 
 # --------------------------------------------------------------------------- exit codes

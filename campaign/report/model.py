@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-import pandas as pd
-
-from campaign import __version__
+from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign.aa import BandRecommendation
 from campaign.outcome import Cell, RunVerdict
 from campaign.rule import Decision, Rule
+from campaign.store import RunDir
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the JSON report (bumped when a key changes meaning or disappears).
@@ -26,24 +25,7 @@ Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"
 
 
-class RunLike(Protocol):
-    """What a report reads of a run (`campaign.store.RunData` has it)."""
-
-    @property
-    def run_dir(self) -> Path: ...
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def passes(self) -> pd.DataFrame: ...
-    @property
-    def preregistration(self) -> dict[str, Any]: ...
-    @property
-    def campaign(self) -> dict[str, Any]: ...
-    @property
-    def complete(self) -> bool: ...
-
-
-Loader = Callable[[Path], RunLike]
+Loader = Callable[[Path], RunDir]
 
 
 @dataclass(frozen=True)
@@ -81,6 +63,8 @@ class RunReport:
     verdict: RunVerdict
     aa: BandRecommendation | None = None
     notes: tuple[str, ...] = ()
+    results_schema_version: int = RESULTS_SCHEMA_VERSION
+    """The results schema the run directory was written with."""
 
     @property
     def exploratory(self) -> bool:
