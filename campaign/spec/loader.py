@@ -217,9 +217,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign
         for p in _problems_from(exc, data, lines):
             problems.append(p.replace(".overrides", ""))
         raise SpecError(str(path), problems) from None
-    campaign._source = path.resolve()
-    if base_dir is not None:
-        campaign._base_dir = base_dir.resolve()
+    campaign = campaign.with_source(path, base_dir)
 
     server_raw = _plain(raw["server"])
     launches: dict[str, LaunchModel] = {}
@@ -243,8 +241,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None) -> Campaign
     problems.extend(_semantic_problems(campaign, launches, lines))
     if problems:
         raise SpecError(str(path), problems)
-    campaign._launches = launches
-    return campaign
+    return campaign.with_launches(launches)
 
 
 def _arm_problems(

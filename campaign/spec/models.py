@@ -358,6 +358,20 @@ class Campaign(Model):
             return self._base_dir
         return self._source.parent if self._source else Path.cwd()
 
+    def with_source(self, path: Path, base_dir: Path | None = None) -> Campaign:
+        """This campaign as read from `path`; relative paths resolve against `base_dir`
+        (default: the file's folder)."""
+        out = self.model_copy()
+        out._source = path.resolve()
+        out._base_dir = base_dir.resolve() if base_dir is not None else None
+        return out
+
+    def with_launches(self, launches: Mapping[str, LaunchModel]) -> Campaign:
+        """This campaign with each arm's merged server launch."""
+        out = self.model_copy()
+        out._launches = dict(launches)
+        return out
+
     def resolve(self, path: Path | str) -> Path:
         """A path from the file, relative to the campaign file's folder."""
         p = Path(path).expanduser()
