@@ -10,6 +10,13 @@ Import from here: `from campaign.spec import Campaign, load_campaign, DockerLaun
 """
 
 from campaign.spec.base import CONTROL, NAME_RE, Model
+from campaign.spec.files import (
+    LocalFile,
+    file_problems,
+    format_yaml_path,
+    local_files,
+    missing_files,
+)
 from campaign.spec.launch import (
     LAUNCH_ADAPTER,
     DockerLaunch,
@@ -64,6 +71,7 @@ __all__ = [
     "KneeWorkload",
     "Launch",
     "LaunchModel",
+    "LocalFile",
     "Model",
     "Preregistration",
     "ProcessLaunch",
@@ -72,7 +80,11 @@ __all__ = [
     "Volume",
     "WarmupPass",
     "Workloads",
+    "file_problems",
+    "format_yaml_path",
     "load_campaign",
+    "local_files",
     "merge",
+    "missing_files",
     "parse_volume",
 ]

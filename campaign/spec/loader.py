@@ -8,7 +8,7 @@ raises one `SpecError` listing every problem as `yaml.path: what is wrong (line 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from ruamel.yaml.error import MarkedYAMLError
 
 from campaign.errors import SpecError
 from campaign.spec.base import CONTROL
+from campaign.spec.files import format_yaml_path, missing_files
 from campaign.spec.launch import (
     LAUNCH_ADAPTER,
     DockerLaunch,
@@ -28,8 +29,6 @@ from campaign.spec.launch import (
     ProcessLaunch,
     Readiness,
     ReadyCheck,
-    Volume,
-    parse_volume,
 )
 from campaign.spec.models import (
     ARM_OWN_FIELDS,
@@ -85,7 +84,7 @@ class _Lines:
     def problem(self, path: tuple[str | int, ...], msg: str) -> str:
         """One problem line: `yaml.path: what is wrong (line N)`."""
         ln = self.line(path)
-        return f"{_fmt_path(path)}: {msg}" + (f" (line {ln})" if ln else "")
+        return f"{format_yaml_path(path)}: {msg}" + (f" (line {ln})" if ln else "")
 
 
 def _all_field_names() -> list[str]:
@@ -100,16 +99,6 @@ def _all_field_names() -> list[str]:
             names.add(f.alias or name)
     names.discard("overrides")
     return sorted(names)
-
-
-def _fmt_path(path: tuple[str | int, ...]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
 
 
 _TAGS = {"process", "external", "docker", "function-after", "function-before"}
@@ -280,28 +269,17 @@ def _arm_problems(
 def _semantic_problems(
     campaign: Campaign, launches: dict[str, LaunchModel], lines: _Lines
 ) -> list[str]:
-    """Cross-field checks: files that must exist, cells that must name real levels."""
+    """Cross-field checks: relative files that must exist, cells that must name real
+    levels, a drift band and pair count that make sense."""
     problems: list[str] = []
 
     def add(path: tuple[str | int, ...], msg: str) -> None:
         problems.append(lines.problem(path, msg))
 
-    wl = campaign.workloads
-    tok = Path(wl.tokenizer)
-    if not tok.is_absolute():
-        resolved = campaign.resolve(tok)
-        if not resolved.is_dir():
-            add(("workloads", "tokenizer"), f"tokenizer folder {tok} does not exist")
-        elif not (resolved / "tokenizer.json").exists() and not (
-            resolved / "tokenizer_config.json"
-        ).exists():
-            add(("workloads", "tokenizer"), f"{tok} has no tokenizer.json")
-    if wl.agentfix:
-        for cls, file in wl.agentfix.fixtures.items():
-            if not Path(file).is_absolute() and not campaign.resolve(file).is_file():
-                add(("workloads", "agentfix", "fixtures", cls),
-                    f"fixture file {file} does not exist")
+    for path, msg in missing_files(campaign, launches, relative_only=True):
+        add(path, msg)  # absolute paths belong to the machine: the preflight checks them
 
+    wl = campaign.workloads
     for i, cell in enumerate(campaign.preregistration.decision_cells):
         levels = wl.levels(cell.workload)
         if not levels:
@@ -325,46 +303,4 @@ def _semantic_problems(
     if campaign.preregistration.order == "ABBA" and campaign.preregistration.pairs % 2:
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
-
-    for arm, launch in launches.items():
-        for path, vol in _volume_entries(campaign, arm, launch):
-            src = vol.source
-            if vol.is_named or Path(src).is_absolute() or _remote(launch, path):
-                continue  # absolute / remote sources are checked by the preflight
-            if not campaign.resolve(src).exists():
-                add(path, f"source {src} does not exist")
-        if (isinstance(launch, ProcessLaunch) and launch.cwd and not launch.cwd.is_absolute()
-                and not campaign.resolve(launch.cwd).is_dir()):
-            add(("server", "cwd"), f"folder {launch.cwd} does not exist")
     return problems
-
-
-def _remote(launch: LaunchModel, path: tuple[str | int, ...]) -> bool:
-    if not isinstance(launch, DockerLaunch):
-        return False
-    if "extra_containers" in path:
-        idx = path[path.index("extra_containers") + 1]
-        assert isinstance(idx, int)
-        return launch.extra_containers[idx].docker_host is not None
-    return launch.docker_host is not None
-
-
-def _volume_entries(
-    campaign: Campaign, arm: str, launch: LaunchModel
-) -> Iterator[tuple[tuple[str | int, ...], Volume]]:
-    """Each volume with the YAML path it was written at (server or arm)."""
-    if not isinstance(launch, DockerLaunch):
-        return
-    base = campaign.server.volumes if isinstance(campaign.server, DockerLaunch) else []
-    for i, spec in enumerate(launch.volumes):
-        if i < len(base):
-            if arm != CONTROL:
-                continue  # reported once, for the control
-            yield ("server", "volumes", i), parse_volume(spec)
-        else:
-            yield ("arms", arm, "volumes", i - len(base)), parse_volume(spec)
-    for j, extra in enumerate(launch.extra_containers):
-        if arm != CONTROL:
-            continue
-        for i, spec in enumerate(extra.volumes):
-            yield ("server", "extra_containers", j, "volumes", i), parse_volume(spec)
