@@ -17,7 +17,7 @@ from typing import Any
 
 from campaign import __version__
 from campaign.loadgen import aiperf_version
-from campaign.spec import Campaign, DockerLaunch, parse_volume
+from campaign.spec import Campaign, DockerLaunch, local_files
 from campaign.textfiles import sha256_file
 
 SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -45,25 +45,12 @@ def gpu_facts() -> list[dict[str, str]] | None:
 
 
 def bind_mount_hashes(campaign: Campaign) -> dict[str, dict[str, str]]:
-    """arm → {host file: sha256} for every bind-mounted local file."""
-    out: dict[str, dict[str, str]] = {}
-    for arm, launch in campaign.launches.items():
-        if not isinstance(launch, DockerLaunch):
-            continue
-        specs = list(launch.volumes)
-        for extra in launch.extra_containers:
-            if extra.docker_host is None:
-                specs.extend(extra.volumes)
-        hashes: dict[str, str] = {}
-        for spec in specs:
-            vol = parse_volume(spec)
-            if vol.is_named or launch.docker_host is not None:
-                continue
-            path = campaign.resolve(vol.source)
-            if path.is_file():
-                hashes[str(path)] = sha256_file(path)
-        out[arm] = hashes
-    return out
+    """arm → {host file: sha256} for every bind-mounted local file (docker arms)."""
+    mounts = [f for f in local_files(campaign) if f.kind == "mount" and f.resolved.is_file()]
+    return {
+        arm: {str(f.resolved): sha256_file(f.resolved) for f in mounts if f.arm == arm}
+        for arm, launch in campaign.launches.items() if isinstance(launch, DockerLaunch)
+    }
 
 
 def collect(campaign: Campaign) -> dict[str, Any]:

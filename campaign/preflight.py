@@ -11,7 +11,14 @@ import subprocess
 from collections.abc import Callable
 
 from campaign.readiness import port_open
-from campaign.spec import Campaign, DockerLaunch, ExternalLaunch, ProcessLaunch
+from campaign.spec import (
+    Campaign,
+    DockerLaunch,
+    ExternalLaunch,
+    ProcessLaunch,
+    file_problems,
+    format_yaml_path,
+)
 
 GPU_BUSY_MEMORY_MIB = 2048
 GPU_BUSY_UTIL_PCT = 10
@@ -42,19 +49,23 @@ def port_in_use(host: str, port: int) -> bool:
     return port_open(host, port, timeout=0.3)
 
 
+_WHAT_TO_DO: dict[str, str] = {
+    "tokenizer": "copy the model's tokenizer.json + tokenizer_config.json there (AIPerf "
+                 "loads it offline)",
+    "fixture": "create it or fix the path",
+    "mount": "create it or fix the volume",
+    "cwd": "create it or fix the path",
+}
+
+
 def _files(campaign: Campaign) -> list[str]:
+    """Every local file and folder the campaign names (absolute paths and bind-mount
+    sources included): missing ones, each with where it is written and what to do."""
     problems = []
-    tok = campaign.resolve(campaign.workloads.tokenizer)
-    if not tok.is_dir():
-        problems.append(f"tokenizer folder {tok} does not exist: copy the model's "
-                        "tokenizer.json + tokenizer_config.json there (AIPerf loads it offline)")
-    elif not (tok / "tokenizer.json").exists() and not (tok / "tokenizer_config.json").exists():
-        problems.append(f"{tok} has no tokenizer.json / tokenizer_config.json")
-    if campaign.workloads.agentfix:
-        for cls, f in campaign.workloads.agentfix.fixtures.items():
-            if not campaign.resolve(f).is_file():
-                problems.append(f"fixture file for class {cls} not found: {campaign.resolve(f)}")
-    return problems  # bind-mount sources: the docker backend's preflight checks them
+    for f, msg in file_problems(campaign):
+        where = "" if f.declared == str(f.resolved) else f" ({f.resolved})"
+        problems.append(f"{format_yaml_path(f.yaml_path)}: {msg}{where} → {_WHAT_TO_DO[f.kind]}")
+    return problems
 
 
 def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
@@ -83,8 +94,8 @@ def _docker(campaign: Campaign) -> list[str]:
     except ImportError as exc:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
-    for launch in launches:
-        for p in docker_backend.preflight(launch, campaign.base_dir):
+    for launch in launches:  # bind-mount sources: checked with the other files (`_files`)
+        for p in docker_backend.preflight(launch):
             if p not in problems:
                 problems.append(p)
     return problems

@@ -3,17 +3,23 @@ naming the YAML path and line, table-driven from a valid base file."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from campaign.errors import SpecError
+from campaign.manifest import bind_mount_hashes
+from campaign.preflight import _files as preflight_files
 from campaign.spec import (
     DockerLaunch,
     ProcessLaunch,
     load_campaign,
+    local_files,
     merge,
+    missing_files,
     parse_volume,
 )
 
@@ -230,3 +236,96 @@ def test_templates_match_examples(repo_root: Path) -> None:
         e = (repo_root / "examples" / f"{example}.yaml").read_text()
         assert t == e.replace("../fixtures/", "fixtures/").replace(
             "patches/", "examples/patches/"), template
+
+
+# --------------------------------------------------------------------------- local files
+
+
+def docker_with(volumes: list[str], *, arm_volumes: Sequence[str] = (), extra: str = "") -> str:
+    """The docker base with these server volumes, depth7 volumes and extra YAML under server.
+    (A bare `name:/x` is a named docker volume: local files are written `./name`.)"""
+    text = docker_base().replace("  volumes:\n    - /tmp:/cache\n",
+                                 "  volumes:\n" + "".join(f"    - {v}\n" for v in volumes)
+                                 + extra)
+    if arm_volumes:
+        text = text.replace("  depth7:\n", "  depth7:\n    volumes:\n"
+                            + "".join(f"      - {v}\n" for v in arm_volumes))
+    return text
+
+
+def test_local_files_name_every_local_path(tmp_path: Path) -> None:
+    text = docker_with(["/tmp:/cache", "./patch.py:/opt/patch.py", "hf-cache:/root/.cache"],
+                       arm_volumes=["./tok:/tok"])
+    c = load_campaign(write(tmp_path, text))
+    got = [(f.yaml_path, f.kind, f.declared, f.arm, f.must_be) for f in local_files(c)]
+    assert got == [
+        (("workloads", "tokenizer"), "tokenizer", "tok", None, "dir"),
+        (("workloads", "agentfix", "fixtures", "shell"), "fixture", "shell.jsonl", None, "file"),
+        (("server", "volumes", 0), "mount", "/tmp", "control", "any"),
+        (("server", "volumes", 1), "mount", "./patch.py", "control", "any"),
+        (("server", "volumes", 0), "mount", "/tmp", "depth7", "any"),
+        (("server", "volumes", 1), "mount", "./patch.py", "depth7", "any"),
+        (("arms", "depth7", "volumes", 0), "mount", "./tok", "depth7", "any"),
+    ]  # the named volume hf-cache is not a local path
+    assert local_files(c)[3].resolved == tmp_path / "patch.py"
+    assert missing_files(c) == []
+
+
+def test_missing_fixture_and_tokenizer_without_tokenizer_json(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, BASE))
+    (tmp_path / "shell.jsonl").unlink()
+    (tmp_path / "tok" / "tokenizer.json").unlink()
+    assert missing_files(c) == [
+        (("workloads", "tokenizer"), "tok has no tokenizer.json"),
+        (("workloads", "agentfix", "fixtures", "shell"), "fixture file shell.jsonl does not exist"),
+    ]
+
+
+def test_absolute_paths_are_left_to_the_preflight(tmp_path: Path) -> None:
+    gone = tmp_path / "elsewhere" / "shell.jsonl"
+    c = load_campaign(write(tmp_path, sub("shell: shell.jsonl", f"shell: {gone}")))
+    assert missing_files(c, relative_only=True) == []
+    assert missing_files(c) == [(("workloads", "agentfix", "fixtures", "shell"),
+                                 f"fixture file {gone} does not exist")]
+    (problem,) = preflight_files(c)
+    assert problem.startswith("workloads.agentfix.fixtures.shell: fixture file ")
+    assert "→ create it or fix the path" in problem
+
+
+def test_missing_relative_mount_reported_once_at_its_yaml_path(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, docker_with(["/tmp:/cache", "./patch.py:/p.py"],
+                                                  arm_volumes=["./patch.py:/q.py"])))
+    (tmp_path / "patch.py").unlink()
+    assert missing_files(c) == [
+        (("server", "volumes", 1), "source ./patch.py does not exist"),
+        (("arms", "depth7", "volumes", 0), "source ./patch.py does not exist"),
+    ]
+    problems = preflight_files(c)
+    assert problems[0] == (f"server.volumes[1]: source ./patch.py does not exist "
+                           f"({tmp_path / 'patch.py'}) → create it or fix the volume")
+    with pytest.raises(SpecError) as info:
+        load_campaign(tmp_path / "campaign.yaml")
+    assert any(p.startswith("server.volumes[1]: source ./patch.py does not exist (line ")
+               for p in info.value.problems)
+
+
+def test_mounts_on_a_remote_docker_host_are_skipped(tmp_path: Path) -> None:
+    extra = ("  extra_containers:\n"
+             "    - name: far\n      image: x\n      docker_host: ssh://spark2\n"
+             "      volumes: [./nowhere/a.py:/a.py]\n"
+             "    - name: near\n      image: x\n      volumes: [./patch.py:/p.py]\n")
+    c = load_campaign(write(tmp_path, docker_with(["./missing/b.py:/b.py"], extra=extra)
+                            .replace("  port: 18999\n", "  port: 18999\n"
+                                     "  docker_host: ssh://spark1\n")))
+    mounts = [(f.yaml_path, f.arm) for f in local_files(c) if f.kind == "mount"]
+    assert mounts == [(("server", "extra_containers", 1, "volumes", 0), "control"),
+                      (("server", "extra_containers", 1, "volumes", 0), "depth7")]
+    assert missing_files(c) == []
+
+
+def test_manifest_hashes_mounted_files(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, docker_with(["/tmp:/cache"],
+                                                  arm_volumes=["./patch.py:/p.py"])))
+    digest = hashlib.sha256((tmp_path / "patch.py").read_bytes()).hexdigest()
+    assert bind_mount_hashes(c) == {"control": {},
+                                    "depth7": {str(tmp_path / "patch.py"): digest}}

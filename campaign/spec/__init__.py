@@ -1,0 +1,90 @@
+"""The campaign file: its models, `load_campaign(path)` and the local files it names.
+
+    base     the strict frozen `Model`, `CONTROL`, `NAME_RE`
+    launch   how a server starts: process, external and docker launches, volumes
+    models   rule, workloads, arms, `Campaign`, the arm merge rule
+    files    which local files and folders a campaign names, and which are missing
+    loader   YAML → `Campaign`, one `SpecError` line per problem (YAML path + line)
+
+Import from here: `from campaign.spec import Campaign, load_campaign, DockerLaunch`.
+"""
+
+from campaign.spec.base import CONTROL, NAME_RE, Model
+from campaign.spec.files import (
+    LocalFile,
+    file_problems,
+    format_yaml_path,
+    local_files,
+    missing_files,
+)
+from campaign.spec.launch import (
+    LAUNCH_ADAPTER,
+    DockerLaunch,
+    Env,
+    ExternalLaunch,
+    ExtraContainer,
+    Gpus,
+    Launch,
+    LaunchModel,
+    ProcessLaunch,
+    Readiness,
+    ReadyCheck,
+    Volume,
+    parse_volume,
+)
+from campaign.spec.loader import load_campaign
+from campaign.spec.models import (
+    ARM_OWN_FIELDS,
+    FIXTURE_CLASSES,
+    AgentfixWorkload,
+    ArmSpec,
+    Campaign,
+    DecisionCell,
+    DriftFrom,
+    Gates,
+    Guardrail,
+    KneeWorkload,
+    Preregistration,
+    WarmupPass,
+    Workloads,
+    merge,
+)
+
+__all__ = [
+    "ARM_OWN_FIELDS",
+    "CONTROL",
+    "FIXTURE_CLASSES",
+    "LAUNCH_ADAPTER",
+    "NAME_RE",
+    "AgentfixWorkload",
+    "ArmSpec",
+    "Campaign",
+    "DecisionCell",
+    "DockerLaunch",
+    "DriftFrom",
+    "Env",
+    "ExternalLaunch",
+    "ExtraContainer",
+    "Gates",
+    "Gpus",
+    "Guardrail",
+    "KneeWorkload",
+    "Launch",
+    "LaunchModel",
+    "LocalFile",
+    "Model",
+    "Preregistration",
+    "ProcessLaunch",
+    "Readiness",
+    "ReadyCheck",
+    "Volume",
+    "WarmupPass",
+    "Workloads",
+    "file_problems",
+    "format_yaml_path",
+    "load_campaign",
+    "local_files",
+    "merge",
+    "missing_files",
+    "parse_volume",
+]
