@@ -1,13 +1,14 @@
 """Leftovers of runs that are no longer alive: the core of `spec-ab clean`, and what
 `spec-ab run` checks before it takes the lane.
 
-A run marks everything it starts. Containers carry the labels `spec-ab.run`, the runner's
-pid, the pid's start time and the runner's host (`campaign.servers.docker.runner_labels`);
-process-backend children carry `SPECAB_RUN_ID` and `SPECAB_RUNNER_PID` in their environment
-(`campaign.servers.process.child_env`). Something is a leftover when the runner that
-started it is gone: its pid no longer runs, or now belongs to a younger process (pids are
-reused, so the start time is compared). Containers started by a runner on another host
-are never judged from here: they are reported as notes, to be cleaned on that host.
+A run marks everything it starts (the names are in `campaign.markers`). Containers carry
+the run id, the runner's pid, the pid's start time and the runner's host
+(`campaign.servers.docker.runner_labels`); process-backend children carry the run id and
+the runner's pid in their environment (`campaign.servers.process.child_env`). Something is
+a leftover when the runner that started it is gone: its pid no longer runs, or now belongs
+to a younger process (pids are reused, so the start time is compared). Containers started
+by a runner on another host are never judged from here: they are reported as notes, to be
+cleaned on that host.
 """
 
 from __future__ import annotations
@@ -22,17 +23,19 @@ from typing import Any, Literal
 import psutil
 from docker.errors import DockerException, NotFound
 
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
-from campaign.servers.docker import (
+from campaign.markers import (
+    ARM_ENV,
     LABEL_ARM,
     LABEL_HOST,
     LABEL_PAIR,
     LABEL_PID,
     LABEL_PID_START,
     LABEL_RUN,
-    ClientFactory,
-    default_client,
+    PAIR_ENV,
+    RUN_ENV,
+    RUNNER_PID_ENV,
 )
+from campaign.servers.docker.engine import ClientFactory, default_client
 
 PID_START_SLACK_S = 1.0
 """create_time() is rounded differently by the label and by psutil: compare within this."""
@@ -180,7 +183,7 @@ def _scan_processes(
             cmd = " ".join(info.get("cmdline") or []) or f"pid {info['pid']}"
             scan.append(Leftover(
                 kind="process", ident=str(info["pid"]), name=cmd[:120], run_id=run_id,
-                why=why, pair=env.get("SPECAB_PAIR"), arm=env.get("SPECAB_ARM"),
+                why=why, pair=env.get(PAIR_ENV), arm=env.get(ARM_ENV),
             ))
         except (psutil.Error, KeyError):
             continue

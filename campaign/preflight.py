@@ -79,12 +79,12 @@ def _docker(campaign: Campaign) -> list[str]:
     if not launches:
         return []
     try:
-        from campaign.servers import docker as docker_backend
+        from campaign.servers.docker.preflight import preflight as docker_preflight
     except ImportError as exc:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
     for launch in launches:
-        for p in docker_backend.preflight(launch, campaign.base_dir):
+        for p in docker_preflight(launch, campaign.base_dir):
             if p not in problems:
                 problems.append(p)
     return problems

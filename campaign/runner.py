@@ -28,11 +28,11 @@ import httpx
 
 from campaign import lanelock, loadgen, manifest, metrics
 from campaign.errors import Interrupted, ResultsError, ServerError
+from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
 from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
@@ -271,8 +271,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     ctx = ArmContext(
         run_id=store.run_id, pair=slot.pair, arm=slot.arm, log_path=arm_dir / "server.log",
         campaign_dir=campaign.base_dir,
-        labels={"spec-ab.run": store.run_id, "spec-ab.pair": str(slot.pair),
-                "spec-ab.arm": slot.arm, "spec-ab.pid": str(_pid())},
+        labels={**run_labels(store.run_id, slot.pair, slot.arm), LABEL_PID: str(_pid())},
     )
     server = rt.server_factory(launch, ctx)
     started_at = iso(rt.clock())

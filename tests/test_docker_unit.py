@@ -13,12 +13,9 @@ import pytest
 from docker.errors import DockerException, ImageNotFound, NotFound
 
 from campaign import cleanup
+from campaign.markers import LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import (
-    LABEL_HOST,
-    LABEL_PID,
-    LABEL_PID_START,
-    LABEL_RUN,
     DockerServer,
     create_kwargs,
     describe_state,

@@ -11,11 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-RUN_ENV = "SPECAB_RUN_ID"
-RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
-"""Every child a run starts carries these in its environment (`spec-ab clean` finds the
-ones whose runner is gone)."""
-
 
 @dataclass(frozen=True)
 class ArmContext:
@@ -29,7 +24,7 @@ class ArmContext:
     campaign_dir: Path
     """Relative paths in the campaign file resolve against this folder."""
     labels: dict[str, str] = field(default_factory=dict)
-    """Labels for everything started (`spec-ab.run`, `spec-ab.pair`, `spec-ab.arm`)."""
+    """Labels for everything started (`campaign.markers`: run, pair, arm)."""
 
 
 class Server(Protocol):
@@ -67,3 +62,4 @@ class Server(Protocol):
     def facts(self) -> dict[str, Any]:
         """Facts for the manifest (image digests, pids, hosts), JSON-serialisable."""
         ...
+

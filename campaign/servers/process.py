@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from campaign.errors import ServerError
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV, ArmContext
+from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
+from campaign.servers.base import ArmContext
 from campaign.spec import ProcessLaunch
 from campaign.textfiles import tail_lines
 
@@ -34,8 +35,8 @@ def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
     if ctx is not None:
         env[RUN_ENV] = ctx.run_id
         env[RUNNER_PID_ENV] = str(os.getpid())
-        env["SPECAB_ARM"] = ctx.arm
-        env["SPECAB_PAIR"] = str(ctx.pair)
+        env[ARM_ENV] = ctx.arm
+        env[PAIR_ENV] = str(ctx.pair)
     return env
 
 
