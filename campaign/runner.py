@@ -1,10 +1,10 @@
 """Executes a campaign: every arm of every pair, in the pre-registered order.
 
 For each slot: start the server → wait until ready → warm-up passes (thrown away) →
-measured passes, each wrapped in /metrics scrapes → stop the server (always, in a
-`finally`). Every event is appended to the journal before the next step, so a crash or
-Ctrl-C loses at most the pass under way; `--resume` redoes a pair cut in the middle
-whole (a pair must stay in one window) and keeps the frozen rule.
+measured passes, each wrapped in /metrics scrapes → stop the server (always: the slot runs
+inside `servers.base.serving`). Every event is appended to the journal before the next
+step, so a crash or Ctrl-C loses at most the pass under way; `--resume` redoes a pair cut
+in the middle whole (a pair must stay in one window) and keeps the frozen rule.
 
 Slow edges (server factory, pass runner, HTTP client, clocks) are parameters so tests
 can fake them; `spec-ab run` passes the real ones.
@@ -33,6 +33,7 @@ from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
+from campaign.servers.base import serving
 from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
@@ -284,27 +285,23 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     aiperf_s = 0.0
     invalid: list[str] = []
     try:
-        try:
-            server.start()
-            with rt.http() as client:
-                boot_s = wait_ready(
-                    server, launch.readiness, model=campaign.workloads.model,
-                    endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
-                    client=client, clock=rt.monotonic, sleep=_cancellable_sleep(rt))
-                store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
-                rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
-                            boot_s=boot_s)
-                for ap in arm_passes(campaign, slot.arm, server.base_url):
-                    _check_cancel(rt)
-                    spent, valid = _run_pass(campaign, store, rt, server, client, slot, ap,
-                                             arm_dir, pair_attempt, started_at)
-                    aiperf_s += spent
-                    if not valid and ap.measured:
-                        invalid.append(f"{slot.arm}/{ap.plan.name}")
-        finally:
-            facts = server.facts()
-            server.stop()
-            _write_captures(campaign, ctx.log_path, arm_dir)
+        with _captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
+                rt.http() as client:
+            boot_s = wait_ready(
+                server, launch.readiness, model=campaign.workloads.model,
+                endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
+                client=client, clock=rt.monotonic, sleep=_cancellable_sleep(rt))
+            store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
+            rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
+                        boot_s=boot_s)
+            for ap in arm_passes(campaign, slot.arm, server.base_url):
+                _check_cancel(rt)
+                spent, valid = _run_pass(campaign, store, rt, server, client, slot, ap,
+                                         arm_dir, pair_attempt, started_at)
+                aiperf_s += spent
+                if not valid and ap.measured:
+                    invalid.append(f"{slot.arm}/{ap.plan.name}")
+            facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
         store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
                       reason=str(exc))
@@ -423,6 +420,16 @@ def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
     """Throughput per level, for the journal and the progress line."""
     return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
             for lv in outcome.levels}
+
+
+@contextmanager
+def _captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterator[None]:
+    """Write the log captures when the block ends, however it ends (the server's log is
+    complete once the server, started inside the block, is stopped)."""
+    try:
+        yield
+    finally:
+        _write_captures(campaign, log_path, arm_dir)
 
 
 def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:

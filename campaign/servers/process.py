@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from campaign.errors import ServerError
 from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
-from campaign.servers.base import ArmContext
+from campaign.servers.base import ArmContext, ServerContext
 from campaign.spec import ProcessLaunch
 from campaign.textfiles import tail_lines
 
@@ -80,7 +80,7 @@ def _reap_group(pgid: int) -> None:
         pass
 
 
-class ProcessServer:
+class ProcessServer(ServerContext):
     """A server started as a local command (`backend: process`)."""
 
     def __init__(self, launch: ProcessLaunch, ctx: ArmContext, *,

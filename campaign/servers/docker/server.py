@@ -31,7 +31,7 @@ from docker.models.containers import Container
 
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LAUNCH
-from campaign.servers.base import ArmContext
+from campaign.servers.base import ArmContext, ServerContext
 from campaign.servers.docker.engine import (
     ClientFactory,
     default_client,
@@ -61,7 +61,7 @@ class _Started:
     log_path: Path | None = None
 
 
-class DockerServer:
+class DockerServer(ServerContext):
     """One arm as containers (`backend: docker`). See the module docstring."""
 
     def __init__(
