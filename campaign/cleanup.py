@@ -35,6 +35,7 @@ from campaign.markers import (
     RUN_ENV,
     RUNNER_PID_ENV,
 )
+from campaign.procgroup import stop_group
 from campaign.servers.docker.engine import ClientFactory, default_client
 
 PID_START_SLACK_S = 1.0
@@ -242,7 +243,8 @@ def remove_leftovers(
 
 def _kill(item: Leftover, grace_s: float) -> str:
     """SIGTERM the leftover's process group (the process backend starts each server as a
-    group leader), then SIGKILL what is left after `grace_s`."""
+    group leader), then SIGKILL what is left after `grace_s`. A process that leads no
+    group is signalled alone."""
     pid = int(item.ident)
     try:
         proc = psutil.Process(pid)
@@ -252,21 +254,14 @@ def _kill(item: Leftover, grace_s: float) -> str:
     members = [proc]
     if group:
         members += [p for p in proc.children(recursive=True) if _pgid(p.pid) == pid]
-        os.killpg(pid, signal.SIGTERM)
-    else:
-        proc.terminate()
-    _, left = psutil.wait_procs(members, timeout=grace_s)
-    for p in left:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    if group:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    psutil.wait_procs(left, timeout=5)
+
+    def ended(seconds: float) -> bool:
+        _, left = psutil.wait_procs(members, timeout=seconds)
+        return not left
+
+    stop_group(pid, first=signal.SIGTERM, grace_s=grace_s, wait=ended,
+               killpg=os.killpg if group else os.kill, kill_wait_s=5, sweep=group,
+               strict=True)
     return f"stopped {item.describe()}"
 
 
