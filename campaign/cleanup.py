@@ -37,6 +37,8 @@ from campaign.markers import (
 )
 from campaign.procgroup import stop_group
 from campaign.servers.docker.engine import ClientFactory, default_client
+from campaign.servers.docker.plan import docker_hosts
+from campaign.spec import Campaign, DockerLaunch
 
 PID_START_SLACK_S = 1.0
 """create_time() is rounded differently by the label and by psutil: compare within this."""
@@ -90,6 +92,15 @@ def runner_alive(pid: int, started: float | None = None) -> bool:
         return False
 
 
+def campaign_docker_hosts(campaign: Campaign) -> list[str | None]:
+    """Every docker engine a campaign uses (None = the local one, always looked at)."""
+    hosts: list[str | None] = [None]
+    for launch in campaign.launches.values():
+        if isinstance(launch, DockerLaunch):
+            hosts += [h for h in docker_hosts(launch) if h not in hosts]
+    return hosts
+
+
 def find_leftovers(
     client_factory: ClientFactory = default_client,
     *,
@@ -102,7 +113,7 @@ def find_leftovers(
     """Containers (on each docker host) and processes of runs whose runner is gone.
 
     `docker_hosts`: engines to look at (None = the local one / DOCKER_HOST); a campaign's
-    hosts come from `campaign.servers.docker.docker_hosts(launch)`. An unreachable engine
+    hosts come from `campaign_docker_hosts(campaign)`. An unreachable engine
     is a note, not an error, so `spec-ab clean` still handles process leftovers.
     """
     scan = Scan()
@@ -272,4 +283,11 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-__all__ = ["Leftover", "Scan", "find_leftovers", "remove_leftovers", "runner_alive"]
+__all__ = [
+    "Leftover",
+    "Scan",
+    "campaign_docker_hosts",
+    "find_leftovers",
+    "remove_leftovers",
+    "runner_alive",
+]

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from campaign import lanelock, loadgen, manifest, metrics
-from campaign.errors import Interrupted, ResultsError, ServerError
+from campaign.errors import Interrupted, PreflightError, ResultsError, ServerError
 from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
@@ -37,6 +37,9 @@ from campaign.servers.base import serving
 from campaign.spec import Campaign, DriftFrom, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
+
+if TYPE_CHECKING:
+    from campaign.cleanup import Scan
 
 
 class ProgressSink(Protocol):
@@ -100,6 +103,88 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
                   base_dir=str(campaign.base_dir))
     store.rebuild_passes_csv()
     return store
+
+
+def _no_note(text: str) -> None:
+    return None
+
+
+def run_campaign(
+    campaign: Campaign,
+    campaign_text: bytes | None,
+    out_root: Path | None,
+    rt: Runtime,
+    *,
+    resume: RunStore | None = None,
+    skip_preflight: bool = False,
+    shown_as: str | Path | None = None,
+    on_note: Callable[[str], None] = _no_note,
+    on_start: Callable[[RunStore], None] | None = None,
+    find_leftovers: Callable[[Campaign], Scan] | None = None,
+    preflight: Callable[[Campaign], tuple[list[str], list[str]]] | None = None,
+) -> RunResult:
+    """Run a campaign behind every guard `spec-ab run` has, in its order:
+
+    1. refuse leftovers of earlier runs (first: a leftover server also explains a busy
+       port the preflight would report);
+    2. the preflight, unless `skip_preflight` (any problem: PreflightError, exit 3);
+    3. create the run directory (freeze the rule, write the manifest) under `out_root`
+       (default: the campaign's results_dir), or continue `resume` (from `reopen_run`);
+    4. `on_start(store)`, then `execute`, which takes the lane lock for the whole run.
+
+    `campaign_text` is the campaign file as registered (default: its source file's bytes).
+    `shown_as` names the campaign in hints (the path the user gave); `on_note` receives
+    what the leftover scan could not judge. An interrupt raises `Interrupted` saying how to
+    resume. `find_leftovers` and `preflight` default to the real ones.
+    """
+    refuse_leftovers(campaign, on_note=on_note, find=find_leftovers)
+    if not skip_preflight:
+        if preflight is None:
+            from campaign.preflight import preflight as real_preflight
+
+            preflight = real_preflight
+        _, problems = preflight(campaign)
+        if problems:
+            raise PreflightError("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems),
+                                 hint=f"spec-ab check {shown_as or campaign.source} shows "
+                                 "details")
+    if resume is None:
+        root = out_root or campaign.resolve(campaign.results_dir)
+        if campaign_text is None:
+            if campaign.source is None:
+                raise ValueError("campaign_text is needed for a campaign without a file")
+            campaign_text = campaign.source.read_bytes()
+        store = start_run(campaign, campaign_text, root, rt)
+    else:
+        store = resume
+    if on_start is not None:
+        on_start(store)
+    try:
+        return execute(campaign, store, rt)
+    except Interrupted:
+        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
+                          f"spec-ab run --resume {store.run_dir}") from None
+
+
+def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
+                     find: Callable[[Campaign], Scan] | None = None) -> None:
+    """PreflightError when containers or processes of dead runs are still around (they
+    hold the lane's GPUs and ports); notes on what could not be judged go to `on_note`."""
+    if find is None:
+        from campaign import cleanup
+
+        leftovers = cleanup.find_leftovers(
+            docker_hosts=cleanup.campaign_docker_hosts(campaign))
+    else:
+        leftovers = find(campaign)
+    for note in leftovers.notes:
+        on_note(note)
+    if leftovers:
+        raise PreflightError(
+            f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
+            + ", ".join(str(x) for x in leftovers[:5]),
+            hint="remove them with `spec-ab clean`",
+        )
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
