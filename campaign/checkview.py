@@ -9,6 +9,7 @@ from rich.console import Console
 from campaign.duration import estimate
 from campaign.fmt import clock as human
 from campaign.loadgen import aiperf_command
+from campaign.markers import run_labels
 from campaign.passes import arm_passes
 from campaign.schedule import plan_slots
 from campaign.servers import ArmContext, make_server
@@ -18,8 +19,7 @@ from campaign.spec import Campaign
 def _ctx(campaign: Campaign, arm: str) -> ArmContext:
     return ArmContext(run_id="<run-id>", pair=1, arm=arm, log_path=Path("/dev/null"),
                       campaign_dir=campaign.base_dir,
-                      labels={"spec-ab.run": "<run-id>", "spec-ab.pair": "1",
-                              "spec-ab.arm": arm})
+                      labels=run_labels("<run-id>", 1, arm))
 
 
 def launch_lines(campaign: Campaign, arm: str) -> list[str]:

@@ -1,13 +1,14 @@
 """Leftovers of runs that are no longer alive: the core of `spec-ab clean`, and what
 `spec-ab run` checks before it takes the lane.
 
-A run marks everything it starts. Containers carry the labels `spec-ab.run`, the runner's
-pid, the pid's start time and the runner's host (`campaign.servers.docker.runner_labels`);
-process-backend children carry `SPECAB_RUN_ID` and `SPECAB_RUNNER_PID` in their environment
-(`campaign.servers.process.child_env`). Something is a leftover when the runner that
-started it is gone: its pid no longer runs, or now belongs to a younger process (pids are
-reused, so the start time is compared). Containers started by a runner on another host
-are never judged from here: they are reported as notes, to be cleaned on that host.
+A run marks everything it starts (the names are in `campaign.markers`). Containers carry
+the run id, the runner's pid, the pid's start time and the runner's host
+(`campaign.servers.docker.runner_labels`); process-backend children carry the run id and
+the runner's pid in their environment (`campaign.servers.process.child_env`). Something is
+a leftover when the runner that started it is gone: its pid no longer runs, or now belongs
+to a younger process (pids are reused, so the start time is compared). Containers started
+by a runner on another host are never judged from here: they are reported as notes, to be
+cleaned on that host.
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ from typing import Any, Literal
 import psutil
 from docker.errors import DockerException, NotFound
 
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
-from campaign.servers.docker import (
+from campaign.markers import (
+    ARM_ENV,
     LABEL_ARM,
     LABEL_HOST,
     LABEL_PAIR,
     LABEL_PID,
     LABEL_PID_START,
     LABEL_RUN,
-    ClientFactory,
-    default_client,
+    PAIR_ENV,
+    RUN_ENV,
+    RUNNER_PID_ENV,
 )
+from campaign.procgroup import stop_group
+from campaign.servers.docker.engine import ClientFactory, default_client
+from campaign.servers.docker.plan import docker_hosts
+from campaign.spec import Campaign, DockerLaunch
 
 PID_START_SLACK_S = 1.0
 """create_time() is rounded differently by the label and by psutil: compare within this."""
@@ -86,6 +92,15 @@ def runner_alive(pid: int, started: float | None = None) -> bool:
         return False
 
 
+def campaign_docker_hosts(campaign: Campaign) -> list[str | None]:
+    """Every docker engine a campaign uses (None = the local one, always looked at)."""
+    hosts: list[str | None] = [None]
+    for launch in campaign.launches.values():
+        if isinstance(launch, DockerLaunch):
+            hosts += [h for h in docker_hosts(launch) if h not in hosts]
+    return hosts
+
+
 def find_leftovers(
     client_factory: ClientFactory = default_client,
     *,
@@ -98,7 +113,7 @@ def find_leftovers(
     """Containers (on each docker host) and processes of runs whose runner is gone.
 
     `docker_hosts`: engines to look at (None = the local one / DOCKER_HOST); a campaign's
-    hosts come from `campaign.servers.docker.docker_hosts(launch)`. An unreachable engine
+    hosts come from `campaign_docker_hosts(campaign)`. An unreachable engine
     is a note, not an error, so `spec-ab clean` still handles process leftovers.
     """
     scan = Scan()
@@ -180,7 +195,7 @@ def _scan_processes(
             cmd = " ".join(info.get("cmdline") or []) or f"pid {info['pid']}"
             scan.append(Leftover(
                 kind="process", ident=str(info["pid"]), name=cmd[:120], run_id=run_id,
-                why=why, pair=env.get("SPECAB_PAIR"), arm=env.get("SPECAB_ARM"),
+                why=why, pair=env.get(PAIR_ENV), arm=env.get(ARM_ENV),
             ))
         except (psutil.Error, KeyError):
             continue
@@ -239,7 +254,8 @@ def remove_leftovers(
 
 def _kill(item: Leftover, grace_s: float) -> str:
     """SIGTERM the leftover's process group (the process backend starts each server as a
-    group leader), then SIGKILL what is left after `grace_s`."""
+    group leader), then SIGKILL what is left after `grace_s`. A process that leads no
+    group is signalled alone."""
     pid = int(item.ident)
     try:
         proc = psutil.Process(pid)
@@ -249,21 +265,14 @@ def _kill(item: Leftover, grace_s: float) -> str:
     members = [proc]
     if group:
         members += [p for p in proc.children(recursive=True) if _pgid(p.pid) == pid]
-        os.killpg(pid, signal.SIGTERM)
-    else:
-        proc.terminate()
-    _, left = psutil.wait_procs(members, timeout=grace_s)
-    for p in left:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    if group:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    psutil.wait_procs(left, timeout=5)
+
+    def ended(seconds: float) -> bool:
+        _, left = psutil.wait_procs(members, timeout=seconds)
+        return not left
+
+    stop_group(pid, first=signal.SIGTERM, grace_s=grace_s, wait=ended,
+               killpg=os.killpg if group else os.kill, kill_wait_s=5, sweep=group,
+               strict=True)
     return f"stopped {item.describe()}"
 
 
@@ -274,4 +283,11 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-__all__ = ["Leftover", "Scan", "find_leftovers", "remove_leftovers", "runner_alive"]
+__all__ = [
+    "Leftover",
+    "Scan",
+    "campaign_docker_hosts",
+    "find_leftovers",
+    "remove_leftovers",
+    "runner_alive",
+]

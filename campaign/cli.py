@@ -24,7 +24,6 @@ from campaign.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     CampaignError,
-    Interrupted,
     PreflightError,
     UsageError,
 )
@@ -125,14 +124,15 @@ def run(
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs), 3 infrastructure, 130 Ctrl-C."""
     from campaign import checkview, runner
-    from campaign.preflight import preflight as run_preflight
     from campaign.progress import make_progress
     from campaign.spec import load_campaign
+    from campaign.store import RunStore
 
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
     rt = runner.Runtime()
+    store: RunStore | None = None
     if resume is not None:
         store, campaign = runner.reopen_run(resume, rt)
         if campaign_file is not None:
@@ -144,61 +144,28 @@ def run(
     if dry_run:
         checkview.print_dry_run(out, campaign)
         return
-    _refuse_leftovers(campaign)  # first: a leftover server also explains a busy port
-    if not skip_preflight:
-        _, problems = run_preflight(campaign)
-        if problems:
-            raise PreflightError("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems),
-                                 hint=f"spec-ab check {campaign_file or resume} shows details")
-    if resume is None:
-        root = out_dir or campaign.resolve(campaign.results_dir)
-        assert campaign_file is not None
-        store = runner.start_run(campaign, campaign_file.read_bytes(), root, rt)
-    out.print(f"run directory: {store.run_dir}")
-    progress = make_progress(out)
-    rt.progress = progress
-    previous = _install_signal_handlers(rt.cancel)
+    previous: dict[int, Any] = {}
+
+    def on_start(run: RunStore) -> None:
+        out.print(f"run directory: {run.run_dir}")
+        rt.progress = make_progress(out)
+        previous.update(_install_signal_handlers(rt.cancel))
+
     try:
-        result = runner.execute(campaign, store, rt)
-    except Interrupted:
-        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
-                          f"spec-ab run --resume {store.run_dir}") from None
+        result = runner.run_campaign(
+            campaign, None, out_dir, rt, resume=store, skip_preflight=skip_preflight,
+            shown_as=campaign_file or resume, on_note=lambda note: err.print(f"note: {note}"),
+            on_start=on_start)
     finally:
-        close = getattr(progress, "close", None)
+        close = getattr(rt.progress, "close", None)
         if close:
             close()
         _restore_signal_handlers(previous)
-    _print_summary(store.run_dir)
+    _print_summary(result.run_dir)
     if not result.complete:
         bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
         err.print(f"[yellow]campaign incomplete[/] — {bad}")
         raise typer.Exit(EXIT_INCOMPLETE)
-
-
-def _docker_hosts(campaign: Any) -> list[str | None]:
-    """Every docker engine a campaign uses (None = the local one)."""
-    from campaign.servers.docker import docker_hosts
-    from campaign.spec import DockerLaunch
-
-    hosts: list[str | None] = [None]
-    for launch in campaign.launches.values():
-        if isinstance(launch, DockerLaunch):
-            hosts += [h for h in docker_hosts(launch) if h not in hosts]
-    return hosts
-
-
-def _refuse_leftovers(campaign: Any) -> None:
-    from campaign import cleanup
-
-    leftovers = cleanup.find_leftovers(docker_hosts=_docker_hosts(campaign))
-    for note in leftovers.notes:
-        err.print(f"note: {note}")
-    if leftovers:
-        raise PreflightError(
-            f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
-            + ", ".join(str(x) for x in leftovers[:5]),
-            hint="remove them with `spec-ab clean`",
-        )
 
 
 def _install_signal_handlers(cancel: Any) -> dict[int, Any]:
@@ -360,7 +327,7 @@ def clean(
     if campaign_file is not None:
         from campaign.spec import load_campaign
 
-        hosts = _docker_hosts(load_campaign(campaign_file))
+        hosts = cleanup.campaign_docker_hosts(load_campaign(campaign_file))
     leftovers = cleanup.find_leftovers(docker_hosts=hosts)
     for note in leftovers.notes:
         err.print(f"note: {note}")

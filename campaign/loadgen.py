@@ -27,7 +27,6 @@ What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured ex
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from campaign.errors import PassError
+from campaign.procgroup import signal_group, stop_group
 
 EXPORT_NAME = "profile_export_aiperf.json"
 AIPERF_SUBDIR = "aiperf"
@@ -388,17 +388,6 @@ def _child_env(tmpdir: str) -> dict[str, str]:
     return env
 
 
-def _signal_group(killpg: Callable[[int, int], None], pid: int, sig: int) -> bool:
-    """Send `sig` to the process group `pid`; False when the group is already gone."""
-    try:
-        killpg(pid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return False
-    return True
-
-
 def run_pass(
     plan: PassPlan,
     artifact_dir: Path,
@@ -459,12 +448,12 @@ def run_pass(
                         break
             finally:
                 if proc.poll() is None:  # an exception above: never leave AIPerf running
-                    _signal_group(killpg, proc.pid, signal.SIGKILL)
+                    signal_group(proc.pid, signal.SIGKILL, killpg=killpg)
                     proc.wait()
                 # AIPerf's services share its group; one left behind is killed here. Not a
                 # problem of the pass: the measurement is over, and a member that exited
                 # but is not yet reaped also answers the signal.
-                stragglers = _signal_group(killpg, proc.pid, signal.SIGKILL)
+                stragglers = signal_group(proc.pid, signal.SIGKILL, killpg=killpg)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     wall_s = clock() - start
@@ -528,13 +517,7 @@ def _stop(
     problems: list[str],
 ) -> None:
     """SIGINT to the group (partial exports get written), SIGKILL after `grace_s`."""
-    _signal_group(killpg, proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=grace_s)
-        return
-    except subprocess.TimeoutExpired:
-        pass
-    problems.append(f"aiperf ignored SIGINT for {grace_s:g} s: killed (SIGKILL)")
-    _signal_group(killpg, proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
+    result = stop_group(proc.pid, first=signal.SIGINT, grace_s=grace_s, wait=proc,
+                        killpg=killpg)
+    if result.killed:
+        problems.append(f"aiperf ignored SIGINT for {grace_s:g} s: killed (SIGKILL)")

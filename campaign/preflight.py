@@ -90,12 +90,12 @@ def _docker(campaign: Campaign) -> list[str]:
     if not launches:
         return []
     try:
-        from campaign.servers import docker as docker_backend
+        from campaign.servers.docker.preflight import preflight as docker_preflight
     except ImportError as exc:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
     for launch in launches:  # bind-mount sources: checked with the other files (`_files`)
-        for p in docker_backend.preflight(launch):
+        for p in docker_preflight(launch):
             if p not in problems:
                 problems.append(p)
     return problems

@@ -1,10 +1,10 @@
 """Executes a campaign: every arm of every pair, in the pre-registered order.
 
 For each slot: start the server → wait until ready → warm-up passes (thrown away) →
-measured passes, each wrapped in /metrics scrapes → stop the server (always, in a
-`finally`). Every event is appended to the journal before the next step, so a crash or
-Ctrl-C loses at most the pass under way; `--resume` redoes a pair cut in the middle
-whole (a pair must stay in one window) and keeps the frozen rule.
+measured passes, each wrapped in /metrics scrapes → stop the server (always: the slot runs
+inside `servers.base.serving`). Every event is appended to the journal before the next
+step, so a crash or Ctrl-C loses at most the pass under way; `--resume` redoes a pair cut
+in the middle whole (a pair must stay in one window) and keeps the frozen rule.
 
 Slow edges (server factory, pass runner, HTTP client, clocks) are parameters so tests
 can fake them; `spec-ab run` passes the real ones.
@@ -22,21 +22,25 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from campaign import lanelock, loadgen, manifest, metrics
 from campaign.aa import resolve_drift_band
-from campaign.errors import Interrupted, ResultsError, ServerError
+from campaign.errors import Interrupted, PreflightError, ResultsError, ServerError
+from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV
+from campaign.servers.base import serving
 from campaign.spec import Campaign, LaunchModel, load_campaign
 from campaign.store import PassRow, RunStore, iso, utcnow
 from campaign.textfiles import atomic_write
+
+if TYPE_CHECKING:
+    from campaign.cleanup import Scan
 
 
 class ProgressSink(Protocol):
@@ -91,6 +95,88 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
                   base_dir=str(campaign.base_dir))
     store.rebuild_passes_csv()
     return store
+
+
+def _no_note(text: str) -> None:
+    return None
+
+
+def run_campaign(
+    campaign: Campaign,
+    campaign_text: bytes | None,
+    out_root: Path | None,
+    rt: Runtime,
+    *,
+    resume: RunStore | None = None,
+    skip_preflight: bool = False,
+    shown_as: str | Path | None = None,
+    on_note: Callable[[str], None] = _no_note,
+    on_start: Callable[[RunStore], None] | None = None,
+    find_leftovers: Callable[[Campaign], Scan] | None = None,
+    preflight: Callable[[Campaign], tuple[list[str], list[str]]] | None = None,
+) -> RunResult:
+    """Run a campaign behind every guard `spec-ab run` has, in its order:
+
+    1. refuse leftovers of earlier runs (first: a leftover server also explains a busy
+       port the preflight would report);
+    2. the preflight, unless `skip_preflight` (any problem: PreflightError, exit 3);
+    3. create the run directory (freeze the rule, write the manifest) under `out_root`
+       (default: the campaign's results_dir), or continue `resume` (from `reopen_run`);
+    4. `on_start(store)`, then `execute`, which takes the lane lock for the whole run.
+
+    `campaign_text` is the campaign file as registered (default: its source file's bytes).
+    `shown_as` names the campaign in hints (the path the user gave); `on_note` receives
+    what the leftover scan could not judge. An interrupt raises `Interrupted` saying how to
+    resume. `find_leftovers` and `preflight` default to the real ones.
+    """
+    refuse_leftovers(campaign, on_note=on_note, find=find_leftovers)
+    if not skip_preflight:
+        if preflight is None:
+            from campaign.preflight import preflight as real_preflight
+
+            preflight = real_preflight
+        _, problems = preflight(campaign)
+        if problems:
+            raise PreflightError("preflight failed:\n" + "\n".join(f"  - {p}" for p in problems),
+                                 hint=f"spec-ab check {shown_as or campaign.source} shows "
+                                 "details")
+    if resume is None:
+        root = out_root or campaign.resolve(campaign.results_dir)
+        if campaign_text is None:
+            if campaign.source is None:
+                raise ValueError("campaign_text is needed for a campaign without a file")
+            campaign_text = campaign.source.read_bytes()
+        store = start_run(campaign, campaign_text, root, rt)
+    else:
+        store = resume
+    if on_start is not None:
+        on_start(store)
+    try:
+        return execute(campaign, store, rt)
+    except Interrupted:
+        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
+                          f"spec-ab run --resume {store.run_dir}") from None
+
+
+def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
+                     find: Callable[[Campaign], Scan] | None = None) -> None:
+    """PreflightError when containers or processes of dead runs are still around (they
+    hold the lane's GPUs and ports); notes on what could not be judged go to `on_note`."""
+    if find is None:
+        from campaign import cleanup
+
+        leftovers = cleanup.find_leftovers(
+            docker_hosts=cleanup.campaign_docker_hosts(campaign))
+    else:
+        leftovers = find(campaign)
+    for note in leftovers.notes:
+        on_note(note)
+    if leftovers:
+        raise PreflightError(
+            f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
+            + ", ".join(str(x) for x in leftovers[:5]),
+            hint="remove them with `spec-ab clean`",
+        )
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
@@ -263,8 +349,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     ctx = ArmContext(
         run_id=store.run_id, pair=slot.pair, arm=slot.arm, log_path=arm_dir / "server.log",
         campaign_dir=campaign.base_dir,
-        labels={"spec-ab.run": store.run_id, "spec-ab.pair": str(slot.pair),
-                "spec-ab.arm": slot.arm, "spec-ab.pid": str(_pid())},
+        labels={**run_labels(store.run_id, slot.pair, slot.arm), LABEL_PID: str(_pid())},
     )
     server = rt.server_factory(launch, ctx)
     started_at = iso(rt.clock())
@@ -277,27 +362,23 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     aiperf_s = 0.0
     invalid: list[str] = []
     try:
-        try:
-            server.start()
-            with rt.http() as client:
-                boot_s = wait_ready(
-                    server, launch.readiness, model=campaign.workloads.model,
-                    endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
-                    client=client, clock=rt.monotonic, sleep=_cancellable_sleep(rt))
-                store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
-                rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
-                            boot_s=boot_s)
-                for ap in arm_passes(campaign, slot.arm, server.base_url):
-                    _check_cancel(rt)
-                    spent, valid = _run_pass(campaign, store, rt, server, client, slot, ap,
-                                             arm_dir, pair_attempt, started_at)
-                    aiperf_s += spent
-                    if not valid and ap.measured:
-                        invalid.append(f"{slot.arm}/{ap.plan.name}")
-        finally:
-            facts = server.facts()
-            server.stop()
-            _write_captures(campaign, ctx.log_path, arm_dir)
+        with _captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
+                rt.http() as client:
+            boot_s = wait_ready(
+                server, launch.readiness, model=campaign.workloads.model,
+                endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
+                client=client, clock=rt.monotonic, sleep=_cancellable_sleep(rt))
+            store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
+            rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
+                        boot_s=boot_s)
+            for ap in arm_passes(campaign, slot.arm, server.base_url):
+                _check_cancel(rt)
+                spent, valid = _run_pass(campaign, store, rt, server, client, slot, ap,
+                                         arm_dir, pair_attempt, started_at)
+                aiperf_s += spent
+                if not valid and ap.measured:
+                    invalid.append(f"{slot.arm}/{ap.plan.name}")
+            facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
         store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
                       reason=str(exc))
@@ -416,6 +497,16 @@ def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
     """Throughput per level, for the journal and the progress line."""
     return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
             for lv in outcome.levels}
+
+
+@contextmanager
+def _captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterator[None]:
+    """Write the log captures when the block ends, however it ends (the server's log is
+    complete once the server, started inside the block, is stopped)."""
+    try:
+        yield
+    finally:
+        _write_captures(campaign, log_path, arm_dir)
 
 
 def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:

@@ -25,7 +25,7 @@ import pytest
 from conftest import require
 from ruamel.yaml import YAML
 
-from campaign.servers.docker import LABEL_RUN
+from campaign.markers import LABEL_RUN
 
 pytestmark = pytest.mark.docker
 

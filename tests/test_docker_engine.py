@@ -26,8 +26,9 @@ from docker.models.containers import ContainerCollection
 
 from campaign import cleanup, readiness
 from campaign.errors import ServerError
+from campaign.markers import LABEL_RUN
 from campaign.servers.base import ArmContext
-from campaign.servers.docker import LABEL_RUN, DockerServer, describe_state, runner_labels
+from campaign.servers.docker import DockerServer, describe_state, runner_labels
 from campaign.spec import DockerLaunch, merge
 from campaign.textfiles import tail_lines
 

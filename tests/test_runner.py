@@ -400,3 +400,76 @@ def test_multi_candidate_abba_blocks(tmp_path: Path, listener: int) -> None:
     doc = to_dict(build_report([store.run_dir]))
     assert {c["arm"] for c in doc["cells"]} == {"cand", "cand2"}
     assert [r["arm"] for r in doc["ranking"]][:2] in (["cand", "cand2"], ["cand2", "cand"])
+
+
+# ------------------------------------------------------------------ run_campaign: the guards
+
+
+def _scan(items: list[Any] | None = None, notes: list[str] | None = None) -> Any:
+    from campaign.cleanup import Scan
+
+    scan = Scan(items or [])
+    scan.notes.extend(notes or [])
+    return scan
+
+
+def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_path: Path,
+                                                        listener: int) -> None:
+    from campaign.cleanup import Leftover
+
+    leftover = Leftover(kind="process", ident="4242", name="vllm serve", run_id="old",
+                        why="runner pid 1 is not running")
+    notes: list[str] = []
+    preflights: list[Campaign] = []
+    rt = make_rt(tmp_path, listener, Script(), [])
+    with pytest.raises(PreflightError, match=r"1 leftover\(s\) of earlier runs hold the lane"):
+        runner.run_campaign(
+            campaign, None, tmp_path / "results", rt, on_note=notes.append,
+            find_leftovers=lambda c: _scan([leftover], ["engine ssh://x unreachable"]),
+            preflight=lambda c: (preflights.append(c), ([], []))[1])
+    assert notes == ["engine ssh://x unreachable"]
+    assert preflights == []  # leftovers first: they also explain a busy port
+    assert not (tmp_path / "results").exists()  # no run directory
+
+
+def test_run_campaign_stops_on_preflight_problems(campaign: Campaign, tmp_path: Path,
+                                                  listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(), [])
+    with pytest.raises(PreflightError, match="preflight failed:\n  - port 1 busy") as info:
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, shown_as="c.yaml",
+                            find_leftovers=lambda c: _scan(),
+                            preflight=lambda c: ([], ["port 1 busy"]))
+    assert info.value.hint == "spec-ab check c.yaml shows details"
+    assert not (tmp_path / "results").exists()
+
+
+def test_run_campaign_runs_and_resumes(campaign: Campaign, tmp_path: Path,
+                                       listener: int) -> None:
+    events: list[str] = []
+    script = Script(interrupt_at=3)
+    rt = make_rt(tmp_path, listener, script, events)
+    script.cancel = rt.cancel
+    seen: list[Path] = []
+    guards = {"find_leftovers": lambda c: _scan(),
+              "preflight": lambda c: ([], []), "on_start": lambda s: seen.append(s.run_dir)}
+    with pytest.raises(Interrupted, match="spec-ab run --resume") as info:
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, **guards)
+    assert len(seen) == 1 and str(seen[0]) in str(info.value)
+    assert events[-1].startswith("stop")  # the server was stopped on the way out
+    rt2 = make_rt(tmp_path, listener, Script(), [])
+    store, frozen = runner.reopen_run(seen[0], rt2)
+    result = runner.run_campaign(frozen, None, None, rt2, resume=store, **guards)
+    assert result.complete and result.run_dir == seen[0] and seen[1] == seen[0]
+
+
+def test_run_campaign_skip_preflight(campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(), [])
+
+    def no_preflight(c: Campaign) -> tuple[list[str], list[str]]:
+        raise AssertionError("skipped")
+
+    result = runner.run_campaign(campaign, b"registered text", tmp_path / "results", rt,
+                                 skip_preflight=True, find_leftovers=lambda c: _scan(),
+                                 preflight=no_preflight)
+    assert result.complete
+    assert (result.run_dir / "campaign.yaml").read_bytes() == b"registered text"

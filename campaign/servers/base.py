@@ -1,20 +1,21 @@
 """The protocol every server backend implements, and the context an arm runs in.
 
-A backend only launches, watches and stops. Readiness (port, /health, /v1/models, a
+A backend only launches, watches and stops. `with serving(server):` (any `Server`) or
+`with server:` (the backends here, through `ServerContext`) starts it and always stops it,
+also when the start or the body fails. Readiness (port, /health, /v1/models, a
 1-token request) is generic and lives in `campaign.readiness`; it polls `alive()` so a
 server that dies while booting fails fast with `exit_status()` and the last `logs()`.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-RUN_ENV = "SPECAB_RUN_ID"
-RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
-"""Every child a run starts carries these in its environment (`spec-ab clean` finds the
-ones whose runner is gone)."""
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ArmContext:
     campaign_dir: Path
     """Relative paths in the campaign file resolve against this folder."""
     labels: dict[str, str] = field(default_factory=dict)
-    """Labels for everything started (`spec-ab.run`, `spec-ab.pair`, `spec-ab.arm`)."""
+    """Labels for everything started (`campaign.markers`: run, pair, arm)."""
 
 
 class Server(Protocol):
@@ -67,3 +68,47 @@ class Server(Protocol):
     def facts(self) -> dict[str, Any]:
         """Facts for the manifest (image digests, pids, hosts), JSON-serialisable."""
         ...
+
+
+S = TypeVar("S", bound=Server)
+
+
+@contextmanager
+def serving(server: S) -> Iterator[S]:
+    """Start `server`, yield it, and stop it always: also when `start()` or the body raises
+    (a failed start may have left a process or container behind; `stop()` is idempotent).
+    An error in `stop()` itself propagates, chained to the body's error if there was one."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+Self = TypeVar("Self", bound="ServerContext")
+
+
+class ServerContext(ABC):
+    """Makes a backend a context manager: `with ProcessServer(...) as server:` starts it and
+    stops it on the way out, whatever happens (the same rules as `serving`)."""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self: Self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+__all__ = ["ArmContext", "Server", "ServerContext", "serving"]

@@ -11,13 +11,13 @@ import subprocess
 from typing import Any
 
 from campaign.errors import ServerError
-from campaign.servers.base import ArmContext
+from campaign.servers.base import ArmContext, ServerContext
 from campaign.servers.process import child_env
 from campaign.spec import ExternalLaunch
 from campaign.textfiles import tail_lines
 
 
-class ExternalServer:
+class ExternalServer(ServerContext):
     """A running URL with optional start/stop hooks (`backend: external`)."""
 
     def __init__(self, launch: ExternalLaunch, ctx: ArmContext) -> None:

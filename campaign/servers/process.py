@@ -1,8 +1,8 @@
 """`process` backend: the server is a local command in its own process group.
 
 Output (stdout and stderr) goes straight into the arm's log file, so nothing is lost if
-the runner itself dies. Stop sends SIGTERM to the whole group, waits, then SIGKILL:
-no grandchild survives an arm.
+the runner itself dies. Stop sends SIGTERM to the whole group, waits, then SIGKILL
+(`campaign.procgroup.stop_process`): no grandchild survives an arm.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from campaign.errors import ServerError
-from campaign.servers.base import RUN_ENV, RUNNER_PID_ENV, ArmContext
+from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
+from campaign.procgroup import stop_process
+from campaign.servers.base import ArmContext, ServerContext
 from campaign.spec import ProcessLaunch
 from campaign.textfiles import tail_lines
 
@@ -34,8 +35,8 @@ def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
     if ctx is not None:
         env[RUN_ENV] = ctx.run_id
         env[RUNNER_PID_ENV] = str(os.getpid())
-        env["SPECAB_ARM"] = ctx.arm
-        env["SPECAB_PAIR"] = str(ctx.pair)
+        env[ARM_ENV] = ctx.arm
+        env[PAIR_ENV] = str(ctx.pair)
     return env
 
 
@@ -51,35 +52,7 @@ def describe_status(returncode: int | None) -> str | None:
     return f"exited with code {returncode}"
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace_s: float, *,
-               first: signal.Signals = signal.SIGTERM,
-               clock: Callable[[], float] = time.monotonic) -> None:
-    """Signal the process group, wait up to `grace_s`, then SIGKILL the group."""
-    if proc.poll() is not None:
-        _reap_group(proc.pid)
-        return
-    try:
-        os.killpg(proc.pid, first)
-    except ProcessLookupError:
-        return
-    deadline = clock() + grace_s
-    while proc.poll() is None and clock() < deadline:
-        time.sleep(0.02)
-    _reap_group(proc.pid)
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait(timeout=10)
-
-
-def _reap_group(pgid: int) -> None:
-    """SIGKILL whatever is left in the group (grandchildren that ignored SIGTERM)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-class ProcessServer:
+class ProcessServer(ServerContext):
     """A server started as a local command (`backend: process`)."""
 
     def __init__(self, launch: ProcessLaunch, ctx: ArmContext, *,
@@ -137,7 +110,7 @@ class ProcessServer:
 
     def stop(self) -> None:
         if self._proc is not None:
-            kill_group(self._proc, self.launch.stop_timeout_s)
+            stop_process(self._proc, self.launch.stop_timeout_s)
         self._close_log()
 
     def _close_log(self) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from campaign.procgroup import stop_process
 from campaign.textfiles import tail_lines
 
 
@@ -46,13 +47,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
-    # imported here: the sim itself (and its docker image) never needs the runner's backends
-    from campaign.servers.process import kill_group
-
-    kill_group(proc, grace)
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -101,7 +95,7 @@ def running_sim(
             _wait_healthy(handle, boot_timeout)
         yield handle
     finally:
-        _kill_group(proc)
+        stop_process(proc, 3.0)
         if not keep_log:
             shutil.rmtree(workdir, ignore_errors=True)
 

@@ -1,0 +1,57 @@
+"""How a run marks everything it starts, spelled once.
+
+Containers carry labels (`LABEL_*`), process-backend children carry environment
+variables (`*_ENV`). `spec-ab clean` reads the same names to find what a dead runner left
+behind, so every writer and reader imports them from here. A leaf module: it imports
+nothing from `campaign`.
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------ container labels
+
+LABEL_RUN = "spec-ab.run"
+"""The run id."""
+LABEL_PAIR = "spec-ab.pair"
+LABEL_ARM = "spec-ab.arm"
+LABEL_ROLE = "spec-ab.role"
+"""`server`, or an extra container's name."""
+LABEL_LAUNCH = "spec-ab.launch"
+"""One id per arm launch: stop() removes everything carrying it."""
+LABEL_PID = "spec-ab.pid"
+"""The runner's pid."""
+LABEL_PID_START = "spec-ab.pid-start"
+"""The runner's start time (pids are reused)."""
+LABEL_HOST = "spec-ab.runner-host"
+"""The host the runner runs on."""
+
+# ------------------------------------------------------------------ environment markers
+
+RUN_ENV = "SPECAB_RUN_ID"
+RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
+"""Every child a run starts carries these in its environment (`spec-ab clean` finds the
+ones whose runner is gone)."""
+ARM_ENV = "SPECAB_ARM"
+PAIR_ENV = "SPECAB_PAIR"
+
+
+def run_labels(run_id: str, pair: int | str, arm: str) -> dict[str, str]:
+    """The labels naming one arm of one pair of a run."""
+    return {LABEL_RUN: run_id, LABEL_PAIR: str(pair), LABEL_ARM: arm}
+
+
+__all__ = [
+    "ARM_ENV",
+    "LABEL_ARM",
+    "LABEL_HOST",
+    "LABEL_LAUNCH",
+    "LABEL_PAIR",
+    "LABEL_PID",
+    "LABEL_PID_START",
+    "LABEL_ROLE",
+    "LABEL_RUN",
+    "PAIR_ENV",
+    "RUNNER_PID_ENV",
+    "RUN_ENV",
+    "run_labels",
+]
