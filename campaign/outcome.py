@@ -2,6 +2,11 @@
 
 Plain frozen data (no logic beyond a few properties), shared by `verdict` (which builds
 them), `guardrails`, `aa`, `plan` and the report (which lays them out).
+
+Every number a reader sees is on one scale: `change` is the change of the metric itself
+(candidate ÷ control − 1, or the difference for absolute metrics), and `better` says
+whether that is an improvement for this metric. `gain` (positive = better) stays for
+ranking and for the JSON contract.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from campaign import stats as st
-from campaign.rule import Decision, Label
+from campaign.rule import Decision, Label, Reason, change_of
 
 FLAG_MEANING = {
     "high-variance": "a sign, not a size",
@@ -17,7 +22,11 @@ FLAG_MEANING = {
     "window-drift": "the window was not stable",
     "split-pair": "arms of a pair not in one window",
     "invalid-pass": "pairs left out",
+    "incomplete": "fewer complete pairs than pre-registered",
 }
+GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete"})
+"""Flags that stop a decision cell from adopting (it is `inconclusive` instead)."""
+
 
 @dataclass(frozen=True)
 class PairGain:
@@ -25,6 +34,9 @@ class PairGain:
     control: float
     candidate: float
     gain: float
+    """Positive = better (exp(d) − 1 for ratios, d for absolute differences)."""
+    change: float = 0.0
+    """The change of the metric itself in this pair (candidate ÷ control − 1, or y − x)."""
 
 
 @dataclass(frozen=True)
@@ -32,17 +44,6 @@ class LeftOut:
     pair: int
     arm: str
     reason: str
-
-
-@dataclass(frozen=True)
-class HolmInfo:
-    """The `ci` rule over m decision cells: this cell's one-sided p, Holm-adjusted p, and
-    the lower bound at the level Holm tested it at."""
-
-    m: int
-    p: float | None
-    p_adjusted: float
-    lower_bound: float | None
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,9 @@ class Cell:
     flags: tuple[str, ...]
     reasons: tuple[str, ...]
     decision_cell: bool = False
-    holm: HolmInfo | None = None
     control_trend: float | None = None
+    planned_pairs: int = 0
+    """Pairs the rule pre-registered (a decision cell short of them cannot adopt)."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -84,6 +86,29 @@ class Cell:
     def ci(self) -> tuple[float, float] | None:
         return None if self.stats is None else self.stats.ci
 
+    @property
+    def change(self) -> float | None:
+        """The change of the metric itself (−18% = candidate 18% below the control)."""
+        if self.stats is None:
+            return None
+        return change_of(self.stats.mean, self.direction, self.kind)
+
+    @property
+    def change_ci(self) -> tuple[float, float] | None:
+        """The CI of `change` (low, high), on the metric's own scale."""
+        if self.stats is None or self.stats.sd is None:
+            return None
+        a, b = (change_of(v, self.direction, self.kind) for v in self.stats.mean_ci)
+        return (min(a, b), max(a, b))
+
+    @property
+    def better(self) -> bool | None:
+        """True when the candidate is better on this metric, False when worse, None when
+        there is no difference or no data."""
+        if self.stats is None or self.stats.mean == 0:
+            return None
+        return self.stats.mean > 0
+
 
 @dataclass(frozen=True)
 class GuardrailCheck:
@@ -97,6 +122,8 @@ class GuardrailCheck:
     the guardrail could not be checked."""
     broken: bool
     reason: str
+    pair_worsening: tuple[float, ...] = ()
+    """Each pair's own worsening (failed candidate passes of failure metrics included)."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +136,10 @@ class CandidateVerdict:
     window_stable: bool
     score: float | None
     """Mean log gain over the decision cells, as a gain (for ranking candidates)."""
+    reason: Reason = "below-bar"
+    """Why: rule-met, below-bar, loss, guardrail or inconclusive."""
+    settle: str = ""
+    """For `inconclusive`: what would settle it."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +149,16 @@ class Ranked:
     decision: Decision
     gain: float | None
     worst: float | None
+
+
+@dataclass(frozen=True)
+class LevelBest:
+    """The best candidate at one decision cell (ranking per level)."""
+
+    workload: str
+    level: str
+    arm: str
+    change: float | None
 
 
 @dataclass(frozen=True)
@@ -133,6 +174,9 @@ class RunVerdict:
     pairs_planned: int
     left_out: int
     window_stable: bool
+    reason: Reason = "below-bar"
+    settle: str = ""
+    best_by_level: tuple[LevelBest, ...] = ()
 
     @property
     def incomplete(self) -> bool:
@@ -140,4 +184,4 @@ class RunVerdict:
 
 
 class DataProblem(ValueError):
-    """A value the verdict depends on is missing, zero or damaged (report names the file)."""
+    """A value the verdict depends on is missing or damaged (report names the file)."""

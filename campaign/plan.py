@@ -138,46 +138,28 @@ def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
     return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names))
 
 
-def holm_adjusted(p: np.ndarray) -> np.ndarray:
-    """Holm's adjusted p-values along the last axis (as `stats.holm`, vectorised)."""
-    m = p.shape[-1]
-    order = np.argsort(p, axis=-1, kind="stable")
-    sorted_p = np.take_along_axis(p, order, axis=-1)
-    scaled = np.minimum(1.0, sorted_p * (m - np.arange(m)))
-    running = np.maximum.accumulate(scaled, axis=-1)
-    out = np.empty_like(running)
-    np.put_along_axis(out, order, running, axis=-1)
-    return out
-
-
-def adopts(d: np.ndarray, rule: rl.Rule) -> np.ndarray:
+def adopts(d: np.ndarray, rule: rl.Rule, candidates: int = 1) -> np.ndarray:
     """The campaign decision of each simulated campaign: d[sim, pair, cell] are the paired
     log ratios (positive = better) of the decision cells. True = adopt.
 
-    The comparisons of `verdict.adopts_point`, `verdict.adopts_ci` and verdict's Holm step,
-    on arrays; `plan_campaign` checks a sample against `verdict.judge_run`.
+    The comparisons of `rule.adopts_point` / `rule.adopts_ci` (every decision cell must
+    adopt: no correction across cells), on arrays; `plan_campaign` checks a sample against
+    `verdict.judge_run`.
     """
     pre = rule.prereg
     eps = rl.EPS
-    _, n, m = d.shape
+    _, n, _ = d.shape
     mean = d.mean(axis=1)
+    bar = rule.bar_d(candidates)
     if pre.rule == "point":
-        cell = (np.expm1(mean) >= pre.margin - eps) & np.all(
-            np.expm1(d) >= rule.band - eps, axis=1)
+        up = rl.better_d(rule.band, rule.direction)
+        cell = (mean >= bar - eps) & np.all(d >= up - eps, axis=1)
         return np.asarray(np.all(cell, axis=1))
     if n < 2:
         return np.zeros(d.shape[0], dtype=bool)
     se = d.std(axis=1, ddof=1) / math.sqrt(n)
-    alpha = 1 - pre.confidence
-    if m == 1:
-        t = st.t_critical(1 - alpha / 2, n - 1)
-        cell = np.expm1(mean - t * se) >= pre.margin - eps
-    else:
-        diff = mean - math.log1p(pre.margin)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = np.where(se > 0, sps.t.sf(diff / np.where(se > 0, se, 1.0), n - 1),
-                         np.where(diff > 0, 0.0, 1.0))
-        cell = holm_adjusted(p) <= alpha / 2 + eps
+    t = st.t_critical(1 - rule.ci_alpha(candidates) / 2, n - 1)
+    cell = mean - t * se >= bar - eps
     return np.asarray(np.all(cell, axis=1))
 
 

@@ -1,15 +1,25 @@
 """The pre-registered rule: its parsed form, `--rule` overrides, and the label kernel.
 
-A rule is the frozen `preregistration` of a campaign plus its resolved drift band δ. Per
-cell (workload × level × metric) over its complete pairs, with gains signed so that
-positive = better:
+A rule is the frozen `preregistration` of a campaign plus its resolved drift band δ. One
+scale everywhere: every percentage is the change of the metric itself (candidate ÷
+control − 1), and "better" follows the metric's direction. So for a lower-is-better
+primary metric, "+10% margin" means a 10% *reduction*.
 
-- `point`: adopt when g ≥ margin and every pair's gain ≥ +δ;
-- `ci`: adopt when the CI's lower bound ≥ margin (over several decision cells, Holm-
-  corrected one-sided tests: see `verdict`);
-- otherwise a label: `gain-below-bar` (every pair ≥ +δ, bar not cleared), `within-drift`
-  (|g| < δ), `loss` (every pair ≤ −δ), `mixed` (pairs disagree beyond δ); `no-data` when
-  no complete pair is left.
+Per cell, over its complete pairs, with d_i = ln(y_i / x_i) signed so that positive =
+better (`stats.Paired`):
+
+- `point`: adopt when the cell's change is better by at least the margin and every pair
+  is better by at least δ;
+- `ci`: adopt when the CI's far end (the worse one) is better by at least the margin;
+- otherwise a label: `mixed` (some pair better and some pair worse, each beyond δ),
+  `gain-below-bar` (every pair better beyond δ, bar not cleared), `loss` (every pair worse
+  beyond δ), `within-drift` (the change is inside ±δ), `unclear` (the change is beyond δ
+  but some pair is not); `no-data` when no complete pair is left; `inconclusive` when the
+  rule is met on the pairs measured but the cell is short of its pairs, small-sample or in
+  an unstable window (see `verdict`).
+
+Only decision cells carry these labels. Every other cell is described, not judged:
+`better`, `worse` or `no-clear-change` by its confidence interval (`describe`).
 
 `label_of`, `adopts_point` and `adopts_ci` are the kernel that `verdict` applies to one
 cell and `plan` applies, vectorised, to thousands of simulated campaigns.
@@ -17,11 +27,13 @@ cell and `plan` applies, vectorised, to thousands of simulated campaigns.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
+from scipy import stats as sps
 
 from campaign import catalog
 from campaign import stats as st
@@ -29,16 +41,32 @@ from campaign.errors import UsageError
 from campaign.fmt import abs_pct, pct
 from campaign.spec import Preregistration
 
-Label = Literal["adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data"]
+Label = Literal[
+    "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
+    "no-data", "better", "worse", "no-clear-change",
+]
 Decision = Literal["adopt", "keep-default"]
+Reason = Literal["rule-met", "below-bar", "loss", "guardrail", "inconclusive"]
+"""Why a decision is what it is (one per candidate and per run)."""
 
-LABELS: tuple[Label, ...] = (
-    "adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data",
+RULE_LABELS: tuple[Label, ...] = (
+    "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
+    "no-data",
 )
+"""Labels of decision cells (the rule's)."""
+DESCRIPTIVE_LABELS: tuple[Label, ...] = ("better", "worse", "no-clear-change", "no-data")
+"""Labels of every other cell (a description, not a recommendation)."""
+LABELS: tuple[Label, ...] = (*RULE_LABELS, *DESCRIPTIVE_LABELS[:3])
 ABSOLUTE_METRICS = frozenset({"error_rate"})
 """Metrics compared by absolute differences: they are often exactly 0."""
+FAILURE_METRICS = frozenset({"error_rate"})
+"""Metrics whose value in a failed (invalid) pass still counts against its arm."""
 EPS = 1e-9
 """Comparisons tolerate float round-off: +15% built as 115/100 must clear a 15% bar."""
+DEFAULT_PASS_SD = 0.01
+"""Within-pass noise (log sd) the flags assume beside the band's per-boot drift."""
+FLAG_FAMILY_ALPHA = 0.05
+"""False-alarm rate of all noise flags of a campaign's decision cells together."""
 
 OVERRIDABLE = (
     "primary_metric", "direction", "margin", "drift_band", "rule", "confidence",
@@ -69,6 +97,36 @@ def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> di
     return out
 
 
+# --------------------------------------------------------------------------- one scale
+
+
+def better_d(frac: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The d (positive = better) of a change that is better by `frac` of the metric:
+    +frac for higher-is-better, −frac (a reduction) for lower-is-better."""
+    if kind == "absolute":
+        return frac
+    if direction == "higher":
+        return math.log1p(frac)
+    return -math.log1p(-frac) if frac < 1 else math.inf
+
+
+def worse_d(frac: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The d of a change that is worse by `frac` of the metric (a negative number)."""
+    if kind == "absolute":
+        return -frac
+    if direction == "higher":
+        return math.log1p(-frac) if frac < 1 else -math.inf
+    return -math.log1p(frac)
+
+
+def change_of(d: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The change of the metric itself (candidate ÷ control − 1, or the difference) of a
+    d signed positive = better."""
+    if kind == "absolute":
+        return d if direction == "higher" else -d
+    return math.expm1(d if direction == "higher" else -d)
+
+
 @dataclass(frozen=True)
 class Rule:
     """The rule a verdict is computed under: the frozen preregistration and its band."""
@@ -85,6 +143,10 @@ class Rule:
     def metric(self) -> str:
         return self.prereg.primary_metric
 
+    @property
+    def direction(self) -> st.Direction:
+        return self.prereg.metric_direction
+
     def direction_of(self, metric: str) -> st.Direction:
         if metric == self.prereg.primary_metric:
             return self.prereg.metric_direction
@@ -94,41 +156,123 @@ class Rule:
         absolute = {g.metric for g in self.prereg.guardrails if g.absolute}
         return "absolute" if metric in ABSOLUTE_METRICS | absolute else "ratio"
 
+    # -- the noise the flags are calibrated on
+
+    @property
+    def boot_sd(self) -> float:
+        """Per-boot drift (log sd) the rule assumes: the band."""
+        return math.log1p(self.band)
+
+    @property
+    def control_sd(self) -> float:
+        """sd of one arm's ln(value) from boot to boot (per-boot drift and pass noise)."""
+        return math.sqrt(self.boot_sd**2 + DEFAULT_PASS_SD**2)
+
+    @property
+    def pair_sd(self) -> float:
+        """sd of one pair's log ratio under the assumed noise (both arms)."""
+        return math.sqrt(2.0) * self.control_sd
+
+    @property
+    def window_limit(self) -> float:
+        """Largest movement of the control across the window that still counts as a stable
+        window (`gates.max_window_drift`, default: the band)."""
+        limit = self.prereg.gates.max_window_drift
+        return self.band if limit is None else limit
+
+    # -- several candidates
+
+    def bar_d(self, candidates: int = 1, kind: st.Kind = "ratio") -> float:
+        """The d a decision cell must reach to adopt under `point`: the margin (as a change
+        of the metric), raised when the best of several candidates is taken.
+
+        The correction keeps the campaign's false-adopt rate at half the margin no higher
+        than a single candidate's: with k candidates each must clear a bar whose single
+        false-adopt chance is 1/k of the uncorrected one (normal model of the mean of the
+        pre-registered pairs under the assumed noise; the per-pair gate only lowers it).
+        """
+        base = better_d(self.prereg.margin, self.direction, kind)
+        if candidates <= 1 or self.prereg.multiple_candidates == "none" or kind != "ratio":
+            return base
+        half = better_d(self.prereg.margin / 2, self.direction)
+        se = self.pair_sd / math.sqrt(self.prereg.pairs)
+        p1 = float(sps.norm.sf((base - half) / se))
+        return max(base, half + se * float(sps.norm.isf(p1 / candidates)))
+
+    def ci_alpha(self, candidates: int = 1) -> float:
+        """Two-sided α of the CI a `ci` cell is judged on (Bonferroni over candidates)."""
+        if candidates <= 1 or self.prereg.multiple_candidates == "none":
+            return self.alpha
+        return self.alpha / candidates
+
     def describe(self) -> str:
         p = self.prereg
-        arrow = "higher" if p.metric_direction == "higher" else "lower"
+        better = "higher" if p.metric_direction == "higher" else "lower"
+        bar = _change_text(p.margin, p.metric_direction)
         if p.rule == "point":
-            how = (f"adopt when the gain ≥ {pct(p.margin)} and every pair's gain ≥ "
-                   f"{pct(self.band)}")
+            how = (f"adopt when the change is {bar} or better and every pair is "
+                   f"{_change_text(self.band, p.metric_direction)} or better")
         else:
-            how = (f"adopt when the {p.confidence:.0%} CI's lower bound ≥ {pct(p.margin)} "
-                   "(Holm-corrected over decision cells)")
-        return (f"{p.primary_metric} ({arrow} is better), rule {p.rule}: {how}; "
+            how = (f"adopt when the {p.confidence:.0%} CI's worse end is {bar} or better")
+        return (f"{p.primary_metric} ({better} is better), rule {p.rule}: {how}; "
                 f"drift band ±{abs_pct(self.band)}")
+
+
+def _change_text(frac: float, direction: st.Direction) -> str:
+    return pct(frac if direction == "higher" else -frac)
 
 
 def parse_rule(rule: Mapping[str, Any], band: float) -> Rule:
     return Rule(prereg=Preregistration.model_validate(dict(rule)), band=float(band))
 
 
-def label_of(p: st.Paired, band: float, adopts: bool) -> Label:
-    """The verdict label of a cell's statistics (see the module docstring)."""
+# --------------------------------------------------------------------------- the kernel
+
+
+def label_of(p: st.Paired, band: float, adopts: bool,
+             direction: st.Direction = "higher") -> Label:
+    """The rule's label of a decision cell's statistics (see the module docstring)."""
     if adopts:
         return "adopt"
-    if abs(p.gain) < band - EPS or abs(p.gain) <= EPS:
+    up, down = better_d(band, direction, p.kind), worse_d(band, direction, p.kind)
+    better = [v >= up - EPS for v in p.d]
+    worse = [v <= down + EPS for v in p.d]
+    if any(better) and any(worse):
+        return "mixed"
+    if down + EPS < p.mean < up - EPS or abs(p.mean) <= EPS:
         return "within-drift"
-    if all(g >= band - EPS for g in p.pair_gains):
+    if all(better):
         return "gain-below-bar"
-    if all(g <= -band + EPS for g in p.pair_gains):
+    if all(worse):
         return "loss"
-    return "mixed"
+    return "unclear"
 
 
-def adopts_point(p: st.Paired, margin: float, band: float) -> bool:
-    """`point`: g ≥ margin and every pair's gain ≥ +δ."""
-    return p.gain >= margin - EPS and all(g >= band - EPS for g in p.pair_gains)
+def adopts_point(p: st.Paired, bar: float, band: float,
+                 direction: st.Direction = "higher") -> bool:
+    """`point`: the mean d reaches `bar` (see `Rule.bar_d`) and every pair is better by at
+    least δ."""
+    up = better_d(band, direction, p.kind)
+    return p.mean >= bar - EPS and all(v >= up - EPS for v in p.d)
 
 
-def adopts_ci(p: st.Paired, margin: float) -> bool:
-    """`ci` (one cell): the CI's lower bound ≥ margin; one pair has no CI, never adopts."""
-    return p.ci is not None and p.ci[0] >= margin - EPS
+def adopts_ci(p: st.Paired, bar: float, alpha: float) -> bool:
+    """`ci`: the lower end of the two-sided (1 − α) CI of mean d reaches `bar`; one pair has
+    no CI and never adopts."""
+    if p.sd is None:
+        return False
+    t = st.t_critical(1 - alpha / 2, p.n - 1)
+    return p.mean - t * p.sd / math.sqrt(p.n) >= bar - EPS
+
+
+def describe(p: st.Paired) -> Label:
+    """A cell that is not a decision cell: better or worse when its CI excludes no change,
+    else no clear change (one pair has no CI: no clear change)."""
+    if p.sd is None or p.n < 2:
+        return "no-clear-change"
+    lo, hi = p.mean_ci
+    if lo > EPS:
+        return "better"
+    if hi < -EPS:
+        return "worse"
+    return "no-clear-change"

@@ -1,4 +1,4 @@
-"""Paired statistics of one cell (workload × level × metric), exactly as DESIGN.md defines them.
+"""Paired statistics of one cell (workload × level × metric), and the noise tests of flags.
 
 Why paired log ratios: the lane drifts ~3% from day to day, so only the two arms of one
 pair (booted minutes apart) are comparable. Each pair i gives d_i = ln(y_i / x_i) for the
@@ -54,6 +54,15 @@ class Paired:
     def se(self) -> float | None:
         """Standard error of mean d (None for one pair)."""
         return None if self.sd is None else self.sd / math.sqrt(self.n)
+
+    @property
+    def mean_ci(self) -> tuple[float, float]:
+        """Two-sided CI of mean d at `confidence` (n ≥ 2; a point for one pair)."""
+        if self.sd is None:
+            return (self.mean, self.mean)
+        half = t_critical(1 - (1 - self.confidence) / 2, self.n - 1) * self.sd / math.sqrt(
+            self.n)
+        return (self.mean - half, self.mean + half)
 
     def to_gain(self, d: float) -> float:
         """A value on the d scale as a gain (exp(d) − 1 for ratios)."""
@@ -175,35 +184,6 @@ def lower_bound(p: Paired, one_sided_alpha: float) -> float | None:
     return p.to_gain(p.mean - t * p.sd / math.sqrt(p.n))
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the input order.
-
-    Sorted ascending, p_(k) is multiplied by (m − k + 1) and made monotone; a hypothesis is
-    rejected at level α when its adjusted p ≤ α. Controls the family-wise error rate over
-    several decision cells without assuming independence.
-    """
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    adjusted = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def holm_levels(pvalues: Sequence[float], alpha: float) -> list[float]:
-    """The per-hypothesis level Holm tests each p-value at (α / (m − rank)), input order.
-
-    Used to show the Holm-corrected lower bound each cell had to clear."""
-    m = len(pvalues)
-    order = sorted(range(m), key=lambda i: pvalues[i])
-    levels = [0.0] * m
-    for rank, i in enumerate(order):
-        levels[i] = alpha / (m - rank)
-    return levels
-
-
 def trend(values: Sequence[float], positions: Sequence[float]) -> float | None:
     """Relative change of `values` across the window: the least-squares slope of ln(value)
     on position, times the span of positions, as exp(·) − 1.
@@ -224,3 +204,32 @@ def trend(values: Sequence[float], positions: Sequence[float]) -> float | None:
         return None
     slope = math.fsum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     return math.expm1(slope * (max(xs) - min(xs)))
+
+
+def variance_test(d: Sequence[float], sd: float) -> float | None:
+    """One-sided p-value of "the pairs' spread is no larger than the noise `sd` predicts"
+    (χ² test of the sample variance of `d` against sd²). Small p = more spread than the
+    lane's noise explains. None with fewer than two values or sd ≤ 0."""
+    n = len(d)
+    if n < 2 or sd <= 0:
+        return None
+    mean = math.fsum(d) / n
+    ss = math.fsum((v - mean) ** 2 for v in d)
+    return float(_sp.chi2.sf(ss / sd**2, n - 1))
+
+
+def trend_test(values: Sequence[float], positions: Sequence[float],
+               sd: float) -> tuple[float, float] | None:
+    """The control's movement across the window (as `trend`) and the two-sided p-value
+    of "no trend", for ln(values) with a known per-point noise `sd` (z-test of the slope).
+    None where `trend` is None or sd ≤ 0."""
+    moved = trend(values, positions)
+    if moved is None or sd <= 0:
+        return None
+    xs = [float(p) for p in positions]
+    mx = math.fsum(xs) / len(xs)
+    sxx = math.fsum((x - mx) ** 2 for x in xs)
+    span = max(xs) - min(xs)
+    slope = math.log1p(moved) / span
+    z = slope / (sd / math.sqrt(sxx))
+    return moved, float(2 * _sp.norm.sf(abs(z)))

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 TOKEN_METRICS = ("output_tokens", "requests_completed")
@@ -43,12 +44,18 @@ def latest_pair_attempts(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["pair_attempt"] == latest]
 
 
+def _numbers(values: pd.Series) -> pd.Series:
+    """Values as floats; text, ±inf and empty cells become NaN (a damaged value)."""
+    out = pd.to_numeric(values, errors="coerce").astype(float)
+    return out.where(np.isfinite(out))
+
+
 def counting_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The valid rows that count: latest pair attempt, then each pass's latest valid
     attempt; `value` as numbers (NaN where it does not parse)."""
     df = latest_pair_attempts(df)
     df = df[valid_mask(df)].copy()
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    df["value"] = _numbers(df["value"])
     if "attempt" in df.columns and len(df) and df["attempt"].nunique() > 1:
         key = [k for k in _KEY if k in df.columns]
         last = df.groupby(key, sort=False)["attempt"].transform("max")
@@ -77,7 +84,10 @@ class CellData:
     invalid: dict[int, dict[str, str]] = field(default_factory=dict)
     """pair → arm → why no valid pass counts (the reason of its last attempt)."""
     missing: list[tuple[int, str]] = field(default_factory=list)
-    """(pair, arm) of valid rows whose value is empty or not a number (damaged file)."""
+    """(pair, arm) of valid rows whose value is empty, infinite or not a number (damaged)."""
+    failed: dict[int, dict[str, float]] = field(default_factory=dict)
+    """pair → arm → the value its last invalid attempt measured (when it measured one):
+    a failure of the candidate still counts against it on failure metrics (error rate)."""
 
 
 @dataclass
@@ -108,7 +118,7 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
         wanted = set(metrics) | set(TOKEN_METRICS)
         df = df[df["metric"].isin(wanted)]
     df = latest_pair_attempts(df).copy()
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    df["value"] = _numbers(df["value"])
     if "attempt" not in df.columns:
         df["attempt"] = 1
     valid = counting_rows(df)
@@ -146,11 +156,13 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
     invalid = df[~valid_mask(df)]
     if len(invalid):
         invalid = invalid.sort_values("attempt").groupby(_KEY, sort=False).tail(1)
-        for row in invalid[[*_KEY, "reason", "attempt"]].itertuples(index=False):
-            run, w, lvl, m, pair, arm, reason, attempt = row
+        for row in invalid[[*_KEY, "reason", "attempt", "value"]].itertuples(index=False):
+            run, w, lvl, m, pair, arm, reason, attempt, value = row
             c = cell(run, w, lvl, m)
             if arm in c.values.get(int(pair), {}):
                 continue  # a later (or earlier) attempt is valid: that one counts
+            if value == value:  # not NaN
+                c.failed.setdefault(int(pair), {})[arm] = float(value)
             why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
             tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
             if tries > 1:

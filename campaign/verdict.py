@@ -5,18 +5,26 @@ or written, no clock is read. `campaign.report` loads run directories and lays o
 this module decides; `campaign.aa` turns the cells of an A/A run into a drift band.
 
 Each cell (workload × level × metric) of each candidate is paired with the control over
-its complete pairs and labelled by the rule's kernel (`rule.label_of`). Under `ci` with
-several decision cells the one-sided tests are Holm-corrected (adjusted p ≤ α/2, the level
-of the CI's lower end).
+its complete pairs. Decision cells get the rule's label (`rule.label_of`); every other cell
+is described (`better`, `worse`, `no-clear-change`). Decision cells that must all adopt
+form an intersection–union test: no correction across them is needed (or applied).
 
-Flags add what a careful reader must know: `high-variance` (pairs or repeats disagree by
-more than the band: "a sign, not a size"), `small-sample` ("a hint, not a number"),
-`window-drift` (the control itself moved beyond the band across the window), `split-pair`
-(a pair's arms started further apart than the pre-registered gap), `invalid-pass` (pairs
-left out of the cell, counted).
+Flags are tests calibrated on the lane's assumed noise (the band as per-boot drift, plus
+1% within-pass noise), each at level 5% ÷ (2 × decision cells), so that all flags of an
+A/A campaign's decision cells together fire at most 5% of the time:
 
-The campaign adopts only when every decision cell adopts and no guardrail is broken (or
-left unchecked); otherwise it keeps the default, with the reasons.
+- `high-variance` ("a sign, not a size"): the pairs spread more than that noise explains
+  (χ² test of their variance);
+- `window-drift` ("the window was not stable"): the control moved across the window by
+  more than `gates.max_window_drift` (default: the band) and more than its noise explains
+  (z-test of its slope);
+- `small-sample` ("a hint, not a number"), `split-pair`, `invalid-pass` and `incomplete`
+  (fewer complete pairs than pre-registered) state facts.
+
+`incomplete`, `small-sample` and `window-drift` gate: such a decision cell cannot adopt
+(its label is `inconclusive`). The campaign adopts only when every decision cell adopts
+and every guardrail holds; otherwise it keeps the default with one reason category:
+`inconclusive`, `loss`, `guardrail` or `below-bar` (`rule-met` when it adopts).
 """
 
 from __future__ import annotations
@@ -25,30 +33,38 @@ import datetime as dt
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from campaign import stats as st
 from campaign.fmt import abs_pct, fmt_gain, pct, span
 from campaign.guardrails import check_guardrail, guardrail_targets
 from campaign.outcome import (
+    GATING_FLAGS,
     CandidateVerdict,
     Cell,
     DataProblem,
     GuardrailCheck,
-    HolmInfo,
     LeftOut,
+    LevelBest,
     PairGain,
     Ranked,
     RunVerdict,
 )
 from campaign.rule import (
+    DEFAULT_PASS_SD,
     EPS,
+    FLAG_FAMILY_ALPHA,
     Decision,
     Label,
+    Reason,
     Rule,
     adopts_ci,
     adopts_point,
+    better_d,
+    change_of,
+    describe,
     label_of,
+    worse_d,
 )
 from campaign.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
@@ -70,6 +86,24 @@ class Context:
     requests: Mapping[tuple[int, str], float]
     started: Mapping[int, Mapping[str, dt.datetime | None]]
     slots: Mapping[int, Mapping[str, int]]
+    flag_alpha: float = FLAG_FAMILY_ALPHA / 2
+    """Level of each noise flag's test (the family's 5% shared over the decision cells)."""
+    candidates: int = 1
+    """Candidates compared in the run (raises the bar: see `Rule.bar_d`)."""
+
+
+def change_text(c: Cell | None = None, *, d: float | None = None,
+                direction: st.Direction = "higher", kind: st.Kind = "ratio") -> str:
+    """A change on the metric's own scale with its sense: "−18.4% (better)"."""
+    if c is not None:
+        if c.stats is None:
+            return "—"
+        d, direction, kind = c.stats.mean, c.direction, c.kind
+    assert d is not None
+    shown = fmt_gain(change_of(d, direction, kind), kind)
+    if abs(d) <= EPS or shown in ("+0.0%", "+0"):
+        return shown
+    return f"{shown} ({'better' if d > 0 else 'worse'})"
 
 
 def judge_cell(
@@ -84,121 +118,140 @@ def judge_cell(
 ) -> Cell:
     """Paired statistics, label, flags and reasons of one cell (candidate `arm`).
 
-    Raises DataProblem when a value is missing or cannot enter a ratio (zero) — the caller
-    decides whether the cell matters enough to stop the report.
+    Raises DataProblem when a value is damaged (missing, infinite, negative in a ratio) —
+    the caller decides whether the cell matters enough to stop the report.
     """
     direction = rule.direction_of(data.metric)
     kind = rule.kind_of(data.metric)
-    band = rule.band if kind == "ratio" else 0.0
     gates = rule.prereg.gates
     for pair, a in data.missing:
         if a in (control, arm):
             raise DataProblem(
                 f"{data.metric} at {data.workload} {data.level}: pair {pair}, arm {a} has "
-                "a valid row with no value"
+                "a valid row with no usable value"
             )
-    complete: list[PairGain] = []
+    complete: list[tuple[int, float, float]] = []
     left: list[LeftOut] = []
-    xs: list[float] = []
-    ys: list[float] = []
     for pair in sorted(set(pairs) | set(data.values) | set(data.invalid)):
         vals = data.values.get(pair, {})
         if control in vals and arm in vals:
-            x, y = vals[control].value, vals[arm].value
-            if kind == "ratio" and not (x > 0 and y > 0):
-                who = control if not x > 0 else arm
-                raise DataProblem(
-                    f"{data.metric} at {data.workload} {data.level}: pair {pair}, arm {who} "
-                    f"is {x if who == control else y!r}; a ratio needs values > 0"
-                )
-            xs.append(x)
-            ys.append(y)
-            complete.append(PairGain(pair, x, y, math.nan))
+            complete.append((pair, vals[control].value, vals[arm].value))
             continue
         for a in (control, arm):
             if a in vals:
                 continue
             reason = data.invalid.get(pair, {}).get(a, "not measured")
+            if a == arm and a in data.invalid.get(pair, {}) and control in vals:
+                reason += " — a failure of the candidate: counts against it"
             left.append(LeftOut(pair, a, reason))
-    flags: list[str] = []
     reasons: list[str] = []
+    if kind == "ratio" and any(min(x, y) <= 0 for _, x, y in complete):
+        bad = [(p, x, y) for p, x, y in complete if min(x, y) < 0 or decision]
+        if bad:  # the rule's margin is relative: a decision cell needs values > 0
+            p, x, y = next((p, x, y) for p, x, y in bad if min(x, y) <= 0)
+            who = control if x <= 0 else arm
+            raise DataProblem(f"{data.metric} at {data.workload} {data.level}: pair {p}, arm "
+                              f"{who} is {min(x, y)!r}; a ratio needs values > 0")
+        kind = "absolute"
+        reasons.append("a value is 0 (e.g. a stream that arrived in one burst): compared "
+                       "by differences, not ratios")
+    band = rule.band if kind == "ratio" else 0.0
+    flags: list[str] = []
     stats_: st.Paired | None = None
     verdict: Label = "no-data"
+    pair_gains: list[PairGain] = []
     if complete:
+        xs = [x for _, x, _ in complete]
+        ys = [y for _, _, y in complete]
         stats_ = st.paired(xs, ys, direction, confidence=rule.prereg.confidence, kind=kind)
-        complete = [
-            PairGain(pg.pair, pg.control, pg.candidate, g)
-            for pg, g in zip(complete, stats_.pair_gains, strict=True)
+        pair_gains = [
+            PairGain(p, x, y, g, change_of(d, direction, kind))
+            for (p, x, y), g, d in zip(complete, stats_.pair_gains, stats_.d, strict=True)
         ]
-        adopts = (
-            adopts_point(stats_, rule.prereg.margin, band)
-            if rule.prereg.rule == "point"
-            else adopts_ci(stats_, rule.prereg.margin)
-        )
-        verdict = label_of(stats_, band, adopts)
-        reasons.append(_label_reason(verdict, stats_, rule, band))
+        if decision:
+            bar = rule.bar_d(ctx.candidates, kind)
+            adopts = (adopts_point(stats_, bar, band, direction) if rule.prereg.rule == "point"
+                      else adopts_ci(stats_, bar, rule.ci_alpha(ctx.candidates)))
+            verdict = label_of(stats_, band, adopts, direction)
+            reasons.insert(0, _label_reason(verdict, stats_, rule, band, bar, direction,
+                                            rule.ci_alpha(ctx.candidates)))
+        else:
+            verdict = describe(stats_)
+            reasons.insert(0, _describe_reason(verdict, stats_, direction))
         if stats_.ci is None:
             reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
     else:
-        reasons.append(f"no complete pair: {len(left)} arm pass(es) missing or invalid")
+        reasons.insert(0, f"no complete pair: {len(left)} arm pass(es) missing or invalid")
 
-    # -- flags
+    # -- flags: noise tests
     if stats_ is not None and kind == "ratio":
-        spread = max(stats_.pair_gains) - min(stats_.pair_gains)
-        if stats_.n >= 2 and spread > band + EPS:
+        p_var = st.variance_test(stats_.d, rule.pair_sd)
+        if p_var is not None and p_var < ctx.flag_alpha:
             flags.append("high-variance")
+            sd = stats_.sd or 0.0
             reasons.append(
-                f"high-variance — a sign, not a size: pair gains range "
-                f"{pct(min(stats_.pair_gains))} … {pct(max(stats_.pair_gains))} "
-                f"(spread {spread * 100:.1f} points > band {abs_pct(band)})"
-            )
+                f"high-variance — a sign, not a size: pairs spread {abs_pct(sd)} (sd) where "
+                f"the lane's noise predicts {abs_pct(rule.pair_sd)} (p={p_var:.2g}); pairs "
+                + ", ".join(change_text(d=v, direction=direction) for v in stats_.d))
         else:
-            worst = _repeat_spread(data, (control, arm), [pg.pair for pg in complete])
-            if worst is not None and worst[0] > band + EPS:
+            worst = _repeat_spread(data, (control, arm), [p_ for p_, _, _ in complete])
+            p_rep = (None if worst is None else
+                     st.variance_test([0.0, math.log(worst[0])], DEFAULT_PASS_SD))
+            if worst is not None and p_rep is not None and p_rep < ctx.flag_alpha:
                 flags.append("high-variance")
                 reasons.append(
                     f"high-variance — a sign, not a size: repeats of pair {worst[1]} "
-                    f"({worst[2]}) disagree by {abs_pct(worst[0])} > band {abs_pct(band)}"
-                )
-    small = _small_sample(ctx, gates.min_output_tokens, gates.min_completed_requests,
-                          [pg.pair for pg in complete], (control, arm))
-    if small:
-        flags.append("small-sample")
-        reasons.append(f"small-sample — a hint, not a number: {small}")
+                    f"({worst[2]}) disagree by {abs_pct(worst[0] - 1)}, more than pass-to-pass "
+                    f"noise explains (p={p_rep:.2g})")
     trend = None
     if kind == "ratio":
         ctrl = sorted(
-            (ctx.slots.get(p, {}).get(control, p), v[control].value)
-            for p, v in data.values.items()
-            if control in v
+            (ctx.slots.get(p_, {}).get(control, p_), v[control].value)
+            for p_, v in data.values.items()
+            if control in v and v[control].value > 0
         )
-        if len(ctrl) >= 2:
-            trend = st.trend([v for _, v in ctrl], [s for s, _ in ctrl])
-        if trend is not None and abs(trend) > band + EPS:
-            flags.append("window-drift")
-            reasons.append(
-                f"window-drift: the control itself moved {pct(trend)} across the window "
-                f"(band ±{abs_pct(band)}): the window was not stable"
-            )
-    gap_s = gates.max_pair_gap_s
+        tested = (st.trend_test([v for _, v in ctrl], [s for s, _ in ctrl], rule.control_sd)
+                  if len(ctrl) >= 2 else None)
+        if tested is not None:
+            trend, p_trend = tested
+            if abs(trend) > rule.window_limit + EPS and p_trend < ctx.flag_alpha:
+                flags.append("window-drift")
+                reasons.append(
+                    f"window-drift: the control itself moved {pct(trend)} across the window "
+                    f"(limit ±{abs_pct(rule.window_limit)}, beyond its noise: p={p_trend:.2g})"
+                    ": the window was not stable")
+    small = _small_sample(ctx, gates.min_output_tokens, gates.min_completed_requests,
+                          [p_ for p_, _, _ in complete], (control, arm))
+    if small:
+        flags.append("small-sample")
+        reasons.append(f"small-sample — a hint, not a number: {small}")
     split = []
-    for pg in complete:
-        starts = ctx.started.get(pg.pair, {})
+    for p_, _, _ in complete:
+        starts = ctx.started.get(p_, {})
         t0, t1 = starts.get(control), starts.get(arm)
-        if t0 is not None and t1 is not None and abs((t1 - t0).total_seconds()) > gap_s:
-            split.append(f"pair {pg.pair} ({span(abs((t1 - t0).total_seconds()))})")
+        if t0 is not None and t1 is not None and abs((t1 - t0).total_seconds()) > \
+                gates.max_pair_gap_s:
+            split.append(f"pair {p_} ({span(abs((t1 - t0).total_seconds()))})")
     if split:
         flags.append("split-pair")
-        reasons.append(
-            f"split-pair: arms started further apart than {span(gap_s)}: "
-            + ", ".join(split)
-        )
+        reasons.append(f"split-pair: arms started further apart than "
+                       f"{span(gates.max_pair_gap_s)}: " + ", ".join(split))
     if left:
         flags.append("invalid-pass")
         n_left = len({lo.pair for lo in left})
-        total = n_left + len(complete)
         detail = "; ".join(f"pair {lo.pair} {lo.arm}: {lo.reason}" for lo in left)
-        reasons.append(f"invalid-pass: {n_left} of {total} pairs left out ({detail})")
+        reasons.append(f"invalid-pass: {n_left} of {n_left + len(complete)} pairs left out "
+                       f"({detail})")
+    planned = rule.prereg.pairs
+    if decision and len(complete) < planned:
+        flags.append("incomplete")
+        reasons.append(f"incomplete: {len(complete)} of {planned} pre-registered pairs "
+                       "complete: a decision cell never adopts on fewer")
+    if decision and verdict == "adopt" and GATING_FLAGS & set(flags):
+        verdict = "inconclusive"
+        gate = ", ".join(f for f in flags if f in GATING_FLAGS)
+        reasons[0] = reasons[0].replace("adopt:", f"inconclusive ({gate}): the rule is met "
+                                        "on these pairs, but", 1)
     return Cell(
         workload=data.workload,
         level=data.level,
@@ -206,16 +259,17 @@ def judge_cell(
         arm=arm,
         direction=direction,
         kind=kind,
-        control=_centre([pg.control for pg in complete], kind),
-        candidate=_centre([pg.candidate for pg in complete], kind),
+        control=_centre([x for _, x, _ in complete], kind),
+        candidate=_centre([y for _, _, y in complete], kind),
         stats=stats_,
-        pairs=tuple(complete),
+        pairs=tuple(pair_gains),
         left_out=tuple(left),
         verdict=verdict,
         flags=tuple(flags),
         reasons=tuple(reasons),
         decision_cell=decision,
         control_trend=trend,
+        planned_pairs=planned,
     )
 
 
@@ -227,39 +281,62 @@ def _centre(values: Sequence[float], kind: st.Kind) -> float | None:
     return math.fsum(values) / len(values)
 
 
-def _label_reason(verdict: Label, p: st.Paired, rule: Rule, band: float) -> str:
-    pairs = ", ".join(fmt_gain(g, p.kind) for g in p.pair_gains)
-    g = fmt_gain(p.gain, p.kind)
-    margin = pct(rule.prereg.margin)
-    ci = (
-        f"CI lower bound {pct(p.ci[0])}" if p.ci is not None else "no CI with one pair"
-    )
+def _label_reason(verdict: Label, p: st.Paired, rule: Rule, band: float, bar: float,
+                  direction: st.Direction, alpha: float) -> str:
+    def ch(d: float) -> str:
+        return fmt_gain(change_of(d, direction, p.kind), p.kind)
+
+    pairs = ", ".join(ch(v) for v in p.d)
+    g = change_text(d=p.mean, direction=direction, kind=p.kind)
+    bar_text = ch(bar)
+    up, down = ch(better_d(band, direction, p.kind)), ch(worse_d(band, direction, p.kind))
+    lo = None
+    if p.sd is not None:
+        t = st.t_critical(1 - alpha / 2, p.n - 1)
+        lo = p.mean - t * p.sd / math.sqrt(p.n)
+    ci = f"CI's worse end {ch(lo)}" if lo is not None else "no CI with one pair"
     if verdict == "adopt":
         if rule.prereg.rule == "point":
-            return f"adopt: {g} ≥ {margin} and every pair ≥ {pct(band)} (pairs {pairs})"
-        return f"adopt: {ci} ≥ {margin} (gain {g}, pairs {pairs})"
+            return f"adopt: {g} clears {bar_text} and every pair clears {up} (pairs {pairs})"
+        return f"adopt: {ci} clears {bar_text} (change {g}, pairs {pairs})"
     if verdict == "gain-below-bar":
-        if rule.prereg.rule == "ci" and p.gain >= rule.prereg.margin - EPS:
-            return f"gain-below-bar: {ci} < {margin} (gain {g}, pairs {pairs})"
-        return f"gain-below-bar: every pair beyond {pct(band)} but {g} < {margin} (pairs {pairs})"
+        if rule.prereg.rule == "ci" and p.mean >= bar - EPS:
+            return f"gain-below-bar: {ci} does not clear {bar_text} (change {g}, pairs {pairs})"
+        return (f"gain-below-bar: every pair beyond {up} but {g} does not clear {bar_text} "
+                f"(pairs {pairs})")
     if verdict == "within-drift":
         return f"within-drift: {g} is inside the ±{abs_pct(band)} band (pairs {pairs})"
     if verdict == "loss":
-        return f"loss: every pair worse than {pct(-band)} ({g}; pairs {pairs})"
-    return f"mixed: pairs disagree beyond the ±{abs_pct(band)} band ({g}; pairs {pairs})"
+        return f"loss: every pair beyond {down} ({g}; pairs {pairs})"
+    if verdict == "mixed":
+        return (f"mixed: some pairs beyond {up} and some beyond {down} — they disagree beyond "
+                f"the ±{abs_pct(band)} band ({g}; pairs {pairs})")
+    return (f"unclear: {g} is beyond the ±{abs_pct(band)} band but not every pair is "
+            f"(pairs {pairs})")
+
+
+def _describe_reason(verdict: Label, p: st.Paired, direction: st.Direction) -> str:
+    g = change_text(d=p.mean, direction=direction, kind=p.kind)
+    if verdict in ("better", "worse"):
+        lo, hi = (change_of(v, direction, p.kind) for v in p.mean_ci)
+        a, b = min(lo, hi), max(lo, hi)
+        return (f"{verdict}: {g}; its {p.confidence:.0%} CI {fmt_gain(a, p.kind)} … "
+                f"{fmt_gain(b, p.kind)} excludes no change")
+    if p.n < 2:
+        return f"no-clear-change: {g} on one pair (no CI)"
+    return f"no-clear-change: {g}; its {p.confidence:.0%} CI includes no change"
 
 
 def _repeat_spread(
     data: CellData, arms: Sequence[str], pairs: Sequence[int]
 ) -> tuple[float, int, str] | None:
+    """The largest hi ÷ lo of one arm's repeats in one pair: (ratio, pair, arm)."""
     worst: tuple[float, int, str] | None = None
     for pair in pairs:
         for a in arms:
             v = data.values[pair][a]
-            if v.repeats > 1 and v.lo > 0:
-                spread = v.hi / v.lo - 1
-                if worst is None or spread > worst[0]:
-                    worst = (spread, pair, a)
+            if v.repeats > 1 and v.lo > 0 and (worst is None or v.hi / v.lo > worst[0]):
+                worst = (v.hi / v.lo, pair, a)
     return worst
 
 
@@ -288,31 +365,27 @@ def _small_sample(
 # --------------------------------------------------------------------------- a whole run
 
 
-def decision_keys(rule: Rule, table: RunTable, order: Sequence[str] = ()) -> list[tuple[str, str]]:
-    """The (workload, level) decision cells, `*` expanded to the measured levels."""
+def decision_keys(rule: Rule, table: RunTable, order: Sequence[str] = (),
+                  levels: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
+    """The (workload, level) decision cells, `*` expanded to the levels the campaign
+    configured (`levels`; a configured level with no rows stays a decision cell, with no
+    data) or, without them, to the measured levels."""
     measured = sorted(
         {(w, lvl) for (w, lvl, m) in table.cells if m == rule.metric},
         key=lambda k: cell_sort_key((*k, ""), order),
     )
     out: list[tuple[str, str]] = []
     for dc in rule.prereg.decision_cells:
-        if dc.level == "*":
-            levels = [lvl for (w, lvl) in measured if w == dc.workload]
-            specific = [lvl for lvl in levels if lvl != "all"]
-            chosen = specific or levels
-            if not chosen:
-                raise DataProblem(
-                    f"no rows of {rule.metric} for workload {dc.workload} "
-                    "(a pre-registered decision cell)"
-                )
-            keys = [(dc.workload, lvl) for lvl in chosen]
-        else:
-            if (dc.workload, dc.level) not in measured:
-                raise DataProblem(
-                    f"no rows of {rule.metric} at {dc.workload} {dc.level} "
-                    "(a pre-registered decision cell)"
-                )
+        if dc.level != "*":
             keys = [(dc.workload, dc.level)]
+        elif levels is not None and levels.get(dc.workload):
+            keys = [(dc.workload, lvl) for lvl in levels[dc.workload]]
+        else:
+            found = [lvl for (w, lvl) in measured if w == dc.workload]
+            keys = [(dc.workload, lvl) for lvl in ([x for x in found if x != "all"] or found)]
+            if not keys:
+                raise DataProblem(f"no rows of {rule.metric} for workload {dc.workload} "
+                                  "(a pre-registered decision cell)")
         out.extend(k for k in keys if k not in out)
     return out
 
@@ -323,27 +396,36 @@ def judge_run(
     arms: Sequence[str],
     *,
     level_order: Sequence[str] = (),
+    levels: Mapping[str, Sequence[str]] | None = None,
     metrics: Iterable[str] | None = None,
+    resume_command: str = "spec-ab run --resume RUN_DIR",
 ) -> RunVerdict:
     """Every candidate against the control under `rule`, then the run's decision.
 
-    Raises DataProblem when a decision cell or a guardrail's value is missing or zero.
+    `levels` are the campaign's configured levels per workload (so a registered level with
+    no rows is seen as missing, not skipped); `resume_command` is what finishes this run.
+    Raises DataProblem when a decision cell or a guardrail's value is damaged.
     """
     control, candidates = arms[0], list(arms[1:])
-    decisions = decision_keys(rule, table, level_order)
+    decisions = decision_keys(rule, table, level_order, levels)
     guard_targets = {
-        i: guardrail_targets(g, decisions, table) for i, g in enumerate(rule.prereg.guardrails)
+        i: guardrail_targets(g, table, level_order)
+        for i, g in enumerate(rule.prereg.guardrails)
     }
     key_cells = {(w, lvl, rule.metric) for w, lvl in decisions}
     for i, g in enumerate(rule.prereg.guardrails):
         key_cells |= {(w, lvl, g.metric) for w, lvl in guard_targets[i]}
     shown = set(metrics) if metrics is not None else None
+    alpha = FLAG_FAMILY_ALPHA / (2 * max(1, len(decisions)))
     ctx_cache: dict[tuple[str, str], Context] = {}
+    notes: list[str] = []
+    damaged: list[str] = []
 
     out: list[CandidateVerdict] = []
     for arm in candidates:
         cells: list[Cell] = []
-        for key in sorted(table.cells, key=lambda k: cell_sort_key(k, level_order)):
+        keys = set(table.cells) | {(w, lvl, rule.metric) for w, lvl in decisions}
+        for key in sorted(keys, key=lambda k: cell_sort_key(k, level_order)):
             w, lvl, m = key
             if m in TOKEN_METRICS and m != rule.metric and key not in key_cells:
                 continue
@@ -351,25 +433,28 @@ def judge_run(
                 continue
             ctx = ctx_cache.get((w, lvl))
             if ctx is None:
-                ctx = ctx_cache[(w, lvl)] = _context(table, w, lvl)
+                ctx = ctx_cache[(w, lvl)] = _context(table, w, lvl, alpha, len(candidates))
+            data = table.cells.get(key) or CellData(w, lvl, m)
             try:
-                c = judge_cell(
-                    table.cells[key], arm, rule, ctx, control=control,
-                    decision=(w, lvl) in decisions and m == rule.metric, pairs=table.pairs,
-                )
-            except DataProblem:
+                c = judge_cell(data, arm, rule, ctx, control=control,
+                               decision=(w, lvl) in decisions and m == rule.metric,
+                               pairs=table.pairs)
+            except DataProblem as exc:
                 if key in key_cells:
                     raise
-                continue  # a descriptive cell with a zero (e.g. acceptance at position 7)
+                damaged.append(str(exc))
+                continue
             cells.append(c)
-        if rule.prereg.rule == "ci":
-            cells = _apply_holm(cells, rule)
-        out.append(_decide_candidate(arm, cells, rule, decisions, guard_targets))
+        out.append(_decide_candidate(arm, cells, rule, table, decisions, guard_targets,
+                                     control, resume_command))
+    if damaged:
+        notes.append(f"{len(damaged)} descriptive cell(s) left out for damaged values: "
+                     + "; ".join(sorted(set(damaged))[:3])
+                     + (" …" if len(set(damaged)) > 3 else ""))
 
     ranking = rank(out)
     adopting = [r for r in ranking if r.decision == "adopt"]
     adopt_arm = adopting[0].arm if adopting else None
-    notes: list[str] = []
     measured = len(table.pairs)
     if measured < rule.prereg.pairs:
         notes.append(f"incomplete: {measured} of {rule.prereg.pairs} pre-registered pairs measured")
@@ -384,11 +469,24 @@ def judge_run(
             f"incomplete: {len({p for p, _ in left})} pair(s) left out of some cells by "
             f"invalid or missing passes{where}"
         )
+    best = _best_by_level(out, decisions, rule)
+    if len(candidates) > 1:
+        arms_best = {b.arm for b in best}
+        if len(arms_best) > 1:
+            notes.append("the best candidate differs by level: " + ", ".join(
+                f"{b.workload} {b.level} {b.arm} ({pct(b.change)})" for b in best)
+                + " — one overall ranking would hide this")
+        if adopt_arm:
+            notes.append(f"{adopt_arm} was picked as the best of {len(candidates)} candidates: "
+                         "its measured change is biased upward by that choice; re-run it "
+                         "alone against the control to size it")
     stable = all(cv.window_stable for cv in out)
+    top = next(cv for cv in out if cv.arm == ranking[0].arm)
     if len(out) == 1:
         reasons = out[0].reasons
     else:
-        reasons = tuple(f"{cv.arm}: {cv.decision} — {r}" for cv in out for r in cv.reasons)
+        reasons = tuple(f"{cv.arm}: {cv.decision} ({cv.reason}) — {r}"
+                        for cv in out for r in cv.reasons)
         if adopt_arm:
             reasons = (f"adopt {adopt_arm}: best-ranked candidate that adopts", *reasons)
     return RunVerdict(
@@ -403,10 +501,14 @@ def judge_run(
         pairs_planned=rule.prereg.pairs,
         left_out=len(left),
         window_stable=stable,
+        reason=top.reason,
+        settle=top.settle,
+        best_by_level=tuple(best),
     )
 
 
-def _context(table: RunTable, workload: str, level: str) -> Context:
+def _context(table: RunTable, workload: str, level: str, alpha: float,
+             candidates: int) -> Context:
     def sizes(metric: str) -> dict[tuple[int, str], float]:
         c = table.cells.get((workload, level, metric))
         if c is not None:
@@ -423,88 +525,102 @@ def _context(table: RunTable, workload: str, level: str) -> Context:
         return dict(total)
 
     return Context(sizes("output_tokens"), sizes("requests_completed"), table.started,
-                   table.slots)
-
-
-def _apply_holm(cells: list[Cell], rule: Rule) -> list[Cell]:
-    """The `ci` rule over m > 1 decision cells: each adopts only when its Holm-adjusted
-    one-sided p ≤ α/2 (the level of the CI's lower end). With one cell, the CI itself."""
-    idx = [i for i, c in enumerate(cells) if c.decision_cell and c.stats is not None]
-    m = len([c for c in cells if c.decision_cell])
-    if m < 2:
-        return cells
-    margin = rule.prereg.margin
-    half = rule.alpha / 2
-    ps = []
-    for i in idx:
-        p = st.p_above(cells[i].stats, margin)  # type: ignore[arg-type]
-        ps.append(1.0 if p is None else p)
-    ps_all = ps + [1.0] * (m - len(idx))  # cells without data count as not rejected
-    adjusted = st.holm(ps_all)[: len(idx)]
-    levels = st.holm_levels(ps_all, half)[: len(idx)]
-    out = list(cells)
-    for j, i in enumerate(idx):
-        c = cells[i]
-        assert c.stats is not None
-        lb = st.lower_bound(c.stats, levels[j])
-        adopts = adjusted[j] <= half + EPS and c.stats.n >= 2
-        verdict = label_of(c.stats, rule.band if c.kind == "ratio" else 0.0, adopts)
-        reasons = list(c.reasons)
-        reasons[0] = (
-            f"{verdict}: Holm over {m} decision cells — adjusted p {adjusted[j]:.3g} "
-            f"{'≤' if adopts else '>'} {half:.3g}; lower bound at its Holm level {pct(lb)} "
-            f"vs bar {pct(margin)} (gain {pct(c.stats.gain)})"
-        )
-        out[i] = replace(c, verdict=verdict, reasons=tuple(reasons),
-                         holm=HolmInfo(m, ps[j], adjusted[j], lb))
-    return out
+                   table.slots, alpha, candidates)
 
 
 def _decide_candidate(
     arm: str,
     cells: Sequence[Cell],
     rule: Rule,
+    table: RunTable,
     decisions: Sequence[tuple[str, str]],
     guard_targets: Mapping[int, Sequence[tuple[str, str]]],
+    control: str,
+    resume_command: str,
 ) -> CandidateVerdict:
     by_key = {c.key: c for c in cells}
-    reasons: list[str] = []
-    all_adopt = True
-    gains: list[float] = []
-    for w, lvl in decisions:
-        c = by_key.get((w, lvl, rule.metric))
-        if c is None or c.verdict != "adopt":
-            all_adopt = False
-            why = c.reasons[0] if c is not None else "no data"
-            reasons.append(f"{w} {lvl}: {why}")
-        if c is not None and c.stats is not None and c.kind == "ratio":
-            gains.append(c.stats.mean)
+    dec = [(w, lvl, by_key.get((w, lvl, rule.metric))) for w, lvl in decisions]
     checks: list[GuardrailCheck] = []
     for i, g in enumerate(rule.prereg.guardrails):
-        for where in guard_targets[i]:
-            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where))
+        targets = guard_targets[i] or [(g.workload, g.level)]
+        for where in targets:
+            data = table.cells.get((*where, g.metric))
+            failed = {}
+            if data is not None:
+                for p, arms_ in data.failed.items():
+                    ctrl = data.values.get(p, {}).get(control)
+                    if arm in arms_ and ctrl is not None:
+                        failed[p] = (ctrl.value, arms_[arm])
+            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where, rule.band,
+                                          failed))
     broken = [c for c in checks if c.broken]
+    rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
+    gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
+    short = [(w, lvl, c) for w, lvl, c in dec
+             if c is None or c.stats is None or c.stats.n < rule.prereg.pairs]
+    reasons = [f"{w} {lvl}: {c.reasons[0] if c is not None else 'no data'}" for w, lvl, c in dec]
+    decision: Decision = "keep-default"
+    reason: Reason
+    settle = ""
+    if rule_met and not gated and not broken:
+        decision, reason = "adopt", "rule-met"
+        reasons = [f"every decision cell adopts ({len(dec)}) and every guardrail holds "
+                   f"({len(checks)})", *reasons]
+    elif short:
+        reason = "inconclusive"
+        missing = max(rule.prereg.pairs - (0 if c is None or c.stats is None else c.stats.n)
+                      for _, _, c in short)
+        invalid = any(c is not None and c.left_out for _, _, c in short)
+        cmd = resume_command + (" --redo-invalid" if invalid else "")
+        settle = f"{missing} more complete pair(s): {cmd}"
+        reasons.insert(0, "inconclusive: decision cell(s) "
+                       + ", ".join(f"{w} {lvl}" for w, lvl, _ in short)
+                       + f" have fewer complete pairs than the {rule.prereg.pairs} "
+                       f"pre-registered; to settle it: {settle}")
+    elif any(c is not None and c.verdict == "loss" for *_, c in dec):
+        reason = "loss"
+    elif rule_met and broken:
+        reason = "guardrail"
+    elif rule_met and gated:
+        reason = "inconclusive"
+        fixes = []
+        flags = {f for c in gated for f in c.flags}
+        if "small-sample" in flags:
+            fixes.append(f"larger passes (at least {rule.prereg.gates.min_output_tokens} "
+                         f"output tokens and {rule.prereg.gates.min_completed_requests} "
+                         "requests per cell)")
+        if "window-drift" in flags:
+            moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
+                              if "window-drift" in c.flags)
+            fixes.append(f"a re-run in a stable window (the control moved {moved})")
+        settle = "; ".join(fixes)
+        reasons.insert(0, f"inconclusive: the rule is met on the pairs measured, but "
+                       f"{', '.join(sorted(flags & GATING_FLAGS))}; to settle it: {settle}")
+    else:
+        reason = "below-bar"
     reasons.extend(c.reason for c in broken)
-    decision: Decision = "adopt" if all_adopt and not broken else "keep-default"
-    if decision == "adopt":
-        reasons = [
-            f"every decision cell adopts ({len(decisions)}) and every guardrail holds "
-            f"({len(checks)})",
-            *(f"{w} {lvl}: {by_key[(w, lvl, rule.metric)].reasons[0]}" for w, lvl in decisions),
-        ]
-    drifted = [
-        c for c in cells if c.decision_cell and "window-drift" in c.flags
-    ]
-    stable = not drifted
-    if drifted:
+    drifted = [c for c in cells if c.decision_cell and "window-drift" in c.flags]
+    if drifted and reason != "inconclusive":
         reasons.append(
-            "the window was not stable: the control moved beyond the band at "
-            + ", ".join(f"{c.where} ({pct(c.control_trend)})" for c in drifted)
-            + "; consider re-running the campaign"
-        )
+            "the window was not stable: the control moved beyond its limit at "
+            + ", ".join(f"{c.where} ({pct(c.control_trend)})" for c in drifted))
+    gains = [c.stats.mean for *_, c in dec
+             if c is not None and c.stats is not None and c.kind == "ratio"]
     score = math.expm1(math.fsum(gains) / len(gains)) if gains else None
     return CandidateVerdict(arm, decision, tuple(reasons), tuple(cells), tuple(checks),
-                            stable, score)
+                            not drifted, score, reason, settle)
+
+
+def _best_by_level(candidates: Sequence[CandidateVerdict],
+                   decisions: Sequence[tuple[str, str]], rule: Rule) -> list[LevelBest]:
+    out = []
+    for w, lvl in decisions:
+        scored = [(c.stats.mean, cv.arm, c.change) for cv in candidates for c in cv.cells
+                  if c.key == (w, lvl, rule.metric) and c.stats is not None]
+        if scored:
+            _, arm, change = max(scored)
+            out.append(LevelBest(w, lvl, arm, change))
+    return out
 
 
 def rank(candidates: Sequence[CandidateVerdict]) -> list[Ranked]:

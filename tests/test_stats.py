@@ -104,14 +104,6 @@ def test_p_above_with_zero_spread() -> None:
     assert st.p_above(p, 0.20) == 1.0
 
 
-def test_holm_worked_example() -> None:
-    # sorted 0.01, 0.03, 0.04 -> x3 = 0.03, x2 = 0.06, x1 = 0.04 -> monotone 0.06
-    assert st.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert st.holm([0.5]) == [0.5]
-    assert st.holm([0.6, 0.9]) == pytest.approx([1.0, 1.0])
-    assert st.holm_levels([0.01, 0.04, 0.03], 0.05) == pytest.approx([0.05 / 3, 0.05, 0.025])
-
-
 def test_trend_of_the_control_across_the_window() -> None:
     assert st.trend([100, 104], [0, 1]) == pytest.approx(0.04)
     # steady +2% per slot over 2 slots: 1.02^2 - 1

@@ -10,8 +10,8 @@ from campaign.report.model import EXPLORATORY, REPORT_SCHEMA_VERSION, Report
 from campaign.report.rows import (
     cell_headers,
     cell_rows,
-    decision_label,
     detail_lines,
+    headline,
     history_rows,
     pairs_line,
     ranking_rows,
@@ -41,15 +41,15 @@ def render_html(report: Report) -> str:
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              f"<title>spec-ab report — {e(run.campaign)}</title><style>{_CSS}</style></head>",
              "<body>"]
+    parts.append(f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>")
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: --rule overrides in use.</p>")
-    parts.append(f"<h1>{e(run.campaign)}</h1>")
-    if run.hypothesis:
-        parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
-    parts.append(f"<p class='decision d-{v.decision}'>Decision: {e(decision_label(run))}</p>")
     parts.append("<ul>" + "".join(f"<li>{e(r)}</li>" for r in v.reasons)
                  + "".join(f"<li class='note'>note: {e(n)}</li>"
                            for n in (*run.notes, *v.notes)) + "</ul>")
+    parts.append(f"<h1>{e(run.campaign)}</h1>")
+    if run.hypothesis:
+        parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
     parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
     parts.append(f"<p>{e(rule_line(run))}</p>")
     if run.aa is not None:

@@ -36,20 +36,20 @@ def cell_dict(c: Cell) -> dict[str, Any]:
         "n": 0 if s is None else s.n,
         "control": _num(c.control),
         "candidate": _num(c.candidate),
+        "change": _num(c.change),
+        "better": c.better,
+        "change_ci": None if c.change_ci is None else [_num(v) for v in c.change_ci],
         "gain": _num(c.gain),
         "ci": None if s is None or s.ci is None else [_num(s.ci[0]), _num(s.ci[1])],
         "ci_note": (None if s is None or s.ci is not None
                     else "one pair: no confidence interval"),
         "confidence": None if s is None else s.confidence,
         "pairs": [{"pair": p.pair, "control": _num(p.control), "candidate": _num(p.candidate),
-                   "gain": _num(p.gain)} for p in c.pairs],
+                   "change": _num(p.change), "gain": _num(p.gain)} for p in c.pairs],
         "left_out": [{"pair": lo.pair, "arm": lo.arm, "reason": lo.reason} for lo in c.left_out],
         "verdict": c.verdict,
         "flags": list(c.flags),
         "reasons": list(c.reasons),
-        "holm": None if c.holm is None else {
-            "m": c.holm.m, "p": _num(c.holm.p), "p_adjusted": _num(c.holm.p_adjusted),
-            "lower_bound": _num(c.holm.lower_bound)},
         "control_trend": _num(c.control_trend),
     }
 
@@ -58,6 +58,8 @@ def run_dict(run: RunReport) -> dict[str, Any]:
     v = run.verdict
     return {
         "decision": v.decision,
+        "reason": v.reason,
+        "settle": v.settle or None,
         "adopt_arm": v.adopt_arm,
         "reasons": list(v.reasons),
         "notes": [*run.notes, *v.notes],
@@ -76,17 +78,24 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "guardrails": [
             {"arm": cv.arm, "metric": g.metric, "workload": g.workload, "level": g.level,
              "max_worsening": g.max_worsening, "absolute": g.absolute,
-             "worsening": _num(g.worsening), "broken": g.broken, "reason": g.reason}
+             "worsening": _num(g.worsening),
+             "pair_worsening": [_num(w) for w in g.pair_worsening],
+             "broken": g.broken, "reason": g.reason}
             for cv in v.candidates for g in cv.guardrails
         ],
         "candidates": [
-            {"arm": cv.arm, "decision": cv.decision, "reasons": list(cv.reasons),
+            {"arm": cv.arm, "decision": cv.decision, "reason": cv.reason,
+             "settle": cv.settle or None, "reasons": list(cv.reasons),
              "window_stable": cv.window_stable, "mean_gain": _num(cv.score)}
             for cv in v.candidates
         ],
         "ranking": [
             {"rank": r.rank, "arm": r.arm, "decision": r.decision, "mean_gain": _num(r.gain),
              "worst_gain": _num(r.worst)} for r in v.ranking
+        ],
+        "best_by_level": [
+            {"workload": b.workload, "level": b.level, "arm": b.arm, "change": _num(b.change)}
+            for b in v.best_by_level
         ],
         "run": {
             "run_id": run.run_id,
@@ -116,6 +125,9 @@ def to_dict(report: Report) -> dict[str, Any]:
     decision, decision cells and broken guardrails."""
     latest = run_dict(report.latest)
     out: dict[str, Any] = {
+        "decision": latest["decision"],
+        "reason": latest["reason"],
+        "settle": latest["settle"],
         "schema_version": REPORT_SCHEMA_VERSION,
         "results_schema_version": report.latest.results_schema_version,
         "tool": "spec-ab",
@@ -137,6 +149,7 @@ def history_dict(run: RunReport) -> dict[str, Any]:
         "run_dir": str(run.run_dir),
         "registered_at": run.registered_at,
         "decision": v.decision,
+        "reason": v.reason,
         "adopt_arm": v.adopt_arm,
         "exploratory": run.exploratory,
         "incomplete": run.incomplete,

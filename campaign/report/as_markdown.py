@@ -8,6 +8,7 @@ from campaign.report.rows import (
     cell_rows,
     decision_label,
     detail_lines,
+    headline,
     history_rows,
     pairs_line,
     ranking_rows,
@@ -20,9 +21,14 @@ def _md_escape(s: str) -> str:
 
 
 def render_markdown(report: Report) -> str:
-    lines: list[str] = []
+    run = report.latest
+    v = run.verdict
+    lines: list[str] = [f"# {headline(run)}", ""]
     if report.exploratory:
         lines += [f"> **{EXPLORATORY}**: these verdicts use `--rule` overrides.", ""]
+    lines += [f"- {_md_escape(r)}" for r in v.reasons]
+    lines += [f"- note: {_md_escape(n)}" for n in (*run.notes, *v.notes)]
+    lines.append("")
     if len(report.runs) > 1:
         lines += [f"## History ({len(report.runs)} runs)", "",
                   "| run | registered | pairs | decision | decision cells | guardrails |",
@@ -32,21 +38,11 @@ def render_markdown(report: Report) -> str:
                          f"**{h.decision}** | {_md_escape(h.cells_text(with_arm=False))} | "
                          f"{_md_escape(h.guardrails)} |")
         lines.append("")
-    run = report.latest
-    v = run.verdict
-    lines += [f"# {run.campaign}: **{decision_label(run, upper=False)}**", ""]
+    lines += [f"## {run.campaign}: **{decision_label(run, upper=False)}**", ""]
     if run.hypothesis:
         lines += [f"_Hypothesis:_ {run.hypothesis}", ""]
     lines += [f"- Run: `{run.run_id}` — {pairs_line(run)}",
               f"- {rule_line(run)}", ""]
-    for n in run.notes:
-        lines.append(f"> note: {n}")
-    if run.notes:
-        lines.append("")
-    lines += ["## Decision", ""]
-    lines += [f"- {_md_escape(r)}" for r in v.reasons]
-    lines += [f"- note: {_md_escape(n)}" for n in v.notes]
-    lines.append("")
     for cv in v.candidates:
         headers = cell_headers(run, cv)
         lines += [f"## {cv.arm} vs {run.arms[0]}", "",

@@ -17,8 +17,8 @@ from campaign.report.rows import (
     cell_headers,
     cell_rows,
     confidence_header,
-    decision_label,
     detail_lines,
+    headline,
     history_rows,
     pairs_line,
     ranking_rows,
@@ -27,11 +27,16 @@ from campaign.report.rows import (
 
 VERDICT_STYLE = {
     "adopt": "bold green",
+    "inconclusive": "yellow",
     "gain-below-bar": "yellow",
     "within-drift": "dim",
     "loss": "bold red",
     "mixed": "magenta",
+    "unclear": "magenta",
     "no-data": "dim",
+    "better": "green",
+    "worse": "red",
+    "no-clear-change": "dim",
 }
 DECISION_STYLE = {"adopt": "bold green", "keep-default": "bold yellow"}
 WIDE = 130
@@ -78,29 +83,26 @@ def _history_table(report: Report) -> Table:
 
 
 def _run_renderables(run: RunReport, *, compact: bool = False) -> list[RenderableType]:
-    out: list[RenderableType] = [
+    v = run.verdict
+    dec = Text(headline(run), style=DECISION_STYLE[v.decision])
+    if run.exploratory:
+        dec.append(f"  [{EXPLORATORY}]", style="bold red")
+    out: list[RenderableType] = [dec]
+    for r in v.reasons:
+        out.append(Text(f"  - {r}"))
+    for n in (*run.notes, *v.notes):
+        out.append(Text(f"  note: {n}", style="yellow"))
+    out += [
         Text(f"spec-ab report — {run.campaign} — {run.run_id}", style="bold"),
         Text(pairs_line(run)),
         Text(rule_line(run)),
     ]
-    for n in run.notes:
-        out.append(Text(f"note: {n}", style="yellow"))
     for cv in run.verdict.candidates:
         title = f"{cv.arm} vs {run.arms[0]}   (★ = pre-registered decision cell)"
         out.append(_compact_cells(run, cv, title) if compact else _wide_cells(run, cv, title))
         _guardrail_lines(out, cv)
     if len(run.verdict.candidates) > 1:
         out.append(_ranking_table(run))
-    v = run.verdict
-    dec = Text("Decision: ")
-    dec.append(decision_label(run), style=DECISION_STYLE[v.decision])
-    if run.exploratory:
-        dec.append(f"  [{EXPLORATORY}]", style="bold red")
-    out.append(dec)
-    for r in v.reasons:
-        out.append(Text(f"  - {r}"))
-    for n in v.notes:
-        out.append(Text(f"  note: {n}", style="yellow"))
     if run.aa is not None:
         out.append(Text(f"A/A run: {run.aa.text}", style="cyan"))
     return out

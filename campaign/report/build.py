@@ -96,8 +96,10 @@ def build_report(
         order = _level_order(run.campaign)
         csv_path = run.run_dir / "passes.csv"
         try:
-            verdict = vd.judge_run(table, rule, arms, level_order=order,
-                                   metrics=shown if i == newest else ())
+            verdict = vd.judge_run(
+                table, rule, arms, level_order=order, levels=_levels(run.campaign),
+                metrics=shown if i == newest else (),
+                resume_command=f"spec-ab run --resume {run.run_dir}")
         except oc.DataProblem as exc:
             raise ResultsError(f"{csv_path}: {exc}",
                                hint="the file is damaged or the pass never measured it") from None
@@ -268,6 +270,13 @@ def _arms(run: RunDir) -> list[str]:
     if len(arms) < 2:
         raise ResultsError(f"{run.run_dir / 'preregistration.json'}: needs control + a candidate")
     return arms
+
+
+def _levels(campaign: Campaign | None) -> dict[str, list[str]] | None:
+    """The levels the campaign configured, per workload (None: unknown, use the rows)."""
+    if campaign is None:
+        return None
+    return {w: campaign.workloads.levels(w) for w in ("knee", "agentfix")}
 
 
 def _level_order(campaign: Campaign | None) -> list[str]:

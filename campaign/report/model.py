@@ -17,9 +17,15 @@ from campaign.outcome import Cell, RunVerdict
 from campaign.rule import Decision, Rule
 from campaign.store import RunDir
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 """Version of the JSON report (bumped when a key changes meaning or disappears).
-1: first version (decision, rule, cells, guardrails, ranking, runs/history)."""
+
+1: first version (decision, rule, cells, guardrails, ranking, runs/history).
+2: `reason` (rule-met / below-bar / loss / guardrail / inconclusive) and `settle` beside
+   every decision; cells carry `change` (the metric's own change), `better` and
+   `change_ci`; `verdict` of a cell that is not a decision cell is better / worse /
+   no-clear-change; `holm` is gone (decision cells form an intersection–union test);
+   guardrails carry `pair_worsening`; `best_by_level`."""
 
 Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"

@@ -7,11 +7,14 @@ and nowhere else, so the terminal, Markdown, JSON and HTML reports cannot disagr
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from campaign.fmt import fmt_gain, fmt_value, pct
 from campaign.outcome import CandidateVerdict, Cell
 from campaign.report.model import EXPLORATORY, Report, RunReport
+from campaign.rule import change_of
+from campaign.verdict import change_text
 
 
 def decision_label(run: RunReport, *, upper: bool = True) -> str:
@@ -22,16 +25,40 @@ def decision_label(run: RunReport, *, upper: bool = True) -> str:
 
 
 def pairs_text(c: Cell) -> str:
-    return " ".join(fmt_gain(p.gain, c.kind) for p in c.pairs) or "—"
+    """Each pair's change of the metric itself."""
+    return " ".join(fmt_gain(p.change, c.kind) for p in c.pairs) or "—"
 
 
 def ci_text(c: Cell) -> str:
     if c.stats is None:
         return "—"
-    if c.stats.ci is None:
+    if c.change_ci is None:
         return "no CI (1 pair)"
-    lo, hi = c.stats.ci
+    lo, hi = c.change_ci
     return f"{fmt_gain(lo, c.kind)} … {fmt_gain(hi, c.kind)}"
+
+
+def change_cell(c: Cell) -> str:
+    """The change of the metric itself, marked better or worse: "-18.4% better"."""
+    return change_text(c).replace(" (", " ").replace(")", "")
+
+
+REASON_TEXT = {
+    "rule-met": "the pre-registered rule is met",
+    "below-bar": "the change does not clear the pre-registered bar",
+    "loss": "the candidate is worse",
+    "guardrail": "a guardrail is broken",
+    "inconclusive": "the evidence cannot carry a decision",
+}
+
+
+def headline(run: RunReport) -> str:
+    """The first line of every format: the decision and why."""
+    v = run.verdict
+    why = REASON_TEXT[v.reason]
+    if v.settle:
+        why += f" — to settle it: {v.settle}"
+    return f"Decision: {decision_label(run)} ({v.reason}: {why})"
 
 
 def left_out_text(c: Cell) -> str:
@@ -89,7 +116,7 @@ class CellRow:
 
 
 def cell_headers(run: RunReport, cv: CandidateVerdict) -> tuple[str, ...]:
-    return ("cell", "metric", run.arms[0], cv.arm, "gain", confidence_header(run), "pairs",
+    return ("cell", "metric", run.arms[0], cv.arm, "change", confidence_header(run), "pairs",
             "verdict", "flags")
 
 
@@ -98,7 +125,7 @@ def cell_rows(cv: CandidateVerdict) -> list[CellRow]:
         CellRow(
             where=f"{c.workload} {c.level}", decision_cell=c.decision_cell, metric=c.metric,
             control=fmt_value(c.control, c.metric), candidate=fmt_value(c.candidate, c.metric),
-            gain=fmt_gain(c.gain, c.kind), ci=ci_text(c), pairs=pairs_text(c),
+            gain=change_cell(c), ci=ci_text(c), pairs=pairs_text(c),
             left_out=left_out_text(c), verdict=c.verdict, flags=c.flags, reasons=c.reasons,
         )
         for c in cv.cells
@@ -150,18 +177,23 @@ def history_rows(report: Report) -> list[HistoryRow]:
             decision=run.decision,
             adopt_arm=f" ({run.verdict.adopt_arm})" if many and run.verdict.adopt_arm else "",
             exploratory=run.exploratory,
-            cells=tuple((c.arm, c.level, pct(c.gain), c.verdict) for c in cells),
+            cells=tuple((c.arm, c.level, fmt_gain(c.change, c.kind), c.verdict) for c in cells),
             several_candidates=many, guardrails=guardrails_text(run),
             flags=", ".join(sorted({f for c in cells for f in c.flags})) or "—",
         ))
     return rows
 
 
-RANKING_HEADERS = ("rank", "arm", "decision", "mean gain (decision cells)", "worst cell")
+RANKING_HEADERS = ("rank", "arm", "decision", "mean change (decision cells)", "worst cell")
 
 
 def ranking_rows(run: RunReport) -> list[tuple[str, str, str, str, str]]:
-    return [(str(r.rank), r.arm, r.decision, pct(r.gain), pct(r.worst))
+    d = run.rule.direction
+
+    def ch(g: float | None) -> str:
+        return pct(None if g is None else change_of(math.log1p(g), d))
+
+    return [(str(r.rank), r.arm, r.decision, ch(r.gain), ch(r.worst))
             for r in run.verdict.ranking]
 
 
@@ -169,14 +201,13 @@ def summary_lines(report: Report) -> list[str]:
     """A few plain lines for the end of `spec-ab run`."""
     run = report.latest
     v = run.verdict
-    head = f"Decision: {decision_label(run)}"
-    head += f" — rule {run.rule.prereg.rule}, sha256 {run.rule_sha256[:12]}"
+    head = headline(run)
     if run.exploratory:
         head += f" [{EXPLORATORY}]"
-    lines = [head]
+    lines = [head, f"  rule {run.rule.prereg.rule}, sha256 {run.rule_sha256[:12]}"]
     for c in run.decision_cells():
         lines.append(
-            f"  {c.arm} {c.where} {c.metric}: {pct(c.gain)} "
+            f"  {c.arm} {c.where} {c.metric}: {change_cell(c)} "
             f"[pairs {pairs_text(c)}] {c.verdict}"
             + (f" ({', '.join(c.flags)})" if c.flags else "")
         )

@@ -92,7 +92,15 @@ class Gates(Model):
         2000,
         ge=0,
         description="Fewer measured output tokens than this in a cell flags it "
-        "`small-sample` (a hint, not a number).",
+        "`small-sample` (a hint, not a number); a small-sample decision cell cannot adopt.",
+    )
+    max_window_drift: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="Largest movement of the control across the window that still counts "
+        "as stable (a fraction); beyond it, and beyond the lane's noise, a decision cell is "
+        "flagged `window-drift` and cannot adopt. Default: the drift band.",
     )
 
 
@@ -106,7 +114,8 @@ class Preregistration(Model):
         None, description="Which way is better; default: the metric's own direction."
     )
     margin: float = Field(
-        0.10, ge=0, le=10, description="Bar the gain must clear to adopt (0.10 = +10%)."
+        0.10, ge=0, le=10, description="Bar the change must clear to adopt (0.10 = +10%; "
+        "for a lower-is-better metric, a 10% reduction)."
     )
     drift_band: float | DriftFrom = Field(
         0.03,
@@ -115,8 +124,8 @@ class Preregistration(Model):
     )
     rule: Literal["point", "ci"] = Field(
         "point",
-        description="`point`: adopt when the gain ≥ margin and every pair's gain ≥ +band; "
-        "`ci`: adopt when the CI's lower bound ≥ margin (Holm-corrected over cells).",
+        description="`point`: adopt when the change is better by the margin and every pair "
+        "is better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
     )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the CIs.")
     pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs.")
@@ -134,9 +143,16 @@ class Preregistration(Model):
             Guardrail(metric="ttft_p99", max_worsening=0.05),
             Guardrail(metric="error_rate", max_worsening=0.0, absolute=True),
         ],
-        description="Metrics the candidate may not worsen (any decision cell).",
+        description="Metrics the candidate may not worsen (every measured cell of the metric, "
+        "unless the guardrail names a workload or level).",
     )
     gates: Gates = Field(default_factory=Gates, description="Validity gates of a pass.")
+    multiple_candidates: Literal["correct", "none"] = Field(
+        "correct",
+        description="With several candidates, `correct` raises each one's bar so that picking "
+        "the best keeps the campaign's false-adopt rate at a single candidate's (`point`: a "
+        "higher margin; `ci`: Bonferroni); `none` judges each as if alone.",
+    )
 
     @field_validator("primary_metric")
     @classmethod
