@@ -23,8 +23,9 @@ FLAG_MEANING = {
     "split-pair": "arms of a pair not in one window",
     "invalid-pass": "pairs left out",
     "incomplete": "fewer complete pairs than pre-registered",
+    "one-pair": "no spread, no window check",
 }
-GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete"})
+GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete", "one-pair"})
 """Flags that stop a decision cell from adopting (it is `inconclusive` instead)."""
 
 

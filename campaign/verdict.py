@@ -21,8 +21,8 @@ A/A campaign's decision cells together fire at most 5% of the time:
 - `small-sample` ("a hint, not a number"), `split-pair`, `invalid-pass` and `incomplete`
   (fewer complete pairs than pre-registered) state facts.
 
-`incomplete`, `small-sample` and `window-drift` gate: such a decision cell cannot adopt
-(its label is `inconclusive`). The campaign adopts only when every decision cell adopts
+`incomplete`, `one-pair`, `small-sample` and `window-drift` gate: such a decision cell
+cannot adopt (its label is `inconclusive`). The campaign adopts only when every decision cell adopts
 and every guardrail holds; otherwise it keeps the default with one reason category:
 `inconclusive`, `loss`, `guardrail` or `below-bar` (`rule-met` when it adopts).
 """
@@ -247,6 +247,10 @@ def judge_cell(
         flags.append("incomplete")
         reasons.append(f"incomplete: {len(complete)} of {planned} pre-registered pairs "
                        "complete: a decision cell never adopts on fewer")
+    if decision and len(complete) == 1:
+        flags.append("one-pair")
+        reasons.append("one-pair — a hint, not a number: one pair shows neither the spread of "
+                       "the gain nor whether the window was stable")
     if decision and verdict == "adopt" and GATING_FLAGS & set(flags):
         verdict = "inconclusive"
         gate = ", ".join(f for f in flags if f in GATING_FLAGS)
@@ -589,6 +593,8 @@ def _decide_candidate(
             fixes.append(f"larger passes (at least {rule.prereg.gates.min_output_tokens} "
                          f"output tokens and {rule.prereg.gates.min_completed_requests} "
                          "requests per cell)")
+        if "one-pair" in flags:
+            fixes.append("a second pair (register `pairs: 2` or more)")
         if "window-drift" in flags:
             moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
                               if "window-drift" in c.flags)

@@ -196,7 +196,10 @@ def test_one_pair_has_no_ci_and_says_so() -> None:
     c = cell(v)
     assert c.stats is not None and c.ci is None
     assert any("one pair: no confidence interval" in r for r in c.reasons)
-    assert c.verdict == "adopt"  # the point rule still decides on one pair
+    assert c.verdict == "inconclusive"  # the rule is met, but one pair is a hint
+    assert "one-pair" in c.flags
+    assert v.decision == "keep-default" and v.reason == "inconclusive"
+    assert "a second pair" in v.settle
     v2 = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1, rule="ci"))
     assert cell(v2).verdict == "gain-below-bar"  # the ci rule cannot adopt without a CI
 
