@@ -126,6 +126,11 @@ class RunStore:
     @classmethod
     def open(cls, run_dir: Path, *, clock: Callable[[], dt.datetime] = utcnow) -> RunStore:
         """Reopen an existing run (for `--resume`)."""
+        if not run_dir.is_dir():
+            what = "is a file, not" if run_dir.exists() else "does not exist; give"
+            raise ResultsError(f"{run_dir} {what} a run directory",
+                               hint="give the folder `spec-ab run` printed "
+                               "(results/<date>-<name>-<id>)")
         for required in ("campaign.yaml", "preregistration.json", "journal.jsonl"):
             if not (run_dir / required).is_file():
                 raise ResultsError(
