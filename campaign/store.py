@@ -6,13 +6,15 @@ typed `RunDir`s (what `report` and `noise` consume).
     <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
       campaign.yaml          frozen copy of the campaign file, byte for byte; read back
                              through `campaign.spec.load_campaign` (named files unchecked)
-      preregistration.json   the rule + its sha256, the resolved drift band, the arms:
-                             written before the first slot (`registration.Registration`)
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms and
+                             `values_sha256` over all three: written before the first slot
+                             (`registration.Registration`); `load_run` checks them
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
       journal.jsonl          append-only event log (the source of truth for resume); its
                              first event, `registered`, names the campaign's base folder
       passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
-                             rebuilt from the journal after every pass, atomically)
+                             rebuilt from the journal after every pass, atomically);
+                             `load_run` checks it against the journal (`_reconcile`)
       pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
 
 A pair redone after a crash keeps its earlier, half-finished folders and writes the new
