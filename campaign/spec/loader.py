@@ -233,7 +233,7 @@ def _merge_same_place(items: list[tuple[tuple[str | int, ...], str]]
             msgs.append(msg)
     merged: list[tuple[tuple[str | int, ...], str]] = []
     for loc, msgs in out.items():
-        should = [m.removeprefix("Input should be ") for m in msgs
+        should = [m.removeprefix("Input should be ").split(",")[0] for m in msgs
                   if m.startswith("Input should be ")]
         if len(should) > 1:
             rest = [m for m in msgs if not m.startswith("Input should be ")]
