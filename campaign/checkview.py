@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from campaign.duration import estimate
 from campaign.fmt import clock as human
@@ -28,7 +29,8 @@ def launch_lines(campaign: Campaign, arm: str) -> list[str]:
 
 def print_campaign(console: Console, campaign: Campaign) -> None:
     pre = campaign.preregistration
-    console.print(f"[bold]{campaign.name}[/] on lane [bold]{campaign.lane}[/]: valid")
+    console.print(f"[bold]{escape(campaign.name)}[/] on lane [bold]{escape(campaign.lane)}[/]: "
+                  "valid")
     console.print(f"  hypothesis: {campaign.hypothesis.strip()}", markup=False)
     band = pre.drift_band if isinstance(pre.drift_band, float) else f"from {pre.drift_band.from_}"
     cells = ", ".join(f"{c.workload}/{c.level}" for c in pre.decision_cells)
@@ -36,7 +38,7 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
                   f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
     for arm in campaign.arm_names:
         desc = campaign.arms[arm].description
-        console.print(f"\n[bold]arm {arm}[/]" + (f" — {desc}" if desc else ""))
+        console.print(f"\n[bold]arm {escape(arm)}[/]" + (f" — {escape(desc)}" if desc else ""))
         for line in launch_lines(campaign, arm):
             console.print(f"  {line}", markup=False, soft_wrap=True)
     slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
@@ -67,7 +69,7 @@ def print_dry_run(console: Console, campaign: Campaign) -> None:
     console.print("\n[bold]passes of every arm[/] (AIPerf command lines)")
     for arm in campaign.arm_names:
         server = make_server(campaign.launches[arm], _ctx(campaign, arm))
-        console.print(f"\n  [bold]{arm}[/]")
+        console.print(f"\n  [bold]{escape(arm)}[/]")
         for ap in arm_passes(campaign, arm, server.base_url):
             cmd = aiperf_command(ap.plan, Path(f"<run>/pairs/NN/{arm}/passes/{ap.plan.name}"))
             tag = "warm-up, not measured" if not ap.measured else ap.workload

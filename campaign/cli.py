@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from campaign import __version__
 from campaign.errors import (
@@ -59,8 +60,9 @@ def guarded(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CampaignError as exc:
-            err.print(f"[bold red]error:[/] {exc}" if exc.exit_code != EXIT_INTERRUPTED
-                      else f"[yellow]{exc}[/]", markup=True, highlight=False)
+            text = escape(str(exc))  # `[after merging arm 'x']`, `[a-z0-9]` are text
+            err.print(f"[bold red]error:[/] {text}" if exc.exit_code != EXIT_INTERRUPTED
+                      else f"[yellow]{text}[/]", markup=True, highlight=False)
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper  # type: ignore[return-value]
@@ -131,6 +133,8 @@ def run(
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
     rt = runner.Runtime()
     store: RunStore | None = None
     if resume is not None:
@@ -164,7 +168,7 @@ def run(
     _print_summary(result.run_dir)
     if not result.complete:
         bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
-        err.print(f"[yellow]campaign incomplete[/] — {bad}")
+        err.print(f"[yellow]campaign incomplete[/] — {escape(bad)}")
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -197,7 +201,7 @@ def _print_summary(run_dir: Path) -> None:
         for line in report_mod.summary_lines(rep):
             out.print(line, markup=False)
     except CampaignError as exc:
-        err.print(f"[yellow]no verdict yet:[/] {exc}")
+        err.print(f"[yellow]no verdict yet:[/] {escape(str(exc))}")
     out.print(f"\nresults: {run_dir}\nreport:  spec-ab report {run_dir}")
 
 
@@ -226,6 +230,8 @@ def report(
     from campaign import report as report_mod
 
     conditions = [c.value for c in fail_on or []]
+    if output is not None:
+        _check_output(output, "--output")
     overrides: dict[str, str] = {}
     for item in rule or []:
         if "=" not in item:
@@ -238,13 +244,31 @@ def report(
     else:
         text = report_mod.render(rep, fmt.value)
         if output is not None:
-            output.write_text(text, encoding="utf-8")
-            err.print(f"wrote {output}")
+            _write(output, text, "--output")
+            err.print(f"wrote {output}", markup=False)
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
     code = report_mod.exit_code_for(rep, conditions)
     if code:
         raise typer.Exit(code)
+
+
+def _check_output(path: Path, flag: str) -> None:
+    """An output file's folder must exist and the path must not be a folder (exit 2)."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        what = "is a file" if path.parent.exists() else "does not exist"
+        raise UsageError(f"{flag} {path}: the folder {path.parent} {what}",
+                         hint=f"create it first (mkdir -p {path.parent}) or pick another path")
+
+
+def _write(path: Path, text: str, flag: str) -> None:
+    _check_output(path, flag)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
 
 
 # ------------------------------------------------------------------------ init
@@ -266,11 +290,13 @@ def init(
 
     if template not in TEMPLATES:
         raise UsageError(f"--template {template}: choose one of {', '.join(TEMPLATES)}")
+    _check_output(output, "--output")
     if output.exists() and not force:
         raise UsageError(f"{output} exists", hint="pass --force to overwrite, or -o NEWFILE")
     text = resources.files("campaign").joinpath(f"templates/{template}.yaml").read_text()
-    output.write_text(text, encoding="utf-8")
-    out.print(f"wrote {output} (template {template}); next: spec-ab check {output}")
+    _write(output, text, "--output")
+    out.print(f"wrote {output} (template {template}); next: spec-ab check {output}",
+              markup=False)
 
 
 # ------------------------------------------------------------------------ plan

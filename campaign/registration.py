@@ -12,8 +12,11 @@ carries a `schema_version` carries the same number):
     2  preregistration.json is a validated document: `schema_version` is an integer,
        `drift_band` the resolved band (a fraction in [0, 1), also when the campaign took
        it `{from: <A/A run>}`), `sha256` 64 hex digits, `arms` control plus at least one
-       candidate; new key `tool_version`, the spec-ab version that registered the run.
-       Nothing else in the directory changed.
+       candidate; new keys `tool_version`, the spec-ab version that registered the run,
+       and `values_sha256`, the hash of every value a verdict depends on (the rule, the
+       resolved drift band, the arms in their order: `values_hash`). `sha256` stays the
+       rule's own hash. Nothing else in the directory changed. Schema-1 directories have
+       no `values_sha256`: only their rule is checked, as before.
 
 Reading a directory of an older schema never rewrites it: `update_to_<N>` turns the
 version N-1 document into version N in memory, one step at a time, and remembers the
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +46,28 @@ def rule_hash(rule: dict[str, Any]) -> str:
     """sha256 of the rule's canonical JSON: what `report` checks the frozen rule with."""
     canonical = json.dumps(rule, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def values_hash(rule: dict[str, Any], drift_band: float, arms: list[str]) -> str:
+    """sha256 of every value a verdict depends on: the rule, the resolved drift band and
+    the arms in their order (canonical JSON)."""
+    doc = {"arms": list(arms), "drift_band": float(drift_band), "rule": rule}
+    canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Verified:
+    """The registered values a verdict may use, after checking them against the hashes."""
+
+    drift_band: float
+    arms: tuple[str, ...]
+    edits: tuple[str, ...] = ()
+    """What was edited in preregistration.json after registration (then not used)."""
+
+    @property
+    def intact(self) -> bool:
+        return not self.edits
 
 
 class Registration(BaseModel):
@@ -62,6 +88,10 @@ class Registration(BaseModel):
     tool_version: str | None = Field(
         None, description="spec-ab version that registered the run (None: schema 1)."
     )
+    values_sha256: str | None = Field(
+        None, pattern=r"^[0-9a-f]{64}$",
+        description="`values_hash(rule, drift_band, arms)` (None: schema 1, rule only).",
+    )
 
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
 
@@ -77,7 +107,8 @@ class Registration(BaseModel):
             registered_at: str) -> Registration:
         """The registration of a rule now (hashes it, stamps this spec-ab's version)."""
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
-                   drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__)
+                   drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
+                   values_sha256=values_hash(rule, drift_band, arms))
 
     @property
     def written_version(self) -> int:
@@ -88,6 +119,50 @@ class Registration(BaseModel):
     def rule_intact(self) -> bool:
         """Does the rule still hash to `sha256` (nobody edited it after registration)?"""
         return rule_hash(self.rule) == self.sha256
+
+    def verify(self, path: Path, campaign_arms: Sequence[str] | None = None) -> Verified:
+        """The registered drift band and arms, checked against the hashes.
+
+        Schema 1 checks the rule only (as it always did). Schema 2 also checks the band and
+        the arms with `values_sha256`; when they do not match, the registered values are
+        recovered where the hash proves them (the band from a numeric `rule.drift_band`,
+        the arms from the frozen campaign's arm list) and the edit is reported. Raises
+        `ResultsError` naming the file when the rule itself, or a value that cannot be
+        recovered, was edited.
+        """
+        if not self.rule_intact:
+            raise ResultsError(
+                f"{path}: the rule does not match its sha256 — the file was changed after "
+                "registration, so no verdict can claim to be pre-registered",
+                hint="re-run the campaign, or report with --rule overrides (exploratory)",
+            )
+        band, arms = float(self.drift_band), tuple(self.arms)
+        if self.values_sha256 is None:  # schema 1: the rule only
+            return Verified(band, arms)
+        if values_hash(self.rule, band, list(arms)) == self.values_sha256:
+            return Verified(band, arms)
+        bands = [band]
+        if _is_fraction(self.rule.get("drift_band")):
+            bands.insert(0, float(self.rule["drift_band"]))
+        arm_lists = [arms]
+        if campaign_arms is not None and tuple(campaign_arms) != arms:
+            arm_lists.append(tuple(campaign_arms))
+        for b in bands:
+            for a in arm_lists:
+                if values_hash(self.rule, b, list(a)) != self.values_sha256:
+                    continue
+                edits = []
+                if b != band:
+                    edits.append(f"drift_band {band:g} (registered {b:g})")
+                if a != arms:
+                    edits.append(f"arms {list(arms)} (registered {list(a)})")
+                return Verified(b, a, tuple(edits))
+        raise ResultsError(
+            f"{path}: the drift band or the arms do not match values_sha256 — the file was "
+            "changed after registration and the registered values cannot be recovered, so "
+            "no verdict can claim to be pre-registered",
+            hint="restore the file from a backup, or re-run the campaign",
+        )
 
     @property
     def arm_order(self) -> list[str]:
@@ -131,6 +206,8 @@ class Registration(BaseModel):
             reg = cls.model_validate(doc)
         except ValidationError as exc:
             raise ResultsError(f"{path}: {_problem(exc)}") from None
+        if version >= 2 and reg.values_sha256 is None:
+            raise ResultsError(f"{path}: 'values_sha256' is missing")
         reg._written_version = version
         return reg
 
@@ -143,9 +220,15 @@ def _problem(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}".replace("Value error, ", "")
 
 
+def _is_fraction(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < 1
+
+
 def update_to_2(doc: dict[str, Any]) -> dict[str, Any]:
-    """Schema 1 → 2: only the version and the new `tool_version` (unknown for schema 1)."""
-    return {**doc, "schema_version": 2, "tool_version": doc.get("tool_version")}
+    """Schema 1 → 2: the version and the new `tool_version` and `values_sha256` (unknown
+    for schema 1: its rule alone is checked)."""
+    return {**doc, "schema_version": 2, "tool_version": doc.get("tool_version"),
+            "values_sha256": doc.get("values_sha256")}
 
 
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {2: update_to_2}

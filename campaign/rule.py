@@ -87,14 +87,33 @@ def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> di
                 hint=f"overridable: {', '.join(OVERRIDABLE)}",
             )
         out[key] = value
+    if "drift_band" in overrides:
+        out["drift_band"] = _fraction_override("drift_band", overrides["drift_band"])
     try:
-        Preregistration.model_validate(out)
+        pre = Preregistration.model_validate(out)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc'] if not str(p)[:1].isupper())}: {e['msg']}"
+            for e in exc.errors()
         )
         raise UsageError(f"--rule overrides are invalid: {problems}") from None
+    band = out.get("drift_band")
+    if isinstance(band, float | int) and not isinstance(band, bool) and band > pre.margin:
+        raise UsageError(
+            f"--rule: drift band {band:g} is larger than the margin {pre.margin:g}: such a "
+            "rule can never tell a gain from noise",
+            hint="give a drift_band below the margin (or a larger margin)")
     return out
+
+
+def _fraction_override(key: str, value: str) -> float:
+    try:
+        band = float(value)
+    except ValueError:
+        raise UsageError(f"--rule {key}={value}: give a fraction, e.g. 0.03") from None
+    if not 0 <= band < 1:
+        raise UsageError(f"--rule {key}={value}: must be a fraction in [0, 1), e.g. 0.03")
+    return band
 
 
 # --------------------------------------------------------------------------- one scale

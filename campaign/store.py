@@ -6,13 +6,15 @@ typed `RunDir`s (what `report` and `noise` consume).
     <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
       campaign.yaml          frozen copy of the campaign file, byte for byte; read back
                              through `campaign.spec.load_campaign` (named files unchecked)
-      preregistration.json   the rule + its sha256, the resolved drift band, the arms:
-                             written before the first slot (`registration.Registration`)
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms and
+                             `values_sha256` over all three: written before the first slot
+                             (`registration.Registration`); `load_run` checks them
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
       journal.jsonl          append-only event log (the source of truth for resume); its
                              first event, `registered`, names the campaign's base folder
       passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
-                             rebuilt from the journal after every pass, atomically)
+                             rebuilt from the journal after every pass, atomically);
+                             `load_run` checks it against the journal (`_reconcile`)
       pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
 
 A pair redone after a crash keeps its earlier, half-finished folders and writes the new
@@ -126,6 +128,11 @@ class RunStore:
     @classmethod
     def open(cls, run_dir: Path, *, clock: Callable[[], dt.datetime] = utcnow) -> RunStore:
         """Reopen an existing run (for `--resume`)."""
+        if not run_dir.is_dir():
+            what = "is a file, not" if run_dir.exists() else "does not exist; give"
+            raise ResultsError(f"{run_dir} {what} a run directory",
+                               hint="give the folder `spec-ab run` printed "
+                               "(results/<date>-<name>-<id>)")
         for required in ("campaign.yaml", "preregistration.json", "journal.jsonl"):
             if not (run_dir / required).is_file():
                 raise ResultsError(
@@ -245,6 +252,12 @@ class RunDir:
     campaign_problems: tuple[str, ...]
     manifest: dict[str, Any]
     complete: bool
+    notes: tuple[str, ...] = ()
+    """What the reader must be told about damaged files (journal lines, passes.csv rows,
+    values edited in preregistration.json): the report shows them first."""
+    registration_edits: tuple[str, ...] = ()
+    """Values of preregistration.json edited after registration (the registered ones,
+    recovered through `values_sha256`, are in `registration`)."""
     _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @property
@@ -333,45 +346,196 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
 
 
 _TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
+_INT_COLUMNS = ("pair", "pair_attempt", "slot", "attempt")
+PASS_KEY = ["pair", "pair_attempt", "arm", "workload", "level", "metric", "attempt"]
+"""What names one measured number: two rows with the same key are a duplicate."""
 
 
-def _check_passes(passes: pd.DataFrame, csv_path: Path) -> pd.DataFrame:
+def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """The table with its columns typed, and the file lines (1-based, header = 1) of rows
+    that do not parse (a pair that is not a number, a value that is not one, a `valid`
+    that is not true/false); those rows are left out of the table."""
     missing = set(PASS_COLUMNS) - set(passes.columns)
     if missing:
         raise ResultsError(f"{csv_path}: missing columns {sorted(missing)}")
     for col in _TEXT_COLUMNS:
         if passes[col].dtype != object:
             passes[col] = passes[col].astype(str)
+    bad = pd.Series(False, index=passes.index)
+    for col in _INT_COLUMNS:
+        if passes[col].dtype.kind != "i":
+            num = pd.to_numeric(passes[col], errors="coerce")
+            bad |= num.isna() | (num != num.round())
+    if passes["value"].dtype.kind != "f":
+        text = passes["value"].astype(str).str.strip()
+        num = pd.to_numeric(text, errors="coerce")
+        bad |= num.isna() & (text != "") & (text.str.lower() != "nan")
     if passes["valid"].dtype != bool:
-        passes["valid"] = passes["valid"].astype(str).str.lower() == "true"
-    return passes
+        flag = passes["valid"].astype(str).str.strip().str.lower()
+        bad |= ~flag.isin(("true", "false"))
+    bad_lines = [int(i) + 2 for i in passes.index[bad]]
+    if bad_lines:
+        passes = passes[~bad].reset_index(drop=True)
+    for col in _INT_COLUMNS:
+        if passes[col].dtype.kind != "i":
+            passes[col] = pd.to_numeric(passes[col]).astype("int64")
+    if passes["value"].dtype.kind != "f":
+        passes["value"] = pd.to_numeric(passes["value"].astype(str).str.strip(),
+                                        errors="coerce").astype("float64")
+    if passes["valid"].dtype != bool:
+        passes["valid"] = passes["valid"].astype(str).str.strip().str.lower() == "true"
+    return passes, bad_lines
 
 
-def _read_passes(csv_path: Path) -> pd.DataFrame:
+def _read_passes(csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
     if not csv_path.is_file() or csv_path.stat().st_size == 0:
-        return pd.DataFrame(columns=PASS_COLUMNS)
+        return pd.DataFrame(columns=PASS_COLUMNS), []
     try:
         passes = pd.read_csv(csv_path, keep_default_na=False)
-    except (pd.errors.ParserError, ValueError) as exc:
+    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
         raise ResultsError(f"{csv_path}: cannot be read ({exc})") from None
     return _check_passes(passes, csv_path)
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: unreadable ({exc})",
+                           hint="restore it from a backup, or delete it (it only "
+                           "describes the machine)") from None
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{path}: not a JSON object but a {type(doc).__name__}")
+    return doc
+
+
+def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The journal's events and what is wrong with it: lines that do not parse (a torn
+    last line is a crash while writing it; one in the middle is damage)."""
+    path = run_dir / "journal.jsonl"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], []
+    events: list[dict[str, Any]] = []
+    bad: list[int] = []
+    lines = text.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(i)
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+        else:
+            bad.append(i)
+    problems = []
+    if last in bad:
+        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
+                        "while writing it; the events before it are used")
+    middle = [i + 1 for i in bad if i != last]
+    if middle:
+        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
+                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
+    return events, problems
+
+
+def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """The journal's pass rows as a typed table (None when it has none, or they do not
+    parse: then it cannot arbitrate)."""
+    if not any(ev.get("event") == "pass" for ev in events):
+        return None
+    try:
+        rows = passes_from_journal(events)
+    except TypeError:
+        return None
+    table = pd.read_csv(io.StringIO(rows_to_csv(rows)), keep_default_na=False)
+    try:
+        return _check_passes(table, Path("journal.jsonl"))[0]
+    except ResultsError:
+        return None
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+
+
+def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
+               events: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    """passes.csv checked against the journal, the source of truth.
+
+    passes.csv is rebuilt from the journal's `pass` events after every pass, so both
+    must hold the same rows. When they do not (rows that do not parse, duplicated rows,
+    a different row count), the journal's rows are used and a note says what was wrong.
+    Without pass events in the journal nothing can arbitrate: duplicated or unparsable
+    rows are then an error (exit 2), since they could change a verdict silently.
+    """
+    csv_path = run_dir / "passes.csv"
+    dup = passes.duplicated(PASS_KEY, keep="first")
+    n_dup = int(dup.sum())
+    journal = _journal_passes(events)
+    wrong = []
+    if bad_lines:
+        wrong.append(f"{len(bad_lines)} row(s) that do not parse (line {_lines(bad_lines)})")
+    if n_dup:  # after rows were left out, line numbers of the file are no longer known
+        where = "" if bad_lines else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})"
+        wrong.append(f"{n_dup} duplicated row(s){where}")
+    if journal is None:
+        if wrong:
+            raise ResultsError(
+                f"{csv_path}: " + "; ".join(wrong) + " — and journal.jsonl has no pass "
+                "events to rebuild it from, so the verdict cannot be trusted",
+                hint="remove the damaged rows by hand, or restore the run directory")
+        return passes, []
+    expected = len(journal)
+    if not wrong and len(passes) == expected:
+        return passes, []
+    if not wrong:
+        wrong.append(f"{len(passes)} rows where journal.jsonl has {expected}")
+    return journal, [f"{csv_path.name} disagrees with journal.jsonl (" + "; ".join(wrong)
+                     + "): the journal's rows are used"]
+
+
+def _run_data(run_dir: Path, passes: pd.DataFrame | None,
+              bad_lines: list[int] | None = None) -> RunDir:
+    if run_dir.is_file():
+        raise ResultsError(f"{run_dir}: is a file, not a results directory",
+                           hint="give the folder `spec-ab run` printed "
+                           "(results/<date>-<name>-<id>)")
     if not run_dir.is_dir():
         raise ResultsError(f"{run_dir}: no such results directory")
     if not (run_dir / "preregistration.json").is_file():
         raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
                            hint="give a folder made by `spec-ab run`")
-    registration = Registration.load(run_dir / "preregistration.json")
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    reg_path = run_dir / "preregistration.json"
+    registration = Registration.load(reg_path)
+    manifest = _read_manifest(run_dir / "manifest.json")
     if passes is None:
-        passes = _read_passes(run_dir / "passes.csv")
+        passes, bad_lines = _read_passes(run_dir / "passes.csv")
+    events, notes = journal_problems(run_dir)
+    passes, more = _reconcile(run_dir, passes, bad_lines or [], events)
+    notes += more
     campaign, problems = _frozen_campaign(run_dir)
+    edits: tuple[str, ...] = ()
+    if registration.rule_intact:  # an edited rule is refused by whoever judges the run
+        verified = registration.verify(
+            reg_path, None if campaign is None else campaign.arm_names)
+        if verified.edits:
+            edits = verified.edits
+            registration = registration.model_copy(
+                update={"drift_band": verified.drift_band, "arms": list(verified.arms)})
+            notes.insert(0, f"{reg_path.name} was edited after registration ("
+                         + ", ".join(edits) + "): the registered values are used")
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
                   registration=registration, campaign=campaign, campaign_problems=problems,
-                  manifest=manifest, complete=_finished_complete(run_dir))
+                  manifest=manifest, complete=_finished_complete(run_dir),
+                  notes=tuple(notes), registration_edits=edits, _journal=events)
 
 
 def load_run(run_dir: Path | str) -> RunDir:
@@ -414,7 +578,9 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
         try:
             joined = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)),
                                  keep_default_na=False)
-            joined = _check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
+            joined, bad = _check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
+            if bad:  # read the damaged file(s) alone, so their notes name their lines
+                joined = None
         except (pd.errors.ParserError, ValueError, ResultsError):
             joined = None
     out: list[RunDir] = []
@@ -425,5 +591,5 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
             continue
         part = joined.iloc[start:start + n].reset_index(drop=True)
         start += n
-        out.append(_run_data(Path(d), part))
+        out.append(_run_data(Path(d), part, []))
     return out

@@ -14,7 +14,7 @@ from test_report import SIM_RUN, TPUT, make_run
 from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign import report as rp
 from campaign.errors import EXIT_USAGE, ResultsError, SpecError
-from campaign.registration import Registration, rule_hash, update_to_2
+from campaign.registration import Registration, rule_hash, update_to_2, values_hash
 from campaign.spec import Campaign, Preregistration, load_campaign
 from campaign.store import RunStore, load_run
 
@@ -38,7 +38,8 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back.sha256 == rule_hash(RULE)
     assert list(json.loads(path.read_text())) == [
         "schema_version", "campaign", "registered_at", "arms", "rule", "drift_band", "sha256",
-        "tool_version"]
+        "tool_version", "values_sha256"]
+    assert back.values_sha256 == values_hash(RULE, 0.03, ["control", "cand"])
     with pytest.raises(FileExistsError):
         reg.save(path)  # never replaced
 
@@ -73,7 +74,8 @@ def test_schema_1_directory_is_migrated_in_memory_only(sim_run: Path) -> None:
 
 def test_update_to_2_keeps_everything_else() -> None:
     v1 = {"schema_version": 1, "campaign": "c", "rule": {"margin": 0.1}, "sha256": "x"}
-    assert update_to_2(v1) == {**v1, "schema_version": 2, "tool_version": None}
+    assert update_to_2(v1) == {**v1, "schema_version": 2, "tool_version": None,
+                               "values_sha256": None}
     assert v1["schema_version"] == 1  # the input is not changed
 
 
@@ -176,3 +178,65 @@ def test_damaged_preregistration_names_the_file(tmp_path: Path, case: str, text:
         assert str(run) in str(info.value), case
         assert expected in str(info.value), (case, str(info.value))
         assert info.value.exit_code == EXIT_USAGE
+
+
+# ------------------------------------------------- every value a verdict depends on is hashed
+
+
+def _edit(run: Path, **changes: Any) -> None:
+    path = run / "preregistration.json"
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.chmod(0o644)
+    path.write_text(json.dumps(doc))
+
+
+ADOPTS = {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]}
+
+
+def test_edited_drift_band_is_detected_and_the_registered_one_used(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    assert rp.build_report([run]).latest.decision == "adopt"
+    _edit(run, drift_band=0.5)  # would turn adopt into keep-default
+    rep = rp.build_report([run])
+    assert rep.latest.decision == "adopt" and rep.latest.rule.band == 0.03
+    assert "edited after registration" in rep.latest.notes[0]
+    assert "drift_band 0.5 (registered 0.03)" in rep.latest.notes[0]
+    doc = json.loads(rp.render(rep, "json"))
+    assert doc["rule"]["registration_intact"] is False
+    assert "edited after registration" in doc["notes"][0]
+    top = rp.render(rep, "table").splitlines()[:6]
+    assert any("edited after registration" in line for line in top)
+
+
+def test_edited_arm_order_is_detected(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    _edit(run, arms=["cand", "control"])
+    rep = rp.build_report([run])
+    assert rep.latest.arms == ("control", "cand")
+    assert "arms ['cand', 'control'] (registered ['control', 'cand'])" in rep.latest.notes[0]
+
+
+def test_edit_that_cannot_be_recovered_is_refused(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    _edit(run, arms=["control", "other"], drift_band=0.2)
+    (run / "campaign.yaml").write_text("not: a campaign\n")
+    with pytest.raises(ResultsError, match=r"preregistration\.json.*values_sha256"):
+        rp.build_report([run])
+
+
+def test_schema_2_without_values_hash_is_refused(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    path = run / "preregistration.json"
+    doc = json.loads(path.read_text())
+    del doc["values_sha256"]
+    path.chmod(0o644)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="'values_sha256' is missing"):
+        load_run(run)
+
+
+def test_schema_1_checks_the_rule_only(sim_run: Path) -> None:
+    _edit(sim_run, drift_band=0.02)  # schema 1 never hashed the band: reported as before
+    reg = load_run(sim_run).registration
+    assert reg.values_sha256 is None and reg.drift_band == 0.02

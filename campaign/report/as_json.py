@@ -73,6 +73,10 @@ def run_dict(run: RunReport) -> dict[str, Any]:
             "overrides": dict(run.overrides),
             "edited_after_registration": list(run.edited_after_registration),
             "text": run.rule.describe(),
+            # only when edited, so reports of intact runs keep their exact bytes
+            **({"registration_intact": False,
+                "registration_edited": list(run.registration_edits)}
+               if run.registration_edits else {}),
         },
         "cells": [cell_dict(c) for cv in v.candidates for c in cv.cells],
         "guardrails": [

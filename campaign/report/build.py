@@ -128,7 +128,8 @@ def build_report(
             edited_after_registration=prep.edited,
             verdict=verdict,
             aa=aa_band,
-            notes=prep.notes,
+            notes=(*run.notes, *prep.notes),
+            registration_edits=run.registration_edits,
             results_schema_version=run.schema_version,
         ))
     out.sort(key=lambda r: (r.registered_at, r.run_id))
@@ -199,12 +200,9 @@ def _prepare(
     path = run.run_dir / "preregistration.json"
     reg = run.registration
     registered = reg.rule
-    if not reg.rule_intact:
-        raise ResultsError(
-            f"{path}: the rule does not match its sha256 — the file was changed after "
-            "registration, so no verdict can claim to be pre-registered",
-            hint="re-run the campaign, or report with --rule overrides (exploratory)",
-        )
+    # the rule (refused when edited), the band and the arms checked against their hashes;
+    # the store already put back the registered band and arms and noted any edit
+    reg.verify(path, list(reg.arms))
     band = reg.drift_band
     frozen = (run.campaign.preregistration if run.campaign is not None
               else run.campaign_problems)

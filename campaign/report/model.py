@@ -71,6 +71,9 @@ class RunReport:
     notes: tuple[str, ...] = ()
     results_schema_version: int = RESULTS_SCHEMA_VERSION
     """The results schema the run directory was written with."""
+    registration_edits: tuple[str, ...] = ()
+    """Values edited in preregistration.json after registration (the registered ones,
+    recovered through their hash, are used)."""
 
     @property
     def exploratory(self) -> bool:

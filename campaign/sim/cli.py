@@ -31,7 +31,7 @@ def _group() -> None:
 @sim_app.command()
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port", min=1, max=65535)] = 8000,
     config: Annotated[Path | None, typer.Option("--config", help="YAML file of knobs",
                                                 exists=True, dir_okay=False)] = None,
     model: Annotated[str | None, typer.Option(help="served model name")] = None,

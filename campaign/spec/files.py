@@ -11,6 +11,7 @@ out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,3 +163,45 @@ def missing_files(
     """
     return [(f.yaml_path, msg)
             for f, msg in file_problems(campaign, launches, relative_only=relative_only)]
+
+
+FIXTURE_CHECK_BYTES = 64 << 20
+"""A fixture is read this far for its check (AIPerf reads it all; a bigger file is rare)."""
+
+
+def fixture_problem(path: Path) -> str | None:
+    """What makes an existing file unusable as an AIPerf `single_turn` fixture, or None:
+    it must be UTF-8 JSONL, one object per line with a `text` string (or `texts`)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(FIXTURE_CHECK_BYTES)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw) - 4:  # not just a character cut at the read limit
+            return f"is not UTF-8 text (byte {exc.start})"
+        text = raw[:exc.start].decode("utf-8")
+    lines = text.splitlines()
+    if len(raw) == FIXTURE_CHECK_BYTES and lines:
+        lines = lines[:-1]  # the last one may be cut at the read limit
+    how = 'AIPerf single_turn JSONL: one {"text": "..."} object per line'
+    seen = 0
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        seen += 1
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            return f"line {n} is not JSON ({how})"
+        if not isinstance(doc, dict):
+            return f"line {n} is not a JSON object ({how})"
+        texts = doc.get("texts")
+        if not isinstance(doc.get("text"), str) and not (
+                isinstance(texts, list) and texts and all(isinstance(t, str) for t in texts)):
+            return f"line {n} has no text field ({how})"
+    if not seen:
+        return f"is empty ({how})"
+    return None

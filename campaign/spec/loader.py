@@ -8,23 +8,28 @@ raises one `SpecError` listing every problem as `yaml.path: what is wrong (line 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import re
+import stat
+import types
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.tokens import AliasToken
 
 from campaign.errors import SpecError
 from campaign.spec.base import CONTROL
-from campaign.spec.files import format_yaml_path, missing_files
+from campaign.spec.files import fixture_problem, format_yaml_path, local_files, missing_files
 from campaign.spec.launch import (
     LAUNCH_ADAPTER,
     DockerLaunch,
     ExternalLaunch,
     ExtraContainer,
+    Launch,
     LaunchModel,
     ProcessLaunch,
     Readiness,
@@ -102,6 +107,14 @@ def _all_field_names() -> list[str]:
 
 
 _TAGS = {"process", "external", "docker", "function-after", "function-before"}
+_SCALAR_BRANCHES = {"float", "int", "str", "bool", "none"}
+
+
+def _is_branch(part: Any) -> bool:
+    """A pydantic union member in an error location (`float`, `DriftFrom`,
+    `function-after[...]`, `tagged-union[...]`), not a YAML key."""
+    return isinstance(part, str) and (
+        part in _TAGS or part in _SCALAR_BRANCHES or "[" in part or part[:1].isupper())
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str | int, ...]:
@@ -114,12 +127,70 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> tuple[str | int, ...]:
         if in_map or in_list:
             out.append(part)
             node = node[part]
-        elif isinstance(part, str) and (part in _TAGS or "[" in part):
+        elif _is_branch(part):
             continue
         else:
             out.append(part)
             node = None
     return tuple(out)
+
+
+def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
+    node = data
+    for part in loc:
+        if isinstance(node, Mapping):
+            if part not in node:
+                return None
+            node = node[part]
+            continue
+        if not isinstance(node, list) or not isinstance(part, int) or part >= len(node):
+            return None
+        node = node[part]
+    return node
+
+
+def _members(tp: Any) -> list[Any]:
+    """A type with Annotated, Optional and unions flattened."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _members(get_args(tp)[0])
+    if origin is Union or origin is types.UnionType:
+        return [m for a in get_args(tp) for m in _members(a)]
+    return [tp]
+
+
+def _step(tp: Any, part: str | int) -> list[Any]:
+    out: list[Any] = []
+    for m in _members(tp):
+        origin = get_origin(m)
+        if isinstance(m, type) and issubclass(m, BaseModel):
+            for name, f in m.model_fields.items():
+                if part in (name, f.alias):
+                    out.append(f.annotation)
+        elif origin is dict and isinstance(part, str):
+            out.append(get_args(m)[1])
+        elif origin is list and isinstance(part, int):
+            out.append(get_args(m)[0])
+    return out
+
+
+def _valid_keys(root: Any, path: tuple[str | int, ...], data: Any) -> list[str] | None:
+    """The keys allowed at `path` of the document (models of a tagged union filtered by
+    the mapping's `backend`), or None when they cannot be told."""
+    types_ = [root]
+    for part in path:
+        types_ = [t for tp in types_ for t in _step(tp, part)]
+    node = _value_at(data, path)
+    models = [m for tp in types_ for m in _members(tp)
+              if isinstance(m, type) and issubclass(m, BaseModel)]
+    if isinstance(node, Mapping) and "backend" in node:
+        tagged = [m for m in models if "backend" in m.model_fields
+                  and node["backend"] in get_args(m.model_fields["backend"].annotation)]
+        models = tagged or models
+    if not models:
+        return None
+    return sorted({f.alias or n for m in models for n, f in m.model_fields.items()}
+                  - {"overrides"})
 
 
 def _message(err: Any, loc: tuple[str | int, ...], vocab: list[str]) -> str:
@@ -135,27 +206,145 @@ def _message(err: Any, loc: tuple[str | int, ...], vocab: list[str]) -> str:
         return "backend must be one of: process, external, docker"
     if kind == "union_tag_not_found":
         return "missing `backend` (process, external or docker)"
-    return str(err["msg"]).removeprefix("Value error, ")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return re.sub(r"a valid dictionary or instance of \w+", "a mapping", msg)
+
+
+def _union_noise(err: Any, data: Any) -> bool:
+    """An error of the union member the value is plainly not (a number's error for a
+    mapping, a mapping's error for a number): the other member's errors say it all."""
+    raw = tuple(err["loc"])
+    for i, part in enumerate(raw):
+        if not _is_branch(part) or part in _TAGS:
+            continue
+        value = _value_at(data, _clean_loc(raw[:i], data))
+        if part in _SCALAR_BRANCHES and isinstance(value, Mapping):
+            return True
+    return False
+
+
+def _merge_same_place(items: list[tuple[tuple[str | int, ...], str]]
+                      ) -> list[tuple[tuple[str | int, ...], str]]:
+    """Messages of one place joined (`should be a valid number or a mapping`)."""
+    out: dict[tuple[str | int, ...], list[str]] = {}
+    for loc, msg in items:
+        msgs = out.setdefault(loc, [])
+        if msg not in msgs:
+            msgs.append(msg)
+    merged: list[tuple[tuple[str | int, ...], str]] = []
+    for loc, msgs in out.items():
+        should = [m.removeprefix("Input should be ").split(",")[0] for m in msgs
+                  if m.startswith("Input should be ")]
+        if len(should) > 1:
+            rest = [m for m in msgs if not m.startswith("Input should be ")]
+            msgs = [f"should be {' or '.join(should)}", *rest]
+        merged.extend((loc, m) for m in msgs)
+    return merged
 
 
 def _problems_from(exc: ValidationError, data: Any, lines: _Lines) -> list[str]:
-    vocab = _all_field_names()
-    out = []
-    for err in exc.errors():
+    return _problem_lines(exc, data, lines, Campaign, ())
+
+
+def _problem_lines(exc: ValidationError, data: Any, lines: _Lines, root: Any,
+                   prefix: tuple[str | int, ...]) -> list[str]:
+    errors = exc.errors()
+    kept = [e for e in errors if not _union_noise(e, data)] or errors
+    items = []
+    for err in kept:
         loc = _clean_loc(tuple(err["loc"]), data)
-        out.append(lines.problem(loc, _message(err, loc, vocab)))
-    return out
+        vocab = _valid_keys(root, loc[:-1], data) if err["type"] == "extra_forbidden" else None
+        items.append((loc, _message(err, loc, vocab if vocab is not None
+                                    else _all_field_names())))
+    return [lines.problem(prefix + loc, msg) for loc, msg in _merge_same_place(items)]
+
+
+MAX_FILE_BYTES = 1 << 20
+"""A campaign file is a page of YAML: anything over 1 MiB is a mistake (a log, a dump)."""
+MAX_ALIASES = 100
+"""YAML aliases (`*name`) a campaign may use: enough to share blocks, too few for a bomb."""
+MAX_NODES = 100_000
+"""Values in the document once aliases are expanded (an alias bomb expands to billions)."""
+
+
+def _read_text(path: Path) -> str:
+    try:
+        st = path.stat()  # follows symlinks: a loop or a dangling link fails here
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise SpecError(str(path), ["a symbolic link to a file that does not exist"]) from None
+        raise SpecError(str(path), ["file not found"]) from None
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SpecError(str(path), ["is a folder, not a campaign file"])
+    if not stat.S_ISREG(st.st_mode):
+        raise SpecError(str(path), ["not a regular file (a device, pipe or socket)"])
+    if st.st_size > MAX_FILE_BYTES:
+        raise SpecError(str(path), [f"the file is {st.st_size / (1 << 20):.1f} MiB; a campaign "
+                                    f"file may be at most {MAX_FILE_BYTES >> 20} MiB"])
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(str(path), [f"the file is larger than {MAX_FILE_BYTES >> 20} MiB"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"not UTF-8 text (byte {exc.start})"]) from None
+
+
+def _count_aliases(yaml: YAML, text: str) -> int:
+    return sum(1 for tok in yaml.scan(text) if isinstance(tok, AliasToken))
+
+
+def _kids(node: Any) -> list[Any]:
+    if isinstance(node, Mapping):
+        return list(node.values())
+    return list(node) if isinstance(node, list) else []
+
+
+def _expanded_size(root: Any, limit: int) -> int | None:
+    """Values in the document with every alias expanded, or None when over `limit` or
+    when the document contains itself. Shared (aliased) nodes are sized once."""
+    sizes: dict[int, int] = {}
+    on_path = {id(root)}
+    stack: list[tuple[Any, Any]] = [(root, iter(_kids(root)))]
+    while stack:
+        node, it = stack[-1]
+        for kid in it:
+            if not isinstance(kid, Mapping | list) or id(kid) in sizes:
+                continue
+            if id(kid) in on_path:
+                return None
+            on_path.add(id(kid))
+            stack.append((kid, iter(_kids(kid))))
+            break
+        else:
+            stack.pop()
+            on_path.discard(id(node))
+            total = 1 + sum(sizes.get(id(k), 1) for k in _kids(node))
+            if total > limit:
+                return None
+            sizes[id(node)] = total
+    return sizes[id(root)]
 
 
 def _read_yaml(path: Path) -> Any:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    text = _read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(str(path), ["file not found"]) from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise SpecError(str(path), [f"cannot read: {exc}"]) from None
+        aliases = _count_aliases(yaml, text)
+    except MarkedYAMLError:
+        aliases = 0  # the load below reports the syntax error with its line
+    except Exception:  # ruamel raises several unrelated types for broken input
+        aliases = 0
+    if aliases > MAX_ALIASES:
+        raise SpecError(str(path), [f"YAML: {aliases} aliases (*name); a campaign file may use "
+                                    f"at most {MAX_ALIASES}"])
     try:
         data = yaml.load(text)
     except MarkedYAMLError as exc:
@@ -163,12 +352,17 @@ def _read_yaml(path: Path) -> Any:
         ln = f" (line {mark.line + 1})" if mark else ""
         problem = (exc.problem or exc.context or "invalid YAML").strip()
         raise SpecError(str(path), [f"YAML: {problem}{ln}"]) from None
+    except RecursionError:
+        raise SpecError(str(path), ["YAML: nested too deeply"]) from None
     except Exception as exc:  # ruamel raises several unrelated types for broken input
         raise SpecError(str(path), [f"YAML: {exc}"]) from None
     if data is None:
         raise SpecError(str(path), ["the file is empty"])
     if not isinstance(data, Mapping):
         raise SpecError(str(path), ["the top level must be a mapping of keys"])
+    if aliases and _expanded_size(data, MAX_NODES) is None:
+        raise SpecError(str(path), [f"YAML: the aliases expand to more than {MAX_NODES:,} "
+                                    "values, or the document contains itself"])
     return data
 
 
@@ -208,7 +402,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
     except ValidationError as exc:
         for p in _problems_from(exc, data, lines):
             problems.append(p.replace(".overrides", ""))
-        raise SpecError(str(path), problems) from None
+        raise SpecError(str(path), list(dict.fromkeys(problems))) from None
     campaign = campaign.with_source(path, base_dir)
 
     server_raw = _plain(raw["server"])
@@ -232,7 +426,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
             problems.extend(_arm_problems(exc, merged, server_raw, overrides, arm, lines))
     problems.extend(_semantic_problems(campaign, launches, lines, check_files=check_files))
     if problems:
-        raise SpecError(str(path), problems)
+        raise SpecError(str(path), list(dict.fromkeys(problems)))  # each problem once
     return campaign.with_launches(launches)
 
 
@@ -245,10 +439,11 @@ def _arm_problems(
     lines: _Lines,
 ) -> list[str]:
     """Name the arm when the problem comes from its overrides, the server otherwise."""
-    vocab = _all_field_names()
     out = []
     for err in exc.errors():
         loc = _clean_loc(tuple(err["loc"]), merged)
+        vocab = (_valid_keys(Launch, loc[:-1], merged) if err["type"] == "extra_forbidden"
+                 else None) or _all_field_names()
         key = loc[0] if loc else None
         from_arm = key in overrides
         if from_arm and len(loc) >= 2 and isinstance(loc[1], int) and isinstance(
@@ -283,6 +478,8 @@ def _semantic_problems(
     for path, msg in (missing_files(campaign, launches, relative_only=True)
                       if check_files else []):
         add(path, msg)  # absolute paths belong to the machine: the preflight checks them
+    if check_files:
+        _file_content_problems(campaign, launches, add)
 
     wl = campaign.workloads
     for i, cell in enumerate(campaign.preregistration.decision_cells):
@@ -301,11 +498,64 @@ def _semantic_problems(
                 f"workload '{g.workload}' is not defined under workloads")
         elif g.level != "*" and g.workload != "*" and g.level not in wl.levels(g.workload):
             add(("preregistration", "guardrails", i, "level"), f"level '{g.level}' is not measured")
-    if isinstance(campaign.preregistration.drift_band, float) and not (
-        0 <= campaign.preregistration.drift_band < 1
-    ):
+    pre = campaign.preregistration
+    if isinstance(pre.drift_band, float) and not 0 <= pre.drift_band < 1:
         add(("preregistration", "drift_band"), "must be a fraction in [0, 1), e.g. 0.03")
+    elif isinstance(pre.drift_band, float) and pre.drift_band > pre.margin:
+        add(("preregistration", "drift_band"), _band_over_margin(pre.drift_band, pre.margin))
     if campaign.preregistration.order == "ABBA" and campaign.preregistration.pairs % 2:
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
     return problems
+
+
+def _band_over_margin(band: float, margin: float) -> str:
+    return (f"the drift band {band:g} is larger than the margin {margin:g}: a gain that "
+            "clears the margin could still be the lane's noise, so the rule could never "
+            "tell a gain from noise; make the margin at least the band")
+
+
+def _file_content_problems(
+    campaign: Campaign, launches: dict[str, LaunchModel],
+    add: Callable[[tuple[str | int, ...], str], None],
+) -> None:
+    """Files that exist but cannot serve: fixtures that are not AIPerf JSONL, an A/A run
+    that is not one (its band is measured here, so an unusable one fails now, before
+    anything is registered), a results folder that is a file."""
+    for f in local_files(campaign, launches):
+        if f.kind == "fixture" and f.resolved.is_file():
+            msg = fixture_problem(f.resolved)
+            if msg:
+                add(f.yaml_path, f"fixture file {f.declared} {msg}")
+    results = campaign.resolve(campaign.results_dir)
+    if results.exists() and not results.is_dir():
+        add(("results_dir",), f"{campaign.results_dir} is a file, not a folder")
+    band = campaign.preregistration.drift_band
+    if isinstance(band, DriftFrom):
+        _drift_from_problems(campaign, band, add)
+
+
+def _drift_from_problems(campaign: Campaign, band: DriftFrom,
+                         add: Callable[[tuple[str | int, ...], str], None]) -> None:
+    from campaign.aa import measure_band  # aa reads results, which read campaign files
+    from campaign.errors import CampaignError
+
+    where = ("preregistration", "drift_band", "from")
+    run = campaign.resolve(band.from_)
+    if not run.exists():
+        add(where, f"results folder {band.from_} does not exist")
+        return
+    if not run.is_dir():
+        add(where, f"{band.from_} is a file, not a results folder of an A/A run")
+        return
+    if not (run / "preregistration.json").is_file():
+        add(where, f"{band.from_} is not a spec-ab results folder (no preregistration.json)")
+        return
+    try:
+        measured = measure_band(run).band
+    except CampaignError as exc:
+        add(where, f"the A/A run {band.from_} gives no band: {exc.message}")
+        return
+    margin = campaign.preregistration.margin
+    if measured > margin:
+        add(where, f"measured on {band.from_}: " + _band_over_margin(measured, margin))

@@ -288,6 +288,8 @@ class Workloads(Model):
 
 
 ARM_OWN_FIELDS = {"description", "warmup"}
+REDO_SUFFIX = r"\.redo\d+$"
+"""Reserved at the end of arm names: `<arm>.redo<N>/` holds a redone pair's attempt."""
 
 
 class ArmSpec(Model):
@@ -349,6 +351,10 @@ class Campaign(Model):
         for name in v:
             if not re.match(NAME_RE, name):
                 raise ValueError(f"arm name '{name}' must match {NAME_RE}")
+            if re.search(REDO_SUFFIX, name):
+                raise ValueError(
+                    f"arm name '{name}' ends in .redo<N>, which names the folder of a redone "
+                    "pair (pairs/NN/<arm>.redoN/): rename the arm")
         return v
 
     @property
