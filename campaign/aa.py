@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from campaign import stats as st
-from campaign.errors import ResultsError
+from campaign.errors import CampaignError, ResultsError, SpecError
 from campaign.fmt import abs_pct
 from campaign.outcome import Cell, DataProblem
 from campaign.rule import parse_rule
 from campaign.spec import Campaign, DriftFrom
+from campaign.spec.loader import band_over_margin
 from campaign.store import RunDir, load_run
 from campaign.tidy import RunTable, tidy_tables
 from campaign.verdict import judge_run
@@ -106,3 +107,25 @@ def resolve_drift_band(campaign: Campaign) -> float:
     if run_dir is None:
         return float(campaign.preregistration.drift_band)  # type: ignore[arg-type]
     return measure_band(run_dir).band
+
+
+def checked_drift_band(campaign: Campaign) -> float:
+    """`resolve_drift_band`, refused (SpecError naming the YAML path, exit 2) when the A/A
+    run gives no band or a band larger than the margin. `check` and `run` call it before
+    anything is registered."""
+    run_dir = aa_run_of(campaign)
+    if run_dir is None:
+        return resolve_drift_band(campaign)
+    where = "preregistration.drift_band.from"
+    declared = campaign.preregistration.drift_band
+    name = declared.from_ if isinstance(declared, DriftFrom) else str(run_dir)
+    try:
+        band = measure_band(run_dir).band
+    except CampaignError as exc:
+        raise SpecError(str(campaign.source or "campaign"),
+                        [f"{where}: the A/A run {name} gives no band: {exc.message}"]) from None
+    margin = campaign.preregistration.margin
+    if band > margin:
+        raise SpecError(str(campaign.source or "campaign"),
+                        [f"{where}: measured on {name}: {band_over_margin(band, margin)}"])
+    return band

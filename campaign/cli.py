@@ -94,10 +94,12 @@ def check(
 ) -> None:
     """Validate a campaign file, show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready)."""
     from campaign import checkview
+    from campaign.aa import checked_drift_band
     from campaign.preflight import preflight as run_preflight
     from campaign.spec import load_campaign
 
     campaign = load_campaign(campaign_file)
+    checked_drift_band(campaign)
     checkview.print_campaign(out, campaign)
     if not preflight:
         return

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from campaign import lanelock, loadgen, manifest, metrics
-from campaign.aa import resolve_drift_band
+from campaign.aa import checked_drift_band
 from campaign.errors import Interrupted, PreflightError, ResultsError, ServerError
 from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
@@ -85,8 +85,8 @@ class _PairInvalid(Exception):
 def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
               rt: Runtime) -> RunStore:
     """Create the run directory, freeze and register the rule, write the manifest."""
+    band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
     store = RunStore.create(out_root, campaign.name, campaign_text, clock=rt.clock)
-    band = resolve_drift_band(campaign)
     rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
     digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
                             drift_band=band)

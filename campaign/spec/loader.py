@@ -502,14 +502,14 @@ def _semantic_problems(
     if isinstance(pre.drift_band, float) and not 0 <= pre.drift_band < 1:
         add(("preregistration", "drift_band"), "must be a fraction in [0, 1), e.g. 0.03")
     elif isinstance(pre.drift_band, float) and pre.drift_band > pre.margin:
-        add(("preregistration", "drift_band"), _band_over_margin(pre.drift_band, pre.margin))
+        add(("preregistration", "drift_band"), band_over_margin(pre.drift_band, pre.margin))
     if campaign.preregistration.order == "ABBA" and campaign.preregistration.pairs % 2:
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
     return problems
 
 
-def _band_over_margin(band: float, margin: float) -> str:
+def band_over_margin(band: float, margin: float) -> str:
     return (f"the drift band {band:g} is larger than the margin {margin:g}: a gain that "
             "clears the margin could still be the lane's noise, so the rule could never "
             "tell a gain from noise; make the margin at least the band")
@@ -520,8 +520,7 @@ def _file_content_problems(
     add: Callable[[tuple[str | int, ...], str], None],
 ) -> None:
     """Files that exist but cannot serve: fixtures that are not AIPerf JSONL, an A/A run
-    that is not one (its band is measured here, so an unusable one fails now, before
-    anything is registered), a results folder that is a file."""
+    folder that is not one, a results folder that is a file."""
     for f in local_files(campaign, launches):
         if f.kind == "fixture" and f.resolved.is_file():
             msg = fixture_problem(f.resolved)
@@ -537,9 +536,6 @@ def _file_content_problems(
 
 def _drift_from_problems(campaign: Campaign, band: DriftFrom,
                          add: Callable[[tuple[str | int, ...], str], None]) -> None:
-    from campaign.aa import measure_band  # aa reads results, which read campaign files
-    from campaign.errors import CampaignError
-
     where = ("preregistration", "drift_band", "from")
     run = campaign.resolve(band.from_)
     if not run.exists():
@@ -551,11 +547,5 @@ def _drift_from_problems(campaign: Campaign, band: DriftFrom,
     if not (run / "preregistration.json").is_file():
         add(where, f"{band.from_} is not a spec-ab results folder (no preregistration.json)")
         return
-    try:
-        measured = measure_band(run).band
-    except CampaignError as exc:
-        add(where, f"the A/A run {band.from_} gives no band: {exc.message}")
-        return
-    margin = campaign.preregistration.margin
-    if measured > margin:
-        add(where, f"measured on {band.from_}: " + _band_over_margin(measured, margin))
+    # the band itself is measured by `aa.checked_drift_band` (check and run, before
+    # anything is registered): measuring needs the verdict, a layer above this one
