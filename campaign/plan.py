@@ -223,7 +223,8 @@ def adopt_rate(spec: RuleSpec, noise: NoiseModel, effect: float, *, sims: int, s
     offsets = drift_offsets(n, spec.arms, o, spec.rule.prereg.seed)
     d = simulate(noise, pairs=n, cells=len(spec.cells), sims=sims, offsets=offsets,
                  rng=_rng(seed, n))
-    return Rate(int(adopts(d + math.log1p(effect), spec.rule).sum()), sims)
+    shift = rl.better_d(effect, spec.rule.direction)
+    return Rate(int(adopts(d + shift, spec.rule).sum()), sims)
 
 
 def pairs_for_power(spec: RuleSpec, noise: NoiseModel, effect: float, target: float, *,
@@ -348,7 +349,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     checked = 0
     effects = sorted({*GRID, effect})
     for e in effects:
-        d = base + math.log1p(e)
+        d = base + rl.better_d(e, spec.rule.direction)
         decided = adopts(d, spec.rule)
         if e in GRID:
             grid.append((e, Rate(int(decided.sum()), sims)))
