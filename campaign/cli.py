@@ -313,8 +313,17 @@ def plan(
                                                "directory.")] = None,
     drift: Annotated[str | None, typer.Option(help="Per-boot drift (sd), e.g. 3%.")] = None,
     sims: Annotated[int, typer.Option(help="Monte Carlo campaigns per effect.")] = 4000,
+    pairs: Annotated[int | None, typer.Option(
+        "--pairs", help="Tabulate 1…N pairs (default: max(8, registered pairs)).")] = None,
+    rule: Annotated[str | None, typer.Option(
+        "--rule", help="Plan under `point` or `ci` instead of the registered rule "
+        "(exploratory).")] = None,
+    invalid_rate: Annotated[str, typer.Option(
+        "--invalid-rate", help="Probability that one pass is invalid (after retries).")] = "2%",
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
-    """Power and false-adopt rate of the campaign's exact rule, before running it."""
+    """P(adopt) by pairs, the pairs to register, guardrails and flags of the campaign's
+    exact rule, before running it."""
     try:
         from campaign import plan as plan_mod
     except ImportError:
@@ -322,11 +331,22 @@ def plan(
                          hint="see the README's status section") from None
     from campaign.spec import load_campaign
 
+    if rule not in (None, "point", "ci"):
+        raise UsageError(f"--rule {rule}: point or ci")
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt}: table or json")
     campaign = load_campaign(campaign_file)
-    result = plan_mod.plan_campaign(campaign, effect=_pct(effect, "--effect"),
-                                    noise_run=noise,
-                                    drift=_pct(drift, "--drift") if drift else None, sims=sims)
-    plan_mod.print_plan(out, result)
+    result = plan_mod.plan_campaign(
+        campaign, effect=_pct(effect, "--effect"), noise_run=noise,
+        drift=_pct(drift, "--drift") if drift else None, sims=sims, pairs=pairs,
+        rule="ci" if rule == "ci" else ("point" if rule == "point" else None),
+        invalid_rate=_pct(invalid_rate, "--invalid-rate"))
+    if fmt == "json":
+        import json
+
+        typer.echo(json.dumps(plan_mod.plan_json(result), indent=1))
+    else:
+        plan_mod.print_plan(out, result)
 
 
 def _pct(text: str, flag: str) -> float:
