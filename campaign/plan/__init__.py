@@ -1,0 +1,199 @@
+"""`spec-ab plan`: what a campaign's pre-registered rule will decide, before the night.
+
+A Monte Carlo of the campaign's exact rule under a noise model (`campaign.noise`). For
+1…N pairs (N = max(8, the registered pairs), `--pairs N` overrides) it simulates thousands
+of campaigns per pair count — every candidate, every decision cell, the campaign's arm
+order, invalid passes — judges each one, and prints P(adopt) at true effects 0, half the
+margin (m/2), the margin (m) and 1.5× the margin (1.5m), plus `--effect` when it is another
+number. One scale: an effect is the change of the metric itself, so for a lower-is-better
+primary metric "+15%" means a 15% reduction (`rule.better_d`).
+
+It recommends the fewest pairs that adopt a true 1.5m at least 90% of the time and a true
+m/2 at most 5% of the time (Monte Carlo point estimates), or says that no count up to N
+does, and what would (the other rule, every invalid pass redone, a quieter lane, more
+pairs).
+
+What is modelled, under the same noise model:
+
+- every candidate: with k candidates each has its own boots and passes and shares the
+  control's boot and pass within a pair; all are at the same true effect, and the campaign
+  adopts when any candidate adopts under the corrected bar (`Rule.bar_d(k)`,
+  `Rule.ci_alpha(k)`). Beside it, the campaign-level false-adopt at m/2 of the same
+  campaign with one candidate (k = 3 when the campaign has one: what a third arm would
+  do) — the correction promises no higher;
+- invalid passes (`--invalid-rate`, default 2%, after retries): each arm's pass of each
+  decision cell is invalid independently; a pair with an invalid pass is left out, and a
+  decision cell short of its pre-registered pairs cannot adopt (inconclusive), so P(adopt)
+  includes that loss (`--redo-invalid` can recover it; the share lost is printed);
+- the `window-drift` gate: a decision cell whose control moved across the window beyond
+  the limit and its noise cannot adopt (as in `verdict`);
+- guardrails (relative ones): P(the guardrail holds) at one cell when the candidate truly
+  worsens its metric by 2× its limit, and when it does not worsen it at all, under the
+  pair rule of `campaign.guardrails` (mean worsening ≤ limit and no pair beyond limit +
+  band). A guardrail checked at several cells holds less often. P(adopt) does not include
+  guardrails;
+- the noise flags of `verdict` (the same χ² and z tests at FLAG_FAMILY_ALPHA / (2 ×
+  decision cells)): their false-alarm rate on an A/A lane (this noise, no effect, no
+  trend) and their power: `high-variance` at a true pair sd 2× the rule's assumed one,
+  `window-drift` at a true window drift of 3× the band.
+
+Exactness. The rule is the one `campaign.verdict` applies to real runs. Calling it once per
+simulated campaign is too slow, so the counting is vectorised with numpy (`adopts`,
+`decide`, `flag_rates`, `guardrail_holds`): the same comparisons, with the same epsilon, on
+arrays. Every plan then re-judges a sample of its simulated campaigns through
+`verdict.judge_run` itself (candidates, invalid passes, window-drift gate and flags; the
+guardrails through `guardrails.check_guardrail`) with the rule's `pairs` set to the
+simulated count, and refuses to print (a bug, exit 1) if a single decision differs.
+
+`--rule point|ci` plans under the other rule: exploratory, marked so.
+
+JSON (`--format json`) keys:
+
+- `campaign`, `decision_cells`, `candidates` (k), `order`, `registered_pairs`;
+- `rule`: `registered` and `used` (point|ci), `exploratory` (bool), `text`, `margin`,
+  `band`, `confidence`, `direction`;
+- `noise`: `boot_sd`, `pass_sd`, `window_drift`, `pair_sd`, `source`;
+- `invalid_rate`, `sims`, `seed`, `exact_checked`;
+- `effects`: [{`name` ("0", "m/2", "m", "1.5m", "effect"), `effect` (change of the metric as
+  a fraction, better-signed)}];
+- `table`: one row per pair count, {`pairs`, `adopt`: {effect name: rate},
+  `lost_to_invalid`: rate (some decision cell short of its pairs, for the first
+  candidate), `meets`: bool, `false_adopt_half_margin`: {`single`: rate, `campaign`: rate,
+  `candidates`}, `guardrails`: [{`metric`, `limit`, `hold_at_2x`: rate, `hold_at_0`:
+  rate}], `flags`: {`high_variance_false_alarm`, `window_drift_false_alarm`,
+  `any_false_alarm`, `high_variance_power`, `window_drift_power`: rate or null (one
+  pair: no test)}};
+- `recommendation`: {`pairs` (int or null), `power_at` (1.5m as a fraction), `power_min`,
+  `false_at` (m/2), `false_max`, `wall_s`, `alternatives`: [{`change`, `pairs`}]};
+- `orders`: AB vs ABBA under a linear drift: [{`order`, `pairs`, `bias`, `null`,
+  `at_effect`}], `order_drift`; `wall_s_per_pair`; `notes`.
+
+A rate is {`p`, `lo`, `hi`, `k`, `n`}: k of n simulated campaigns with a 95%
+Clopper–Pearson interval (the Monte Carlo's own uncertainty).
+"""
+
+from __future__ import annotations
+
+from campaign.plan.campaign import (
+    Alternative,
+    GuardrailRow,
+    OrderRow,
+    PairRow,
+    PlanResult,
+    alternatives,
+    noise_for,
+    plan_campaign,
+    recommend,
+)
+from campaign.plan.exact import (
+    exact_adopts,
+    exact_judge,
+)
+from campaign.plan.kernel import (
+    DEFAULT_INVALID_RATE,
+    EFFECTS,
+    EXACT_SAMPLE,
+    FALSE_AT,
+    FALSE_MAX,
+    GUARDRAIL_VIOLATION,
+    HV_POWER_AT,
+    MAX_SEARCH_SIMS,
+    MIN_TABLE_PAIRS,
+    MORE_PAIRS,
+    MULTI_CANDIDATES,
+    PAIR_STEPS,
+    POWER_AT,
+    POWER_MIN,
+    WD_POWER_AT,
+    Rate,
+    RuleName,
+    RuleSpec,
+    adopts,
+    count_interval,
+    flag_alpha,
+    high_variance_flags,
+    rate_of,
+    rule_spec,
+    window_drift_flags,
+)
+from campaign.plan.render import (
+    plan_json,
+    print_plan,
+)
+from campaign.plan.simulate import (
+    Draws,
+    FlagRates,
+    adopt_rate,
+    campaign_rates,
+    decide,
+    drift_offsets,
+    effect_d,
+    exact_guardrail_holds,
+    flag_draws,
+    flag_rates,
+    flags_of,
+    guardrail_holds,
+    guardrail_log_ratios,
+    pairs_for_power,
+    schedule_slots,
+    simulate,
+    simulate_arms,
+)
+
+__all__ = [
+    "DEFAULT_INVALID_RATE",
+    "EFFECTS",
+    "EXACT_SAMPLE",
+    "FALSE_AT",
+    "FALSE_MAX",
+    "GUARDRAIL_VIOLATION",
+    "HV_POWER_AT",
+    "MAX_SEARCH_SIMS",
+    "MIN_TABLE_PAIRS",
+    "MORE_PAIRS",
+    "MULTI_CANDIDATES",
+    "PAIR_STEPS",
+    "POWER_AT",
+    "POWER_MIN",
+    "WD_POWER_AT",
+    "Alternative",
+    "Draws",
+    "FlagRates",
+    "GuardrailRow",
+    "OrderRow",
+    "PairRow",
+    "PlanResult",
+    "Rate",
+    "RuleName",
+    "RuleSpec",
+    "adopt_rate",
+    "adopts",
+    "alternatives",
+    "campaign_rates",
+    "count_interval",
+    "decide",
+    "drift_offsets",
+    "effect_d",
+    "exact_adopts",
+    "exact_guardrail_holds",
+    "exact_judge",
+    "flag_alpha",
+    "flag_draws",
+    "flag_rates",
+    "flags_of",
+    "guardrail_holds",
+    "guardrail_log_ratios",
+    "high_variance_flags",
+    "noise_for",
+    "pairs_for_power",
+    "plan_campaign",
+    "plan_json",
+    "print_plan",
+    "rate_of",
+    "recommend",
+    "rule_spec",
+    "schedule_slots",
+    "simulate",
+    "simulate_arms",
+    "window_drift_flags",
+]

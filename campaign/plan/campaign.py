@@ -1,0 +1,336 @@
+"""The whole plan of one campaign: the table of P(adopt) by pairs and effect, the
+recommendation, guardrails, flags, several candidates, AB vs ABBA, the wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from campaign import duration
+from campaign.aa import aa_run_of
+from campaign.errors import UsageError
+from campaign.noise import NoiseModel, estimate_noise, from_drift
+from campaign.plan.exact import (
+    _cross_check,
+    _cross_check_flags,
+)
+from campaign.plan.kernel import (
+    DEFAULT_INVALID_RATE,
+    EFFECTS,
+    EXACT_SAMPLE,
+    FALSE_AT,
+    FALSE_MAX,
+    GUARDRAIL_VIOLATION,
+    MAX_SEARCH_SIMS,
+    MIN_TABLE_PAIRS,
+    MORE_PAIRS,
+    MULTI_CANDIDATES,
+    POWER_AT,
+    POWER_MIN,
+    Rate,
+    RuleName,
+    RuleSpec,
+    rate_of,
+    rule_spec,
+)
+from campaign.plan.simulate import (
+    FlagRates,
+    _rng,
+    adopt_rate,
+    campaign_rates,
+    drift_offsets,
+    effect_d,
+    exact_guardrail_holds,
+    flag_draws,
+    flag_rates,
+    flags_of,
+    guardrail_holds,
+    guardrail_log_ratios,
+)
+from campaign.spec import Campaign
+
+# --------------------------------------------------------------------------- the plan
+
+
+def recommend(rows: Sequence[tuple[int, Rate, Rate]], *, power_min: float = POWER_MIN,
+              false_max: float = FALSE_MAX) -> int | None:
+    """The fewest pairs whose P(adopt) at 1.5m reaches `power_min` and whose P(adopt) at
+    m/2 is at most `false_max`: rows are (pairs, at 1.5m, at m/2); None when none does."""
+    for n, power, false in sorted(rows, key=lambda r: r[0]):
+        if power.p >= power_min - 1e-12 and false.p <= false_max + 1e-12:
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class GuardrailRow:
+    metric: str
+    limit: float
+    hold_at_2x: Rate
+    hold_at_0: Rate
+
+
+@dataclass(frozen=True)
+class PairRow:
+    pairs: int
+    adopt: tuple[Rate, ...]
+    """P(the campaign adopts) at each of `PlanResult.effects`."""
+    lost_to_invalid: Rate
+    false_single: Rate
+    false_campaign: Rate
+    guardrails: tuple[GuardrailRow, ...]
+    flags: FlagRates
+    meets: bool = False
+
+
+@dataclass(frozen=True)
+class OrderRow:
+    order: str
+    pairs: int
+    bias: float
+    """Mean shift of the estimated gain the window drift causes (as a gain)."""
+    null: Rate
+    at_effect: Rate
+
+
+@dataclass(frozen=True)
+class Alternative:
+    change: str
+    pairs: int | None
+
+
+@dataclass
+class PlanResult:
+    campaign: str
+    rule_text: str
+    rule: str
+    registered_rule: str
+    margin: float
+    band: float
+    direction: str
+    confidence: float
+    cells: tuple[str, ...]
+    pairs: int
+    """Registered pairs."""
+    candidates: int
+    multi_candidates: int
+    """Candidates of the multi-candidate comparison (the campaign's, or 3)."""
+    order: str
+    noise: NoiseModel
+    effect: float
+    invalid_rate: float
+    sims: int
+    seed: int
+    effects: list[tuple[str, float]]
+    rows: list[PairRow]
+    recommended: int | None
+    alternatives: list[Alternative]
+    orders: list[OrderRow]
+    order_drift: float
+    estimate: duration.Estimate
+    exact_checked: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exploratory(self) -> bool:
+        return self.rule != self.registered_rule
+
+    def row(self, pairs: int) -> PairRow:
+        return next(r for r in self.rows if r.pairs == pairs)
+
+    def rate(self, name: str, pairs: int | None = None) -> Rate:
+        i = [n for n, _ in self.effects].index(name)
+        return self.row(pairs or self.pairs).adopt[i]
+
+    @property
+    def at_effect(self) -> Rate:
+        """P(adopt) at `--effect` with the registered pairs (when within the table)."""
+        name = next((n for n, e in self.effects if abs(e - self.effect) < 1e-12), "effect")
+        return self.rate(name)
+
+    @property
+    def wall_per_pair(self) -> float:
+        return self.estimate.total_s / self.pairs
+
+
+def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None,
+              band: float) -> NoiseModel:
+    """The noise model of a plan: an A/A run, a given per-boot drift, the campaign's own
+    A/A run (`drift_band: {from: RUN_DIR}`), or — assumed — a per-boot drift the size of the
+    band (conservative: the band is meant to hold most single-pair A/A gains)."""
+    if noise_run is not None and drift is not None:
+        raise UsageError("give --noise RUN_DIR or --drift, not both")
+    metric = campaign.preregistration.primary_metric
+    workloads = sorted({dc.workload for dc in campaign.preregistration.decision_cells})
+    if noise_run is not None:
+        return estimate_noise(noise_run, metric=metric, workloads=workloads).model
+    if drift is not None:
+        return from_drift(drift)
+    aa_run = aa_run_of(campaign)
+    if aa_run is not None:
+        return estimate_noise(aa_run, metric=metric, workloads=workloads).model
+    return from_drift(band, source=f"assumed (no --noise or --drift): per-boot drift sd = the "
+                      f"drift band {band:.1%}, within-pass sd 1.0%, no trend across the window")
+
+
+def _qualifying(spec: RuleSpec, noise: NoiseModel, counts: Sequence[int], *, sims: int,
+                seed: int, invalid_rate: float) -> int | None:
+    """The fewest of `counts` pairs that meets the recommendation's two bars."""
+    m = spec.prereg.margin
+    for n in counts:
+        (power, false), *_ = campaign_rates(spec.at(pairs=n), noise, [POWER_AT * m, FALSE_AT * m],
+                                            sims=sims, seed=seed, invalid_rate=invalid_rate)
+        if recommend([(n, power, false)]) is not None:
+            return n
+    return None
+
+
+def alternatives(spec: RuleSpec, noise: NoiseModel, max_pairs: int, *, sims: int, seed: int,
+                 invalid_rate: float) -> list[Alternative]:
+    """What would meet the bars when nothing up to `max_pairs` does: the other rule, every
+    invalid pass redone, a lane half as noisy, more pairs."""
+    counts = list(range(1, max_pairs + 1))
+    other: RuleName = "ci" if spec.prereg.rule == "point" else "point"
+    quiet = NoiseModel(noise.boot_sd / 2, noise.pass_sd / 2, noise.window_drift / 2,
+                       "half the noise")
+    tries = [
+        (f"rule {other} (a new registration)", spec.at(rule=other), noise, invalid_rate,
+         counts),
+        ("every invalid pass redone (spec-ab run --resume … --redo-invalid)", spec, noise,
+         0.0, counts),
+        ("a lane half as noisy (per-boot and within-pass sd halved)", spec, quiet,
+         invalid_rate, counts),
+        (f"rule {other} with every invalid pass redone", spec.at(rule=other), noise, 0.0,
+         counts),
+        (f"more pairs (up to {MORE_PAIRS[-1]})", spec, noise, invalid_rate,
+         [n for n in MORE_PAIRS if n > max_pairs]),
+    ]
+    out = []
+    for text, s, nz, rate, ns in tries:
+        out.append(Alternative(text, _qualifying(s, nz, ns, sims=sims, seed=seed,
+                                                 invalid_rate=rate)))
+    return out
+
+
+def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
+                  drift: float | None, sims: int, seed: int = 0, pairs: int | None = None,
+                  rule: RuleName | None = None,
+                  invalid_rate: float = DEFAULT_INVALID_RATE) -> PlanResult:
+    """The whole plan (see the module docstring). Deterministic for a given seed."""
+    if sims < 100:
+        raise UsageError(f"--sims {sims}: use at least 100 simulated campaigns per effect")
+    if effect <= -1 or (effect >= 1 and campaign.preregistration.metric_direction == "lower"):
+        raise UsageError(f"--effect {effect:.0%}: a change must be above -100% (and a "
+                         "reduction below 100%)")
+    if not 0 <= invalid_rate < 1:
+        raise UsageError(f"--invalid-rate {invalid_rate}: a probability in [0, 1)")
+    if pairs is not None and not 1 <= pairs <= 200:
+        raise UsageError(f"--pairs {pairs}: between 1 and 200")
+    if len(campaign.arm_names) < 2:
+        raise UsageError("the campaign has no candidate arm")
+    registered = rule_spec(campaign)
+    spec = registered.at(rule=rule) if rule is not None else registered
+    noise = noise_for(campaign, noise_run=noise_run, drift=drift, band=spec.rule.band)
+    pre = spec.prereg
+    m = pre.margin
+    max_pairs = pairs if pairs is not None else max(MIN_TABLE_PAIRS, spec.pairs)
+    effects = [(name, f * m) for name, f in EFFECTS]
+    if all(abs(e - effect) > 1e-12 for _, e in effects):
+        effects.append(("effect", effect))
+    k = spec.candidates
+    kk = k if k > 1 else MULTI_CANDIDATES
+    rows: list[PairRow] = []
+    checked = 0
+    ns = sorted({*range(1, max_pairs + 1), spec.pairs})
+    for n in ns:
+        s_n = spec.at(pairs=n)
+        rates, lost, draws, decided = campaign_rates(
+            s_n, noise, [e for _, e in effects], sims=sims, seed=seed,
+            invalid_rate=invalid_rate)
+        for (name, e), dec in zip(effects, decided, strict=True):
+            checked += _cross_check(s_n, draws, effect_d(e, s_n.rule), dec,
+                                    f"{n} pairs, {k} candidate(s), effect {name}")
+        half = FALSE_AT * m
+        single_spec = s_n.at(candidates=1)
+        multi_spec = s_n.at(candidates=kk)
+        (single,), *_ = campaign_rates(single_spec, noise, [half], sims=sims, seed=seed,
+                                       invalid_rate=invalid_rate)
+        (multi,), _, mdraws, mdec = campaign_rates(multi_spec, noise, [half], sims=sims,
+                                                   seed=seed, invalid_rate=invalid_rate)
+        checked += _cross_check(multi_spec, mdraws, effect_d(half, s_n.rule), mdec[0],
+                                f"{n} pairs, {kk} candidates, m/2")
+        grows = []
+        for gi, g in enumerate(spec.guardrails):
+            if g.absolute:
+                continue
+            holds = []
+            for w in (GUARDRAIL_VIOLATION * g.max_worsening, 0.0):
+                lr = guardrail_log_ratios(g, s_n, noise, w, pairs=n, sims=sims,
+                                          rng=_rng(seed, n, 100 + gi))
+                h = guardrail_holds(lr, g, s_n)
+                for i in range(min(EXACT_SAMPLE, sims)):
+                    if exact_guardrail_holds(lr[i], g, s_n) != bool(h[i]):
+                        raise AssertionError(
+                            f"plan's guardrail check disagrees with check_guardrail "
+                            f"({g.metric}, {n} pairs, simulated campaign {i}): a bug in "
+                            "campaign/plan.py")
+                    checked += 1
+                holds.append(rate_of(h))
+            grows.append(GuardrailRow(g.metric, g.max_worsening, holds[0], holds[1]))
+        flags = flag_rates(single_spec, noise, sims=sims, seed=seed)
+        if n >= 2:
+            aa = NoiseModel(noise.boot_sd, noise.pass_sd, 0.0, "")
+            fd = flag_draws(single_spec, aa, sims=min(sims, EXACT_SAMPLE),
+                            rng=_rng(seed, n, 7))
+            hv, wd = flags_of(fd, single_spec)
+            checked += _cross_check_flags(single_spec, fd, hv, wd)
+        names = [nm for nm, _ in effects]
+        at_power, at_false = rates[names.index("1.5m")], rates[names.index("m/2")]
+        rows.append(PairRow(n, tuple(rates), lost, single, multi, tuple(grows), flags,
+                            recommend([(n, at_power, at_false)]) is not None))
+    recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs), None)
+    search = min(sims, MAX_SEARCH_SIMS)
+    alts = ([] if recommended is not None else
+            alternatives(spec, noise, max_pairs, sims=search, seed=seed,
+                         invalid_rate=invalid_rate))
+
+    drift_w = noise.window_drift if abs(noise.window_drift) > 1e-9 else spec.rule.band
+    cmp_noise = NoiseModel(noise.boot_sd, noise.pass_sd, drift_w, noise.source)
+    n_cmp = spec.pairs + (spec.pairs % 2)
+    orders: list[OrderRow] = []
+    for o in ("AB", "ABBA", *(("random",) if spec.order == "random" else ())):
+        offs = drift_offsets(n_cmp, spec.arms[:2], o, pre.seed)
+        bias = math.expm1(math.log1p(drift_w) * float(offs.mean()))
+        orders.append(OrderRow(
+            o, n_cmp, bias,
+            adopt_rate(spec, cmp_noise, 0.0, sims=search, seed=seed, pairs=n_cmp, order=o),
+            adopt_rate(spec, cmp_noise, effect, sims=search, seed=seed, pairs=n_cmp,
+                       order=o)))
+
+    notes = []
+    if spec.prereg.rule != registered.prereg.rule:
+        notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
+                     f"{registered.prereg.rule}; running it needs a new registration")
+    if invalid_rate > 0:
+        notes.append(f"P(adopt) counts a campaign short of its pairs ({invalid_rate:.0%} of "
+                     "passes invalid) as not adopting; `spec-ab run --resume RUN_DIR "
+                     "--redo-invalid` can finish it")
+    if any(g.absolute for g in spec.guardrails):
+        notes.append("absolute guardrails (" + ", ".join(
+            g.metric for g in spec.guardrails if g.absolute) + ") are not modelled")
+    if pre.rule == "point" and recommended is None:
+        notes.append("under `point` every pair must clear the band: past a few pairs, more "
+                     "pairs add chances for one to fall short and power drops")
+    return PlanResult(
+        campaign=campaign.name, rule_text=spec.rule.describe(), rule=pre.rule,
+        registered_rule=registered.prereg.rule, margin=m, band=spec.rule.band,
+        direction=spec.rule.direction, confidence=pre.confidence,
+        cells=tuple(f"{w} {lvl}" for w, lvl in spec.cells), pairs=spec.pairs,
+        candidates=k, multi_candidates=kk, order=spec.order, noise=noise, effect=effect,
+        invalid_rate=invalid_rate, sims=sims, seed=seed, effects=effects, rows=rows,
+        recommended=recommended, alternatives=alts, orders=orders, order_drift=drift_w,
+        estimate=duration.estimate(campaign), exact_checked=checked, notes=notes,
+    )

@@ -1,0 +1,183 @@
+"""`spec-ab plan`'s outputs: a rich table for the terminal and the JSON document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from campaign import fmt as fm
+from campaign import rule as rl
+from campaign.plan.campaign import (
+    PlanResult,
+)
+from campaign.plan.kernel import (
+    FALSE_AT,
+    FALSE_MAX,
+    GUARDRAIL_VIOLATION,
+    HV_POWER_AT,
+    POWER_AT,
+    POWER_MIN,
+    WD_POWER_AT,
+    Rate,
+)
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _rate(r: Rate | None) -> str:
+    if r is None:
+        return "—"
+    return f"{fm.abs_pct(r.p)} [{fm.abs_pct(r.lo)}–{fm.abs_pct(r.hi)}]"
+
+
+def _change(r: PlanResult, e: float, digits: int = 1) -> str:
+    """An effect as the change of the metric (a reduction shows as −)."""
+    return fm.pct(e if r.direction == "higher" else -e, digits)
+
+
+def plan_json(r: PlanResult) -> dict[str, Any]:
+    """The plan as JSON-ready data (keys: see the module docstring)."""
+    nm = r.noise
+    names = [n for n, _ in r.effects]
+    return {
+        "campaign": r.campaign,
+        "decision_cells": list(r.cells),
+        "candidates": r.candidates,
+        "order": r.order,
+        "registered_pairs": r.pairs,
+        "rule": {"registered": r.registered_rule, "used": r.rule,
+                 "exploratory": r.exploratory, "text": r.rule_text, "margin": r.margin,
+                 "band": r.band, "confidence": r.confidence, "direction": r.direction},
+        "noise": {"boot_sd": nm.boot_sd, "pass_sd": nm.pass_sd,
+                  "window_drift": nm.window_drift, "pair_sd": nm.pair_sd,
+                  "source": nm.source},
+        "invalid_rate": r.invalid_rate,
+        "sims": r.sims,
+        "seed": r.seed,
+        "exact_checked": r.exact_checked,
+        "effects": [{"name": n, "effect": e} for n, e in r.effects],
+        "table": [{
+            "pairs": row.pairs,
+            "adopt": {n: rate.as_dict() for n, rate in zip(names, row.adopt, strict=True)},
+            "lost_to_invalid": row.lost_to_invalid.as_dict(),
+            "meets": row.meets,
+            "false_adopt_half_margin": {"single": row.false_single.as_dict(),
+                                        "campaign": row.false_campaign.as_dict(),
+                                        "candidates": r.multi_candidates},
+            "guardrails": [{"metric": g.metric, "limit": g.limit,
+                            "hold_at_2x": g.hold_at_2x.as_dict(),
+                            "hold_at_0": g.hold_at_0.as_dict()} for g in row.guardrails],
+            "flags": row.flags.as_dict(),
+        } for row in r.rows],
+        "recommendation": {
+            "pairs": r.recommended, "power_at": POWER_AT * r.margin, "power_min": POWER_MIN,
+            "false_at": FALSE_AT * r.margin, "false_max": FALSE_MAX,
+            "wall_s": None if r.recommended is None else r.wall_per_pair * r.recommended,
+            "alternatives": [{"change": a.change, "pairs": a.pairs} for a in r.alternatives],
+        },
+        "orders": [{"order": o.order, "pairs": o.pairs, "bias": o.bias,
+                    "null": o.null.as_dict(), "at_effect": o.at_effect.as_dict()}
+                   for o in r.orders],
+        "order_drift": r.order_drift,
+        "wall_s_per_pair": r.wall_per_pair,
+        "notes": list(r.notes),
+    }
+
+
+def print_plan(console: Console, result: PlanResult) -> None:
+    """Render a plan: the rule, the noise, the pairs table, the recommendation, and what the
+    guardrails, flags and candidates do."""
+    r = result
+    nm = r.noise
+    tag = " [bold red](exploratory: not the registered rule)[/]" if r.exploratory else ""
+    console.print(f"[bold]plan[/] {r.campaign}: {r.pairs} pairs registered, {r.candidates} "
+                  f"candidate(s), order {r.order}, decision cells {', '.join(r.cells)}")
+    console.print(f"rule: {r.rule_text}{tag}")
+    console.print(f"noise: per-boot sd {fm.abs_pct(nm.boot_sd, 2)}, within-pass sd "
+                  f"{fm.abs_pct(nm.pass_sd, 2)}, window drift {fm.pct(nm.window_drift, 2)} "
+                  f"(one pair's log-ratio sd {fm.abs_pct(nm.pair_sd, 2)}) — {nm.source}; "
+                  f"invalid passes {fm.abs_pct(r.invalid_rate)}")
+    console.print(f"Monte Carlo: {r.sims} campaigns per cell of the table, seed {r.seed}; "
+                  f"[95% Clopper–Pearson intervals]; {r.exact_checked} campaigns re-judged "
+                  "by verdict.judge_run / check_guardrail, all agree")
+    table = Table(title=f"P(adopt) by pairs and true effect (m = margin {_change(r, r.margin)}"
+                  f"; {r.candidates} candidate(s)){' — exploratory' if r.exploratory else ''}",
+                  title_justify="left")
+    table.add_column("pairs", justify="right")
+    for n, e in r.effects:
+        table.add_column(f"{n} ({_change(r, e)})" if n != "0" else "0 (+0%)", justify="right")
+    table.add_column("short of pairs", justify="right")
+    table.add_column("")
+    for row in r.rows:
+        mark = ("registered" if row.pairs == r.pairs else "")
+        if row.meets:
+            mark = (mark + " ✓").strip()
+        table.add_row(str(row.pairs), *(_rate(x) for x in row.adopt),
+                      _rate(row.lost_to_invalid), mark)
+    console.print(table)
+    power_txt = f"≥ {POWER_MIN:.0%} at 1.5m ({_change(r, POWER_AT * r.margin)})"
+    false_txt = f"≤ {FALSE_MAX:.0%} at m/2 ({_change(r, FALSE_AT * r.margin)})"
+    if r.recommended is not None:
+        wall = fm.clock(r.wall_per_pair * r.recommended)
+        console.print(f"[bold]recommended: {r.recommended} pair(s)[/] — the fewest with "
+                      f"P(adopt) {power_txt} and {false_txt} (about {wall})")
+    else:
+        n_max = max(row.pairs for row in r.rows)
+        console.print(f"[bold]recommended: none up to {n_max} pairs[/] has P(adopt) "
+                      f"{power_txt} and {false_txt}; what would:")
+        for a in r.alternatives:
+            got = f"{a.pairs} pair(s)" if a.pairs is not None else "not enough either"
+            console.print(f"  {a.change}: {got}")
+    checks = Table(title="guardrails, flags and candidates by pairs", title_justify="left")
+    checks.add_column("pairs", justify="right")
+    checks.add_column("false adopt at m/2: 1 candidate", justify="right")
+    checks.add_column(f"{r.multi_candidates} candidates", justify="right")
+    guard_names = [(g.metric, g.limit) for g in r.rows[0].guardrails]
+    for metric, limit in guard_names:
+        checks.add_column(f"{metric} holds at {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
+                          f"(limit {fm.pct(limit, 0)})", justify="right")
+    checks.add_column("flag false alarm (A/A)", justify="right")
+    checks.add_column(f"high-variance power (sd ×{HV_POWER_AT:g})", justify="right")
+    checks.add_column(f"window-drift power (drift {fm.pct(WD_POWER_AT * r.band, 0)})",
+                      justify="right")
+    for row in r.rows:
+        checks.add_row(str(row.pairs), _rate(row.false_single), _rate(row.false_campaign),
+                       *(_rate(g.hold_at_2x) for g in row.guardrails),
+                       _rate(row.flags.any_false), _rate(row.flags.high_variance_power),
+                       _rate(row.flags.window_drift_power))
+    console.print(checks)
+    reg = r.row(r.pairs)
+    console.print(f"with {r.pairs} pairs: campaign-level false adopt at m/2 with "
+                  f"{r.multi_candidates} candidates {_rate(reg.false_campaign)} vs one "
+                  f"candidate {_rate(reg.false_single)} (the bar's correction promises no "
+                  "higher)")
+    for g in reg.guardrails:
+        console.print(f"with {r.pairs} pairs: guardrail {g.metric} holds at one cell "
+                      f"{_rate(g.hold_at_2x)} of the time when truly "
+                      f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse, "
+                      f"{_rate(g.hold_at_0)} when not worse")
+    f = reg.flags
+    if f.any_false is not None:
+        console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "
+                      f"{_rate(f.high_variance_false)}, window-drift "
+                      f"{_rate(f.window_drift_false)}, either {_rate(f.any_false)} (target ≤ "
+                      f"{rl.FLAG_FAMILY_ALPHA:.0%})")
+    if r.orders:
+        ot = Table(title=f"arm order under a linear drift of {fm.pct(r.order_drift, 1)} across "
+                   "the window (first candidate, no invalid pass)", title_justify="left")
+        ot.add_column("order")
+        ot.add_column("pairs", justify="right")
+        ot.add_column("gain bias", justify="right")
+        ot.add_column("P(adopt) at +0%", justify="right")
+        ot.add_column(f"P(adopt) at {_change(r, r.effect, 0)}", justify="right")
+        for o in r.orders:
+            ot.add_row(o.order, str(o.pairs), fm.pct(o.bias, 2), _rate(o.null),
+                       _rate(o.at_effect))
+        console.print(ot)
+    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs "
+                  f"({fm.clock(r.wall_per_pair)} per pair; {r.estimate.assumptions})")
+    for note in r.notes:
+        console.print(f"note: {note}")
