@@ -27,20 +27,25 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
+import subprocess
+import tempfile
 import threading
 import time
+import urllib.parse
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import docker
 import psutil
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from docker.models.containers import Container
+from docker.transport import sshconn
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from campaign.errors import ServerError
@@ -63,13 +68,66 @@ ClientFactory = Callable[[str | None], docker.DockerClient]
 """docker host (`ssh://spark2`, `tcp://…`; None = the local engine / DOCKER_HOST) → client."""
 
 
+SSH_CONNECT_TIMEOUT_S = 15
+_ssh_stderr: dict[str, tuple[IO[bytes], subprocess.Popen[bytes]]] = {}
+"""ssh host → (stderr file, process) of the latest ssh started for it (see _SystemSSHSocket)."""
+
+
+class _SystemSSHSocket(sshconn.SSHSocket):  # type: ignore[misc]
+    """The docker SDK's socket over the system `ssh`, with three fixes for unattended runs:
+
+    - no `-p 22`: the SDK turns `ssh://spark2` into `ssh://spark2:22`, and `-p 22` beats the
+      `Port` of the host's block in ~/.ssh/config (so `:22` itself is never passed);
+    - `BatchMode=yes` and a `ConnectTimeout`: never a password prompt or an endless wait;
+    - ssh's stderr goes to a file, not the terminal: `default_client` quotes it in one line.
+    """
+
+    def connect(self, *args_: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        args = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={SSH_CONNECT_TIMEOUT_S}"]
+        if self.user:
+            args += ["-l", self.user]
+        if self.port and str(self.port) != "22":
+            args += ["-p", str(self.port)]
+        args += ["--", self.host, "docker system dial-stdio"]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_LIBRARY_PATH", "SSL_CERT_FILE")}
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 (kept open: read on failure)
+        self.proc = subprocess.Popen(
+            args, env=env, stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=stderr,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+        _ssh_stderr[str(self.host)] = (stderr, self.proc)
+
+
+def ssh_error(docker_host: str) -> str | None:
+    """The last thing the latest ssh to this host said on stderr, without `ssh: `."""
+    found = _ssh_stderr.get(urllib.parse.urlparse(docker_host).hostname or "")
+    if found is None:
+        return None
+    stderr, proc = found
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=2)
+    stderr.seek(0)
+    lines = [x.strip() for x in stderr.read().decode(errors="replace").splitlines() if x.strip()]
+    return re.sub(r"^ssh: ", "", lines[-1]) if lines else None
+
+
 def default_client(docker_host: str | None) -> docker.DockerClient:
-    """A client for one docker host; ssh:// uses the system ssh (keys, ~/.ssh/config)."""
+    """A client for one docker host; ssh:// uses the system ssh (keys, ~/.ssh/config).
+
+    A failure to reach an ssh:// host is a DockerException whose message is ssh's own
+    reason (e.g. "connect to host 10.0.0.2 port 22: Connection refused"), in one line.
+    """
     if docker_host is None:
         return docker.from_env()
-    return docker.DockerClient(
-        base_url=docker_host, use_ssh_client=docker_host.startswith("ssh://")
-    )
+    if not docker_host.startswith("ssh://"):
+        return docker.DockerClient(base_url=docker_host)
+    sshconn.SSHSocket = _SystemSSHSocket  # type: ignore[misc]  # SSHConnection.connect's
+    try:
+        return docker.DockerClient(base_url=docker_host, use_ssh_client=True)
+    except DockerException as exc:
+        reason = ssh_error(docker_host)
+        raise DockerException(reason or _short(exc)) from None
 
 
 # --------------------------------------------------------------------------- plans
@@ -522,6 +580,8 @@ class DockerServer:
             })
         return {
             "backend": "docker",
+            "engines": {host or "local": engine_facts(self._client_for(host, quiet=True))
+                        for host in docker_hosts(self.launch)},
             "containers": containers,
             "bind_mounts": mount_facts(m for p in self.plans for m in p.mounts),
             "docker_run": self.describe(),
@@ -537,8 +597,8 @@ class DockerServer:
                 if quiet:
                     return None
                 raise ServerError(
-                    f"{self.ctx.arm}: cannot reach the docker engine "
-                    f"{host or '(local)'}: {exc}",
+                    f"{self.ctx.arm}: cannot reach docker on {host or 'the local engine'}: "
+                    f"{_short(exc)}",
                     hint="start dockerd (scripts/start-dockerd) / check DOCKER_HOST",
                 ) from None
         return self._clients[host]
@@ -742,6 +802,18 @@ def mount_facts(mounts: Iterable[MountPlan]) -> list[dict[str, Any]]:
     return out
 
 
+def engine_facts(client: docker.DockerClient | None) -> dict[str, Any]:
+    """One docker endpoint's engine: its version, API version, OS/arch and kernel."""
+    if client is None:
+        return {"version": None, "error": "docker engine unreachable"}
+    try:
+        v = client.version()
+    except DockerException as exc:
+        return {"version": None, "error": _short(exc)}
+    return {"version": v.get("Version"), "api_version": v.get("ApiVersion"),
+            "os": v.get("Os"), "arch": v.get("Arch"), "kernel": v.get("KernelVersion")}
+
+
 def image_facts(client: docker.DockerClient | None, image: str) -> dict[str, Any]:
     """The image's id and registry digests (RepoDigests: empty for a local build)."""
     if client is None:
@@ -787,7 +859,7 @@ def preflight(
             clients[host] = None
             hint = ("start dockerd (scripts/start-dockerd) / check DOCKER_HOST" if host is None
                     else f"check that `docker -H {host} info` works from this machine")
-            problems.append(f"docker: cannot reach {where} ({_short(exc)}) → {hint}")
+            problems.append(f"cannot reach docker on {where}: {_short(exc)} → {hint}")
     gpu_checked: set[str | None] = set()
     for what, c in containers:
         client = clients.get(c.docker_host)
@@ -862,6 +934,7 @@ __all__ = [
     "describe_state",
     "docker_hosts",
     "docker_run_line",
+    "engine_facts",
     "image_facts",
     "mount_facts",
     "plan_containers",
