@@ -35,3 +35,6 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return ROOT / "fixtures" / "tokenizer"
+
+
+from sshbox import sshbox  # noqa: E402,F401  (the loopback "second box" for the gb10 tests)
