@@ -74,12 +74,13 @@ _ssh_stderr: dict[str, tuple[IO[bytes], subprocess.Popen[bytes]]] = {}
 
 
 class _SystemSSHSocket(sshconn.SSHSocket):  # type: ignore[misc]
-    """The docker SDK's socket over the system `ssh`, with three fixes for unattended runs:
+    """The docker SDK's socket over the system `ssh`, with fixes for unattended runs:
 
     - no `-p 22`: the SDK turns `ssh://spark2` into `ssh://spark2:22`, and `-p 22` beats the
       `Port` of the host's block in ~/.ssh/config (so `:22` itself is never passed);
     - `BatchMode=yes` and a `ConnectTimeout`: never a password prompt or an endless wait;
-    - ssh's stderr goes to a file, not the terminal: `default_client` quotes it in one line.
+    - ssh's stderr goes to a file, not the terminal: `default_client` quotes it in one line;
+    - `close()` of a dead ssh raises no BrokenPipeError (printed at exit) and reaps ssh.
     """
 
     def connect(self, *args_: Any, **kwargs: Any) -> None:  # type: ignore[override]
@@ -97,6 +98,15 @@ class _SystemSSHSocket(sshconn.SSHSocket):  # type: ignore[misc]
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
         _ssh_stderr[str(self.host)] = (stderr, self.proc)
+
+    def close(self) -> None:
+        """The SDK's close, minus a BrokenPipeError traceback when ssh already died (the
+        box went away), and reaping the ssh process."""
+        with contextlib.suppress(OSError):
+            super().close()
+        if self.proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2)
 
 
 def ssh_error(docker_host: str) -> str | None:
@@ -599,7 +609,10 @@ class DockerServer:
                 raise ServerError(
                     f"{self.ctx.arm}: cannot reach docker on {host or 'the local engine'}: "
                     f"{_short(exc)}",
-                    hint="start dockerd (scripts/start-dockerd) / check DOCKER_HOST",
+                    hint="start dockerd (scripts/start-dockerd) / check DOCKER_HOST"
+                    if host is None else f"check that `docker -H {host} info` works from this "
+                    "machine (ssh key, ~/.ssh/config); a stopped run continues with "
+                    "`spec-ab run --resume RUN_DIR`",
                 ) from None
         return self._clients[host]
 
