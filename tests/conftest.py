@@ -1,7 +1,8 @@
 """Shared test configuration.
 
 Markers (see pyproject): `integration` starts real servers / real AIPerf, `docker` needs a
-real Docker engine and the offline sim image, `browser` needs headless Chromium.  Outside
+real Docker engine and the offline sim image, `browser` needs headless Chromium, `gb10`
+also needs root and sshd (the `sshbox` fixture of tests/sshbox.py plays box 2).  Outside
 CI a test whose engine is missing skips with the command that enables it; with CI=true a
 missing engine is a failure, never a skip.
 """

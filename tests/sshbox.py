@@ -95,7 +95,8 @@ class SSHBox:
         return sum("docker system dial-stdio" in line for line in self.sessions())
 
     def start(self) -> None:
-        assert self.proc is None or self.proc.poll() is not None
+        if self.proc is not None and self.proc.poll() is None:
+            return  # already serving
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation dir
         self.proc = subprocess.Popen(
             [self.sshd, "-D", "-f", str(self.config), "-E", str(self.folder / "sshd.log")],

@@ -128,9 +128,40 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "SPECAB_LOCK_DIR": str(tmp_path / "locks"), "COLUMNS": "250"}
 
 
+LANE_HELD = "leftover(s) of earlier runs hold the lane"
+
+
+def _foreign_leftovers(stderr: str) -> bool:
+    """`run` refused because of another test session's leftovers on this shared machine
+    (`run` checks the whole machine); ours would name this module's run-id prefix."""
+    return LANE_HELD in stderr and PREFIX not in stderr
+
+
 def _spec_ab(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*SPEC_AB, *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=_env(tmp_path), check=False, stdin=subprocess.DEVNULL)
+    for _ in range(10):
+        proc = subprocess.run([*SPEC_AB, *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, env=_env(tmp_path), check=False,
+                              stdin=subprocess.DEVNULL)
+        if not _foreign_leftovers(proc.stderr):
+            break
+        time.sleep(3)
+    return proc
+
+
+def _start_run(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """`spec-ab run` in the background, its output piped (read it with communicate())."""
+    for _ in range(10):
+        proc = subprocess.Popen([*SPEC_AB, "run", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                env=_env(tmp_path), start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=8)
+        except subprocess.TimeoutExpired:
+            return proc  # past the leftover check: running
+        if not _foreign_leftovers(stderr):
+            raise AssertionError(f"spec-ab run exited {proc.returncode}: {stderr}")
+        time.sleep(3)
+    raise AssertionError("the lane stayed held by another session's leftovers")
 
 
 def _journal(run_dir: Path) -> list[dict[str, Any]]:
@@ -257,9 +288,7 @@ def test_clean_removes_leftovers_on_both_endpoints_after_sigkill(
 ) -> None:
     local, box = endpoints
     path, _ = _campaign(tmp_path, requests=40)
-    proc = subprocess.Popen([*SPEC_AB, "run", str(path), "--out", str(tmp_path / "results")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                            env=_env(tmp_path), start_new_session=True)
+    proc = _start_run(tmp_path, str(path), "--out", str(tmp_path / "results"))
     try:
         deadline = time.monotonic() + 120
         while not {"ray-head", "ray-worker", "server"} <= {
@@ -321,9 +350,7 @@ def test_sshd_stopped_mid_run_is_a_clear_error_and_resume_completes(
     _, box = endpoints
     path, _ = _campaign(tmp_path, pairs=2)
     out = tmp_path / "results"
-    proc = subprocess.Popen([*SPEC_AB, "run", str(path), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=_env(tmp_path), start_new_session=True)
+    proc = _start_run(tmp_path, str(path), "--out", str(out))
     try:
         deadline = time.monotonic() + 300
         while True:
