@@ -1,7 +1,8 @@
 """Shared test configuration.
 
 Markers (see pyproject): `integration` starts real servers / real AIPerf, `docker` needs a
-real Docker engine and the offline sim image, `browser` needs headless Chromium.  Outside
+real Docker engine and the offline sim image, `browser` needs headless Chromium, `gb10`
+also needs root and sshd (the `sshbox` fixture of tests/sshbox.py plays box 2).  Outside
 CI a test whose engine is missing skips with the command that enables it; with CI=true a
 missing engine is a failure, never a skip.
 """
@@ -35,3 +36,6 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def tokenizer_dir() -> Path:
     return ROOT / "fixtures" / "tokenizer"
+
+
+from sshbox import sshbox  # noqa: E402,F401  (the loopback "second box" for the gb10 tests)

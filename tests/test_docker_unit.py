@@ -428,10 +428,11 @@ def test_unreachable_engine_at_start_says_so_and_stop_is_quiet(tmp_path: Path) -
     server = DockerServer(launch, _ctx(tmp_path), client_factory=_unreachable)
     with pytest.raises(ServerError) as err:
         server.start()
-    assert "cannot reach the docker engine" in str(err.value)
+    assert "cannot reach docker on" in str(err.value)
     assert "scripts/start-dockerd" in str(err.value)
     assert not getattr(err.value, "__notes__", None)  # the cleanup had nothing to complain of
     server.stop()
     facts = server.facts()  # still describes the launch, says why there is no image id
     assert facts["containers"][0]["error"] == "docker engine unreachable"
     assert facts["docker_run"] == server.describe()
+    assert facts["engines"] == {"local": {"version": None, "error": "docker engine unreachable"}}

@@ -16,6 +16,7 @@ from campaign.servers.docker.engine import (
     ClientFactory,
     default_client,
     describe_state,
+    engine_facts,
     image_facts,
     mount_facts,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "describe_state",
     "docker_hosts",
     "docker_run_line",
+    "engine_facts",
     "extra_log_path",
     "image_facts",
     "mount_facts",

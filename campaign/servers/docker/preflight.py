@@ -47,7 +47,7 @@ def preflight(
             clients[host] = None
             hint = ("start dockerd (scripts/start-dockerd) / check DOCKER_HOST" if host is None
                     else f"check that `docker -H {host} info` works from this machine")
-            problems.append(f"docker: cannot reach {where} ({short_error(exc)}) → {hint}")
+            problems.append(f"cannot reach docker on {where}: {short_error(exc)} → {hint}")
     gpu_checked: set[str | None] = set()
     for what, c in containers:
         client = clients.get(c.docker_host)

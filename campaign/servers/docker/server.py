@@ -36,14 +36,17 @@ from campaign.servers.docker.engine import (
     ClientFactory,
     default_client,
     describe_state,
+    engine_facts,
     image_facts,
     mount_facts,
+    short_error,
 )
 from campaign.servers.docker.logs import LogFollower, extra_log_path, log_line
 from campaign.servers.docker.plan import (
     SERVER_ROLE,
     ContainerPlan,
     create_kwargs,
+    docker_hosts,
     docker_run_line,
     plan_containers,
 )
@@ -210,6 +213,8 @@ class DockerServer(ServerContext):
             })
         return {
             "backend": "docker",
+            "engines": {host or "local": engine_facts(self._client_for(host, quiet=True))
+                        for host in docker_hosts(self.launch)},
             "containers": containers,
             "bind_mounts": mount_facts(m for p in self.plans for m in p.mounts),
             "docker_run": self.describe(),
@@ -225,9 +230,12 @@ class DockerServer(ServerContext):
                 if quiet:
                     return None
                 raise ServerError(
-                    f"{self.ctx.arm}: cannot reach the docker engine "
-                    f"{host or '(local)'}: {exc}",
-                    hint="start dockerd (scripts/start-dockerd) / check DOCKER_HOST",
+                    f"{self.ctx.arm}: cannot reach docker on {host or 'the local engine'}: "
+                    f"{short_error(exc)}",
+                    hint="start dockerd (scripts/start-dockerd) / check DOCKER_HOST"
+                    if host is None else f"check that `docker -H {host} info` works from this "
+                    "machine (ssh key, ~/.ssh/config); a stopped run continues with "
+                    "`spec-ab run --resume RUN_DIR`",
                 ) from None
         return self._clients[host]
 
