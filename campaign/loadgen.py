@@ -150,7 +150,8 @@ class PassOutcome:
     stragglers_signalled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (for the journal); levels via LevelResult.to_dict."""
+        """JSON-ready form (for debugging and tests: the journal keeps a summary of the
+        outcome, not this); levels via LevelResult.to_dict."""
         return {
             "command": list(self.command), "returncode": self.returncode,
             "timed_out": self.timed_out, "interrupted": self.interrupted,

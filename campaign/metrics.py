@@ -1,9 +1,9 @@
 """vLLM /metrics snapshots, their before/after deltas, and the spec-decode figures.
 
 A pass is bracketed by two scrapes; the spec-decode figures of the pass are differences
-of vLLM's cumulative counters (vllm/v1/spec_decode/metrics.py, labels `model_name` and
+of vLLM's cumulative spec-decode counters (labels `model_name` and
 `engine`, plus `position` for the per-position counter), summed over engines. The
-derived figures follow DESIGN.md:
+derived figures are these (docs/simulator.md has the geometric-acceptance background):
 
     acceptance_rate     = accepted ÷ draft tokens        (vLLM's "draft acceptance rate")
     accepted_per_draft  = accepted ÷ drafts
@@ -225,7 +225,7 @@ class SpecDecodeFigures:
 
 def derive(drafts: float, draft_tokens: float, accepted: float,
            per_pos: Iterable[float] = ()) -> SpecDecodeFigures:
-    """The figures of DESIGN.md from counter deltas (pure)."""
+    """The spec-decode figures (module docstring) from counter deltas (pure)."""
     per_pos = tuple(per_pos)
     if drafts <= 0:
         return SpecDecodeFigures(drafts, draft_tokens, accepted, per_pos, None, None, None,
@@ -287,7 +287,7 @@ def token_delta(before: Snapshot, after: Snapshot) -> TokenDelta:
 
 @dataclass(frozen=True)
 class PassDelta:
-    """Everything the runner stores from a pass's two scrapes."""
+    """Token and spec-decode deltas of a pass's two scrapes (`pass_delta`)."""
 
     tokens: TokenDelta
     spec: SpecDecodeFigures | None

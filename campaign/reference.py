@@ -1,8 +1,8 @@
 """The campaign-file reference, generated from the pydantic models' own descriptions.
 
-The README carries this text between `<!-- reference:start -->` and
+docs/campaign-file.md carries this text between `<!-- reference:start -->` and
 `<!-- reference:end -->`; a test fails when they drift apart, and
-`python -m campaign.reference --write` refreshes the README.
+`python -m campaign.reference --write` refreshes it.
 """
 
 from __future__ import annotations
@@ -99,14 +99,18 @@ def reference() -> str:
 
 def splice(readme: str) -> str:
     if START not in readme or END not in readme:
-        raise ValueError("README has no reference markers")
+        raise ValueError("docs/campaign-file.md has no reference markers")
     head, rest = readme.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{reference()}{END}{tail}"
 
 
+DOC = Path(__file__).resolve().parent.parent / "docs" / "campaign-file.md"
+"""Where the reference lives (between the markers)."""
+
+
 def main() -> None:
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+    readme = DOC
     if "--write" in sys.argv:
         readme.write_text(splice(readme.read_text()))
         print(f"updated {readme}")

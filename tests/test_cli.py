@@ -98,7 +98,8 @@ def test_resume_of_non_run_dir(tmp_path: Path) -> None:
     assert code == 2 and "not a spec-ab run directory" in out
 
 
-def test_readme_reference_is_current(repo_root: Path) -> None:
-    readme = (repo_root / "README.md").read_text()
-    assert reference.splice(readme) == readme, (
-        "README reference is stale: run `python -m campaign.reference --write`")
+def test_campaign_file_reference_is_current(repo_root: Path) -> None:
+    doc = (repo_root / "docs" / "campaign-file.md").read_text()
+    assert reference.splice(doc) == doc, (
+        "docs/campaign-file.md reference is stale: run `python -m campaign.reference --write`")
+

@@ -103,7 +103,7 @@ def test_spec_decode_delta_hand_computed() -> None:
     assert figures.tokens_per_step == pytest.approx(2.74)
     assert figures.accepted_per_pos == (700, 480, 330, 230)
     assert figures.acceptance_pos == pytest.approx((0.70, 0.48, 0.33, 0.23))
-    # DESIGN.md: 0.435 at k = 4 means a ≈ 0.69
+    # docs/simulator.md: 0.435 at k = 4 means a ≈ 0.69
     assert figures.implied_a == pytest.approx(0.69, abs=0.01)
 
 
@@ -179,7 +179,7 @@ def test_zero_drafts_leaves_ratios_out() -> None:
 
 
 def test_implied_a_design_examples() -> None:
-    # DESIGN.md: 0.435 at k = 4 and 0.333 at k = 6 both mean a ≈ 0.69
+    # docs/simulator.md: 0.435 at k = 4 and 0.333 at k = 6 both mean a ≈ 0.69
     assert m.implied_a(0.435, 4) == pytest.approx(0.69, abs=0.006)
     assert m.implied_a(0.333, 6) == pytest.approx(0.69, abs=0.006)
 
@@ -208,7 +208,7 @@ def test_implied_a_edges() -> None:
 
 
 def test_derive_tokens_per_step_matches_geometric_expectation() -> None:
-    # Under geometric acceptance E[tokens per step] = (1 − a^(k+1))/(1 − a) (DESIGN.md).
+    # Under geometric acceptance E[tokens per step] = (1 − a^(k+1))/(1 − a) (docs/simulator.md).
     a, k, drafts = 0.7, 5, 100000
     per_pos = [drafts * a ** (i + 1) for i in range(k)]
     figures = m.derive(drafts, drafts * k, sum(per_pos), per_pos)

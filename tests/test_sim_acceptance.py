@@ -29,7 +29,7 @@ def test_per_position_a_solves_the_reported_rate(rate: float) -> None:
 
 
 def test_survival_is_near_geometric() -> None:
-    # DESIGN: 78, 60, 44, 34, 26 % with each position keeping 0.73-0.78 of the last.
+    # docs/simulator.md: 78, 60, 44, 34, 26 % with each position keeping 0.73-0.78 of the last.
     a = per_position_a(0.484)
     s = survival(a, DEFAULT_DECAY, 5)
     ratios = [s[i + 1] / s[i] for i in range(4)]

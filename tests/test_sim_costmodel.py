@@ -1,4 +1,4 @@
-"""The cost model reproduces the published facts it is calibrated on (DESIGN.md)."""
+"""The cost model reproduces the published facts it is calibrated on (docs/simulator.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ P = CostParams()
 
 
 def test_uniform_routing_formula() -> None:
-    # N(1 - (1 - r/N)^Q): one token touches exactly r experts; 6 tokens ≈ 34.6 (DESIGN: ~35).
+    # N(1 - (1 - r/N)^Q): one token touches exactly r experts; 6 tokens ≈ 34.6
+    # (docs/simulator.md: ~35).
     assert unique_experts(1, 384, 6) == pytest.approx(6.0)
     assert unique_experts(6, 384, 6) == pytest.approx(34.62, abs=0.01)
     assert unique_experts(0, 384, 6) == 0.0
@@ -68,7 +69,7 @@ def test_model_knee_crossover_deep_wins_alone_loses_in_a_crowd() -> None:
 
 
 def test_geometric_rate_matches_design_examples() -> None:
-    # DESIGN.md: rate 0.435 at k=4 and 0.333 at k=6 both mean a ≈ 0.69.
+    # docs/simulator.md: rate 0.435 at k=4 and 0.333 at k=6 both mean a ≈ 0.69.
     assert geometric_rate(0.69, 4) == pytest.approx(0.435, abs=0.01)
     assert geometric_rate(0.69, 6) == pytest.approx(0.333, abs=0.01)
     assert expected_tokens_per_step([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)

@@ -1,6 +1,6 @@
 """Acceptance model: content class of a prompt → per-position draft acceptance.
 
-Acceptance differs hugely by what the model is asked to write (DESIGN.md: ~91% on shell,
+Acceptance differs hugely by what the model is asked to write (docs/simulator.md: ~91% on shell,
 ~30% on prose at k = 5).  The simulated lane classifies each request's prompt text into
 one of a few content classes and gives every draft position a conditional acceptance
 probability  a_i = a · decay^i  (near-geometric survival: each position keeps about `a` of

@@ -17,7 +17,7 @@ experts; tokens of one stream are correlated (consecutive tokens route alike), w
 model with an effective token count: a stream verifying q tokens counts as
 1 + routing_correlation·(q − 1) independent tokens, while different streams are independent.
 
-The defaults are calibrated on DESIGN.md "Facts for the simulated lane" (one GB300,
+The defaults are calibrated on the published facts in docs/simulator.md (one GB300,
 DeepSeek-V4.1-Flash, 384 experts, 6 per token, a quarter offloaded):
   * one stream verifying k = 5 drafts (6 tokens) touches ≈ 22.5 unique experts vs 6 for
     one token (3.7×; uniform routing would say ≈ 35);

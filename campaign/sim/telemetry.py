@@ -1,6 +1,6 @@
 """Prometheus metrics of the simulated lane, with vLLM's names, types and labels.
 
-Names follow vLLM v1 (`vllm/v1/metrics/loggers.py`, `vllm/v1/spec_decode/metrics.py`):
+Names follow vLLM v1's Prometheus metrics:
 counters are declared without `_total` and exposed with it, every series carries
 `model_name` and `engine` ("0": one engine core), the per-position counter adds
 `position`.  Histogram buckets are vLLM's, so dashboards and the runner's parser see the
