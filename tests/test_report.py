@@ -309,7 +309,7 @@ def test_multi_candidate_report_ranks(tmp_path: Path) -> None:
     rep = _report([run])
     assert rep.latest.verdict.adopt_arm == "depth7"
     text = rp.render(rep, "table", width=160)
-    assert "Ranking of candidates" in text and "depth6 vs control" in text
+    assert "Ranking of candidates" in text and "depth6: knee c1" in text
     doc = json.loads(rp.render(rep, "json"))
     assert [r["arm"] for r in doc["ranking"]] == ["depth7", "depth6"]
     assert {c["arm"] for c in doc["cells"]} == {"depth6", "depth7"}
