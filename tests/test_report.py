@@ -8,6 +8,8 @@ import datetime as dt
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -377,3 +379,54 @@ def test_real_simulated_lane_run(tmp_path: Path, fmt: rp.Format, suffix: str) ->
     # re-judged under guardrails everywhere: p99 TTFT of the agent fixtures breaks
     assert v.reason == "guardrail" and any(g.level == "prose" for g in broken)
     _check_golden(f"sim-run.{suffix}", _normalise(rp.render(rep, fmt), tmp_path))
+
+
+# ----------------------------------------------------------------- the command line
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "campaign", "report", *args],
+                          capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_cli_table_respects_columns(golden_run: Path) -> None:
+    """Piped, the table is as wide as COLUMNS says: at 80 no line is wider."""
+    proc = _cli(str(golden_run), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Decision: ADOPT")
+    assert max(len(line) for line in lines) <= 80
+    wide = _cli(str(golden_run), env={"COLUMNS": "200"})
+    assert max(len(line) for line in wide.stdout.splitlines()) > 100
+
+
+def test_cli_closed_pipe_is_not_an_error(golden_run: Path) -> None:
+    """`spec-ab report RUN | head -1`: the reader closes the pipe after the first line."""
+    for fmt in ("table", "markdown", "json"):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign", "report", str(golden_run), "--format", fmt],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "120"})
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # what `head -1` does
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.wait(timeout=120) == 0, err
+        assert err == b"", err
+        assert first.strip(), fmt
+
+
+def test_cli_metrics_picks_what_is_shown(golden_run: Path) -> None:
+    proc = _cli(str(golden_run), "--format", "json", "--metrics", "acceptance_rate")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["metrics_shown"] == ["acceptance_rate"]
+    # decision and guardrail metrics always, and the one asked for
+    assert {c["metric"] for c in doc["cells"]} == {TPUT, "ttft_p99", "error_rate",
+                                                   "acceptance_rate"}
+    table = _cli(str(golden_run), "--metrics", "acceptance_rate", env={"COLUMNS": "160"})
+    assert "acceptance_rate" in table.stdout and "tokens_per_step" not in table.stdout
+    bad = _cli(str(golden_run), "--metrics", "tput")
+    assert bad.returncode == 2 and "--metrics tput" in bad.stderr
