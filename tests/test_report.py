@@ -430,3 +430,80 @@ def test_cli_metrics_picks_what_is_shown(golden_run: Path) -> None:
     assert "acceptance_rate" in table.stdout and "tokens_per_step" not in table.stdout
     bad = _cli(str(golden_run), "--metrics", "tput")
     assert bad.returncode == 2 and "--metrics tput" in bad.stderr
+
+
+# ----------------------------------------------------------------- the JSON schema
+
+SCHEMA = Path(__file__).parent.parent / "docs" / "report.schema.json"
+_TYPES: dict[str, Any] = {"object": dict, "array": list, "string": str, "boolean": bool,
+                          "null": type(None), "integer": int, "number": (int, float)}
+
+
+def _validate(doc: Any, schema: dict[str, Any], root: dict[str, Any], where: str) -> list[str]:
+    """The subset of JSON Schema 2020-12 docs/report.schema.json uses: $ref to $defs,
+    type (one or a list), const, enum, anyOf, properties, required, additionalProperties
+    false, items, minItems, maxItems. No dependency for it."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    errs: list[str] = []
+    if "anyOf" in schema:
+        if all(_validate(doc, s, root, where) for s in schema["anyOf"]):
+            errs.append(f"{where}: matches none of anyOf")
+        return errs
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+
+        def ok(t: str) -> bool:
+            if isinstance(doc, bool) and t in ("integer", "number"):
+                return False
+            return isinstance(doc, _TYPES[t])
+
+        if not any(ok(t) for t in types):
+            return [f"{where}: {doc!r} is not {types}"]
+    if "const" in schema and doc != schema["const"]:
+        errs.append(f"{where}: {doc!r} != {schema['const']!r}")
+    if "enum" in schema and doc not in schema["enum"]:
+        errs.append(f"{where}: {doc!r} not in {schema['enum']}")
+    if isinstance(doc, dict):
+        errs += [f"{where}: missing {k}" for k in schema.get("required", []) if k not in doc]
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is False:
+            errs += [f"{where}: unexpected {k}" for k in doc if k not in props]
+        for k, sub in props.items():
+            if k in doc:
+                errs += _validate(doc[k], sub, root, f"{where}.{k}")
+    if isinstance(doc, list):
+        if len(doc) < schema.get("minItems", 0) or len(doc) > schema.get("maxItems", 1 << 30):
+            errs.append(f"{where}: {len(doc)} items")
+        if "items" in schema:
+            for i, item in enumerate(doc):
+                errs += _validate(item, schema["items"], root, f"{where}[{i}]")
+    return errs
+
+
+def test_schema_is_versioned_with_the_report() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["properties"]["schema_version"] == {"const": rp.REPORT_SCHEMA_VERSION}
+    assert f"report-{rp.REPORT_SCHEMA_VERSION}.schema.json" in schema["$id"]
+
+
+@pytest.mark.parametrize("name", ["single.json", "history.json", "sim-run.json"])
+def test_golden_json_matches_the_schema(name: str) -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    doc = json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+    assert _validate(doc, schema, schema, "$") == []
+    assert list(doc)[:3] == ["decision", "reason", "settle"]
+    # every key the report writes is described (a new key needs its line in the schema)
+    assert set(doc) <= set(schema["properties"])
+    for c in doc["cells"]:
+        assert set(c) <= set(schema["$defs"]["cell"]["properties"])
+
+
+def test_schema_catches_a_broken_report() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    doc = json.loads((GOLDEN / "single.json").read_text(encoding="utf-8"))
+    doc["decision"] = "maybe"
+    del doc["cells"][0]["change"]
+    errs = _validate(doc, schema, schema, "$")
+    assert any("decision" in e for e in errs) and any("missing change" in e for e in errs)
