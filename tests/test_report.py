@@ -507,3 +507,15 @@ def test_schema_catches_a_broken_report() -> None:
     del doc["cells"][0]["change"]
     errs = _validate(doc, schema, schema, "$")
     assert any("decision" in e for e in errs) and any("missing change" in e for e in errs)
+
+
+def test_the_reading_guide_example_is_what_the_report_prints() -> None:
+    """docs/reading-a-report.md pastes a real report: it must still be what spec-ab prints."""
+    doc = (Path(__file__).parent.parent / "docs" / "reading-a-report.md").read_text(
+        encoding="utf-8")
+    block = doc.split("--metrics acceptance_rate,tokens_per_step\n", 1)[1].split("```")[0]
+    pasted = block.split("\n…")[0].splitlines()
+    rep = rp.build_report([SIM_RUN], metrics=["acceptance_rate,tokens_per_step"])
+    printed = [line.rstrip() for line in rp.render_table(rep, width=100).splitlines()]
+    assert pasted == printed[:len(pasted)]
+    assert len(pasted) > 30
