@@ -27,7 +27,10 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1150px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.adopt,td.inconclusive,td.gain-below-bar,td.within-drift,td.loss,td.mixed,td.unclear,
+td.no-data,td.better,td.worse,td.no-clear-change{white-space:nowrap}
+.better{color:#080}.worse{color:#b00}.no-clear-change,.inconclusive{color:#555}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
 .mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data{color:#777}
 .decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}

@@ -320,9 +320,10 @@ def history(report: Report) -> Figure | None:
                   rotation=30, ha="right")
     ax.set_xlabel("night (registration date)")
     ax.set_ylabel(f"change of {latest.rule.metric} (%)")
-    ax.set_title("History: each night's change in the decision cells, and its decision")
+    ax.set_title("History: each night's change in the decision cells, and its decision",
+                 fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
