@@ -519,3 +519,18 @@ def test_the_reading_guide_example_is_what_the_report_prints() -> None:
     printed = [line.rstrip() for line in rp.render_table(rep, width=100).splitlines()]
     assert pasted == printed[:len(pasted)]
     assert len(pasted) > 30
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json", "html"])
+def test_every_format_opens_with_the_decision(golden_run: Path, fmt: rp.Format) -> None:
+    text = rp.render(_report([golden_run]), fmt)
+    if fmt == "json":
+        doc = json.loads(text)
+        assert list(doc)[:3] == ["decision", "reason", "settle"]
+        return
+    if fmt == "html":
+        text = text[text.index("<body>"):].split(">", 2)[2]
+    first = next(line for line in text.splitlines() if line.strip())
+    assert "Decision: ADOPT (rule-met" in first
+    # then the decision cells, then the guardrails, before any other cell
+    assert text.index("Decision cells") < text.index("Guardrails") < text.index("ttft_p99 (ms)")
