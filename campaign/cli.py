@@ -227,8 +227,14 @@ def report(
         "--fail-on",
         help="Exit 4 when (repeatable): " + "; ".join(
             f"{k}: {v}" for k, v in FAIL_ON.items()))] = None,
+    metrics: Annotated[str | None, typer.Option(
+        "--metrics", help="Metrics to show, comma-separated, e.g. ttft_p99,itl_p99 (the "
+        "decision and guardrail metrics are always shown).")] = None,
 ) -> None:
-    """Per-cell and overall adopt / keep-default verdicts under the pre-registered rule."""
+    """Per-cell and overall adopt / keep-default verdicts under the pre-registered rule.
+
+    With `--format html -o DIR/report.html` the plots are also written as PNG and SVG to
+    DIR/plots/."""
     from campaign import report as report_mod
 
     conditions = [c.value for c in fail_on or []]
@@ -240,19 +246,53 @@ def report(
             raise UsageError(f"--rule {item}: write KEY=VALUE, e.g. margin=0.05")
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
-    rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None)
-    if fmt.value == "table" and output is None:
-        report_mod.print_table(rep, out)
-    else:
-        text = report_mod.render(rep, fmt.value)
-        if output is not None:
-            _write(output, text, "--output")
-            err.print(f"wrote {output}", markup=False)
-        else:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
+                                  metrics=None if metrics is None else [metrics])
     code = report_mod.exit_code_for(rep, conditions)
+    try:
+        _show_report(rep, fmt.value, output)
+    except BrokenPipeError:
+        # `spec-ab report RUN | head -1`: the reader has what it wanted; not an error.
+        # Point stdout at /dev/null so the interpreter's last flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     if code:
         raise typer.Exit(code)
+
+
+class _PipeConsole(Console):
+    """A console that lets a closed pipe reach `report` (rich's default exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
+    """Print or write the report; html to a file also writes its plots beside it."""
+    from campaign import report as report_mod
+
+    if fmt == "table" and output is None:
+        # the terminal's width, or COLUMNS (rich's default: 80 when neither is known)
+        report_mod.print_table(rep, _PipeConsole(highlight=False))
+        return
+    if fmt == "html" and output is not None:
+        from campaign.report import as_html, plots
+
+        figs = plots.write_files(rep, output.parent / "plots")
+        text = as_html.render_html(rep, plots.pngs(rep))
+        _write(output, text, "--output")
+        err.print(f"wrote {output} and {len(figs)} plot files in {output.parent / 'plots'}",
+                  markup=False)
+        return
+    text = report_mod.render(rep, fmt)
+    if output is not None:
+        _write(output, text, "--output")
+        err.print(f"wrote {output}", markup=False)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
 
 
 def _check_output(path: Path, flag: str) -> None:

@@ -8,6 +8,8 @@ import datetime as dt
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -309,7 +311,7 @@ def test_multi_candidate_report_ranks(tmp_path: Path) -> None:
     rep = _report([run])
     assert rep.latest.verdict.adopt_arm == "depth7"
     text = rp.render(rep, "table", width=160)
-    assert "Ranking of candidates" in text and "depth6 vs control" in text
+    assert "Ranking of candidates" in text and "depth6: knee c1" in text
     doc = json.loads(rp.render(rep, "json"))
     assert [r["arm"] for r in doc["ranking"]] == ["depth7", "depth6"]
     assert {c["arm"] for c in doc["cells"]} == {"depth6", "depth7"}
@@ -377,3 +379,158 @@ def test_real_simulated_lane_run(tmp_path: Path, fmt: rp.Format, suffix: str) ->
     # re-judged under guardrails everywhere: p99 TTFT of the agent fixtures breaks
     assert v.reason == "guardrail" and any(g.level == "prose" for g in broken)
     _check_golden(f"sim-run.{suffix}", _normalise(rp.render(rep, fmt), tmp_path))
+
+
+# ----------------------------------------------------------------- the command line
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "campaign", "report", *args],
+                          capture_output=True, text=True, env=full, timeout=120)
+
+
+def test_cli_table_respects_columns(golden_run: Path) -> None:
+    """Piped, the table is as wide as COLUMNS says: at 80 no line is wider."""
+    proc = _cli(str(golden_run), env={"COLUMNS": "80"})
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("Decision: ADOPT")
+    assert max(len(line) for line in lines) <= 80
+    wide = _cli(str(golden_run), env={"COLUMNS": "200"})
+    assert max(len(line) for line in wide.stdout.splitlines()) > 100
+
+
+def test_cli_closed_pipe_is_not_an_error(golden_run: Path) -> None:
+    """`spec-ab report RUN | head -1`: the reader closes the pipe after the first line."""
+    for fmt in ("table", "markdown", "json"):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "campaign", "report", str(golden_run), "--format", fmt],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "COLUMNS": "120"})
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()  # what `head -1` does
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.wait(timeout=120) == 0, err
+        assert err == b"", err
+        assert first.strip(), fmt
+
+
+def test_cli_metrics_picks_what_is_shown(golden_run: Path) -> None:
+    proc = _cli(str(golden_run), "--format", "json", "--metrics", "acceptance_rate")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["metrics_shown"] == ["acceptance_rate"]
+    # decision and guardrail metrics always, and the one asked for
+    assert {c["metric"] for c in doc["cells"]} == {TPUT, "ttft_p99", "error_rate",
+                                                   "acceptance_rate"}
+    table = _cli(str(golden_run), "--metrics", "acceptance_rate", env={"COLUMNS": "160"})
+    assert "acceptance_rate" in table.stdout and "tokens_per_step" not in table.stdout
+    bad = _cli(str(golden_run), "--metrics", "tput")
+    assert bad.returncode == 2 and "--metrics tput" in bad.stderr
+
+
+# ----------------------------------------------------------------- the JSON schema
+
+SCHEMA = Path(__file__).parent.parent / "docs" / "report.schema.json"
+_TYPES: dict[str, Any] = {"object": dict, "array": list, "string": str, "boolean": bool,
+                          "null": type(None), "integer": int, "number": (int, float)}
+
+
+def _validate(doc: Any, schema: dict[str, Any], root: dict[str, Any], where: str) -> list[str]:
+    """The subset of JSON Schema 2020-12 docs/report.schema.json uses: $ref to $defs,
+    type (one or a list), const, enum, anyOf, properties, required, additionalProperties
+    false, items, minItems, maxItems. No dependency for it."""
+    if "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    errs: list[str] = []
+    if "anyOf" in schema:
+        if all(_validate(doc, s, root, where) for s in schema["anyOf"]):
+            errs.append(f"{where}: matches none of anyOf")
+        return errs
+    if "type" in schema:
+        types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+
+        def ok(t: str) -> bool:
+            if isinstance(doc, bool) and t in ("integer", "number"):
+                return False
+            return isinstance(doc, _TYPES[t])
+
+        if not any(ok(t) for t in types):
+            return [f"{where}: {doc!r} is not {types}"]
+    if "const" in schema and doc != schema["const"]:
+        errs.append(f"{where}: {doc!r} != {schema['const']!r}")
+    if "enum" in schema and doc not in schema["enum"]:
+        errs.append(f"{where}: {doc!r} not in {schema['enum']}")
+    if isinstance(doc, dict):
+        errs += [f"{where}: missing {k}" for k in schema.get("required", []) if k not in doc]
+        props = schema.get("properties", {})
+        if schema.get("additionalProperties") is False:
+            errs += [f"{where}: unexpected {k}" for k in doc if k not in props]
+        for k, sub in props.items():
+            if k in doc:
+                errs += _validate(doc[k], sub, root, f"{where}.{k}")
+    if isinstance(doc, list):
+        if len(doc) < schema.get("minItems", 0) or len(doc) > schema.get("maxItems", 1 << 30):
+            errs.append(f"{where}: {len(doc)} items")
+        if "items" in schema:
+            for i, item in enumerate(doc):
+                errs += _validate(item, schema["items"], root, f"{where}[{i}]")
+    return errs
+
+
+def test_schema_is_versioned_with_the_report() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert schema["properties"]["schema_version"] == {"const": rp.REPORT_SCHEMA_VERSION}
+    assert f"report-{rp.REPORT_SCHEMA_VERSION}.schema.json" in schema["$id"]
+
+
+@pytest.mark.parametrize("name", ["single.json", "history.json", "sim-run.json"])
+def test_golden_json_matches_the_schema(name: str) -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    doc = json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+    assert _validate(doc, schema, schema, "$") == []
+    assert list(doc)[:3] == ["decision", "reason", "settle"]
+    # every key the report writes is described (a new key needs its line in the schema)
+    assert set(doc) <= set(schema["properties"])
+    for c in doc["cells"]:
+        assert set(c) <= set(schema["$defs"]["cell"]["properties"])
+
+
+def test_schema_catches_a_broken_report() -> None:
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    doc = json.loads((GOLDEN / "single.json").read_text(encoding="utf-8"))
+    doc["decision"] = "maybe"
+    del doc["cells"][0]["change"]
+    errs = _validate(doc, schema, schema, "$")
+    assert any("decision" in e for e in errs) and any("missing change" in e for e in errs)
+
+
+def test_the_reading_guide_example_is_what_the_report_prints() -> None:
+    """docs/reading-a-report.md pastes a real report: it must still be what spec-ab prints."""
+    doc = (Path(__file__).parent.parent / "docs" / "reading-a-report.md").read_text(
+        encoding="utf-8")
+    block = doc.split("--metrics acceptance_rate,tokens_per_step\n", 1)[1].split("```")[0]
+    pasted = block.split("\n…")[0].splitlines()
+    rep = rp.build_report([SIM_RUN], metrics=["acceptance_rate,tokens_per_step"])
+    printed = [line.rstrip() for line in rp.render_table(rep, width=100).splitlines()]
+    assert pasted == printed[:len(pasted)]
+    assert len(pasted) > 30
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json", "html"])
+def test_every_format_opens_with_the_decision(golden_run: Path, fmt: rp.Format) -> None:
+    text = rp.render(_report([golden_run]), fmt)
+    if fmt == "json":
+        doc = json.loads(text)
+        assert list(doc)[:3] == ["decision", "reason", "settle"]
+        return
+    if fmt == "html":
+        text = text[text.index("<body>"):].split(">", 2)[2]
+    first = next(line for line in text.splitlines() if line.strip())
+    assert "Decision: ADOPT (rule-met" in first
+    # then the decision cells, then the guardrails, before any other cell
+    assert text.index("Decision cells") < text.index("Guardrails") < text.index("ttft_p99 (ms)")

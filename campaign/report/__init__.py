@@ -4,15 +4,18 @@
 - `build`: run directories → a `Report` (each run judged under its registered rule),
   and `exit_code_for` (`--fail-on`);
 - `rows`: the cell, history and ranking rows and the shared lines, computed once;
-- `as_table`, `as_markdown`, `as_json`, `as_html` (+ `plots`): one module per format,
-  each only lays the rows out;
+- `as_table`, `as_markdown`, `as_json`, `as_html` (+ `plots`, also written as PNG and SVG
+  files beside an HTML report): one module per format, each only lays the rows out, in
+  one order: the decision, its reason and what would settle it; the decision cells; the
+  guardrails; then the other cells by workload;
 - `formats`: the `FORMATS` registry the CLI validates, lists and completes from, and
   `render`.
 
 Renderers are pure functions of a `Report` (golden-tested), so the CLI only parses, calls
 `build_report`, renders and maps `exit_code_for` to the process's exit code. Several run
-directories (a nightly history) are shown side by side: one line per run, then the
-newest run in full; `--fail-on` looks at the newest run only and every trigger exits 4.
+directories (a nightly history) are shown side by side: the newest run's decision, one
+line per run, then the newest run in full; `--fail-on` looks at the newest run only and
+every trigger exits 4.
 
 The names below are loaded on first use (PEP 562), so importing the registry
 (`campaign.report.formats`) for `--help` stays cheap.

@@ -8,11 +8,16 @@ import html
 from campaign.report import plots
 from campaign.report.model import EXPLORATORY, REPORT_SCHEMA_VERSION, Report
 from campaign.report.rows import (
-    cell_headers,
-    cell_rows,
+    decision_headers,
+    decision_lines,
+    decision_rows,
     detail_lines,
+    guardrail_summary,
     headline,
     history_rows,
+    metric_with_unit,
+    other_cell_groups,
+    other_headers,
     pairs_line,
     ranking_rows,
     rule_line,
@@ -22,7 +27,10 @@ _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1150px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.adopt,td.inconclusive,td.gain-below-bar,td.within-drift,td.loss,td.mixed,td.unclear,
+td.no-data,td.better,td.worse,td.no-clear-change{white-space:nowrap}
+.better{color:#080}.worse{color:#b00}.no-clear-change,.inconclusive{color:#555}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
 .mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data{color:#777}
 .decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}
@@ -32,9 +40,10 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 """
 
 
-def render_html(report: Report) -> str:
-    """A self-contained page: the newest run's verdicts, the history, and the plots as
-    embedded PNGs (no external files or scripts, so it can be mailed or archived)."""
+def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None) -> str:
+    """A self-contained page: the newest run's decision, decision cells and guardrails,
+    the history, the other cells by workload and the plots as embedded PNGs (no external
+    files or scripts, so it can be mailed or archived). `png`: figures already drawn."""
     e = html.escape
     run = report.latest
     v = run.verdict
@@ -44,16 +53,27 @@ def render_html(report: Report) -> str:
     parts.append(f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>")
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: --rule overrides in use.</p>")
-    parts.append("<ul>" + "".join(f"<li>{e(r)}</li>" for r in v.reasons)
-                 + "".join(f"<li class='note'>note: {e(n)}</li>"
-                           for n in (*run.notes, *v.notes)) + "</ul>")
-    parts.append(f"<h1>{e(run.campaign)}</h1>")
-    if run.hypothesis:
-        parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
-    parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
-    parts.append(f"<p>{e(rule_line(run))}</p>")
-    if run.aa is not None:
-        parts.append(f"<p class='note'>A/A run: {e(run.aa.text)}</p>")
+    parts.append("<ul>" + "".join(
+        f"<li class='note'>{e(line)}</li>" if line.startswith("note:")
+        else f"<li>{e(line[2:])}</li>" for line in decision_lines(run)) + "</ul>")
+    parts.append("<h2>Decision cells</h2><table><tr>"
+                 + "".join(f"<th>{e(h)}</th>" for h in decision_headers(run)) + "</tr>")
+    for r in decision_rows(run):
+        parts.append(
+            f"<tr><td>★ {e(r.cell)}</td><td class='n'>{e(r.control)}</td>"
+            f"<td class='n'>{e(r.candidate)}</td><td class='n'>{e(r.change)}</td>"
+            f"<td class='n'>{e(r.ci)}</td><td>{e(r.pairs)}</td>"
+            f"<td class='{r.verdict}'>{e(r.verdict)}</td><td>{e(', '.join(r.flags))}</td></tr>")
+    parts.append("</table>")
+    broken, held = guardrail_summary(run)
+    parts.append(f"<p class='{'loss' if broken else ''}'>Guardrails: {e(held)}</p>")
+    if broken:
+        parts.append("<ul>" + "".join(f"<li class='loss'>✗ {e(b)}</li>" for b in broken)
+                     + "</ul>")
+    detail = [d for cv in v.candidates for d in detail_lines(cv)]
+    if detail:
+        parts.append("<p>Decision cells, in detail:</p><ul>" + "".join(
+            f"<li>{e(where)}: {e(r)}</li>" for where, r in detail) + "</ul>")
     if len(report.runs) > 1:
         parts.append("<h2>History</h2><table><tr><th>run</th><th>registered</th>"
                      "<th>pairs</th><th>decision</th><th>decision cells</th>"
@@ -66,29 +86,28 @@ def render_html(report: Report) -> str:
                 f"{e(h.decision)}</td><td>{e(h.cells_text(with_arm=False))}</td>"
                 f"<td>{e(h.guardrails)}</td></tr>")
         parts.append("</table>")
+    parts.append(f"<h1>{e(run.campaign)}</h1>")
+    if run.hypothesis:
+        parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
+    parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
+    parts.append(f"<p>{e(rule_line(run))}</p>")
+    if run.aa is not None:
+        parts.append(f"<p class='note'>A/A run: {e(run.aa.text)}</p>")
     for cv in v.candidates:
-        parts.append(f"<h2>{e(cv.arm)} vs {e(run.arms[0])}</h2><table><tr>"
-                     + "".join(f"<th>{e(h)}</th>" for h in cell_headers(run, cv))
-                     + "</tr>")
-        for row in cell_rows(cv):
-            name = ("★ " if row.decision_cell else "") + row.where
-            parts.append(
-                f"<tr><td>{e(name)}</td><td>{e(row.metric)}</td>"
-                f"<td class='n'>{e(row.control)}</td>"
-                f"<td class='n'>{e(row.candidate)}</td>"
-                f"<td class='n'>{e(row.gain)}</td>"
-                f"<td class='n'>{e(row.ci)}</td><td>{e(row.pairs)}{row.left_out}</td>"
-                f"<td class='{row.verdict}' title='{e(' | '.join(row.reasons))}'>"
-                f"{e(row.verdict)}</td><td>{e(', '.join(row.flags))}</td></tr>")
-        parts.append("</table>")
-        if cv.guardrails:
-            parts.append("<p>Guardrails:</p><ul>" + "".join(
-                f"<li class='{'loss' if g.broken else ''}'>{'✗' if g.broken else '✓'} "
-                f"{e(g.reason)}</li>" for g in cv.guardrails) + "</ul>")
-        detail = detail_lines(cv)
-        if detail:
-            parts.append("<p>Decision cells, in detail:</p><ul>" + "".join(
-                f"<li>{e(where)}: {e(r)}</li>" for where, r in detail) + "</ul>")
+        for title, rows in other_cell_groups(run, cv):
+            parts.append(f"<h3>{e(title)}: {e(cv.arm)} vs {e(run.arms[0])}</h3><table><tr>"
+                         + "".join(f"<th>{e(h)}</th>" for h in other_headers(run, cv))
+                         + "</tr>")
+            for row in rows:
+                parts.append(
+                    f"<tr><td>{e(row.where)}</td><td>{e(metric_with_unit(row.metric))}</td>"
+                    f"<td class='n'>{e(row.control)}</td>"
+                    f"<td class='n'>{e(row.candidate)}</td>"
+                    f"<td class='n'>{e(row.gain)}</td>"
+                    f"<td class='n'>{e(row.ci)}</td><td>{e(row.pairs)}{row.left_out}</td>"
+                    f"<td class='{row.verdict}' title='{e(' | '.join(row.reasons))}'>"
+                    f"{e(row.verdict)}</td><td>{e(', '.join(row.flags))}</td></tr>")
+            parts.append("</table>")
     if len(v.candidates) > 1:
         parts.append("<h2>Ranking</h2><table><tr><th>rank</th><th>arm</th><th>decision</th>"
                      "<th>mean gain</th><th>worst cell</th></tr>" + "".join(
@@ -97,13 +116,14 @@ def render_html(report: Report) -> str:
                          "</td></tr>" for rank, arm, dec, gain, worst in ranking_rows(run))
                      + "</table>")
     parts.append("<h2>Plots</h2>")
-    for title, png in plots.figures(run):
-        b64 = base64.b64encode(png).decode("ascii")
-        parts.append(f"<figure><figcaption>{e(title)}</figcaption>"
+    for name, title, data in plots.pngs(report) if png is None else png:
+        b64 = base64.b64encode(data).decode("ascii")
+        parts.append(f"<figure id='plot-{e(name)}'><figcaption>{e(title)}</figcaption>"
                      f"<img alt='{e(title)}' src='data:image/png;base64,{b64}'></figure>")
     parts.append(f"<p><small>spec-ab {e(report.tool_version)} · report schema "
                  f"{REPORT_SCHEMA_VERSION}</small></p></body></html>")
     return "\n".join(parts) + "\n"
 
 
-render = render_html
+def render(report: Report) -> str:
+    return render_html(report)

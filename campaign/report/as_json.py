@@ -78,7 +78,11 @@ def run_dict(run: RunReport) -> dict[str, Any]:
                 "registration_edited": list(run.registration_edits)}
                if run.registration_edits else {}),
         },
-        "cells": [cell_dict(c) for cv in v.candidates for c in cv.cells],
+        "metrics_shown": (None if run.shown_metrics is None
+                          else sorted(run.shown_metrics)),
+        "cells": [cell_dict(c) for cv in v.candidates for c in cv.cells if run.shows(c)],
+        "guardrails_held": sum(not g.broken for cv in v.candidates for g in cv.guardrails),
+        "guardrails_broken": sum(g.broken for cv in v.candidates for g in cv.guardrails),
         "guardrails": [
             {"arm": cv.arm, "metric": g.metric, "workload": g.workload, "level": g.level,
              "max_worsening": g.max_worsening, "absolute": g.absolute,

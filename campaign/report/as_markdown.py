@@ -1,15 +1,21 @@
-"""The Markdown report (a PR comment, a wiki page, a CI summary)."""
+"""The Markdown report (a PR comment, a wiki page, a CI summary): the decision and its
+reason first, the decision cells, the guardrails, then the other cells by workload."""
 
 from __future__ import annotations
 
 from campaign.report.model import EXPLORATORY, Report
 from campaign.report.rows import (
-    cell_headers,
-    cell_rows,
+    decision_headers,
     decision_label,
+    decision_lines,
+    decision_rows,
     detail_lines,
+    guardrail_summary,
     headline,
     history_rows,
+    metric_with_unit,
+    other_cell_groups,
+    other_headers,
     pairs_line,
     ranking_rows,
     rule_line,
@@ -20,15 +26,33 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")
 
 
+def _row(cells: list[str] | tuple[str, ...]) -> str:
+    return "| " + " | ".join(_md_escape(c) for c in cells) + " |"
+
+
 def render_markdown(report: Report) -> str:
     run = report.latest
     v = run.verdict
     lines: list[str] = [f"# {headline(run)}", ""]
     if report.exploratory:
         lines += [f"> **{EXPLORATORY}**: these verdicts use `--rule` overrides.", ""]
-    lines += [f"- {_md_escape(r)}" for r in v.reasons]
-    lines += [f"- note: {_md_escape(n)}" for n in (*run.notes, *v.notes)]
-    lines.append("")
+    lines += [_md_escape(line if line.startswith("- ") else "- " + line)
+              for line in decision_lines(run)]
+    lines += ["", "## Decision cells", "", _row(decision_headers(run)),
+              "|---|---:|---:|---:|---:|---|---|---|"]
+    for r in decision_rows(run):
+        lines.append(_row((f"**{r.cell}**", r.control, r.candidate, r.change, r.ci, r.pairs,
+                           f"**{r.verdict}**", ", ".join(r.flags))))
+    broken, held = guardrail_summary(run)
+    lines += ["", f"**Guardrails:** {_md_escape(held)}", ""]
+    lines += [f"- ✗ {_md_escape(b)}" for b in broken]
+    if broken:
+        lines.append("")
+    detail = [d for cv in v.candidates for d in detail_lines(cv)]
+    if detail:
+        lines += ["Decision cells, in detail:", ""]
+        lines += [f"- {where}: {_md_escape(r)}" for where, r in detail]
+        lines.append("")
     if len(report.runs) > 1:
         lines += [f"## History ({len(report.runs)} runs)", "",
                   "| run | registered | pairs | decision | decision cells | guardrails |",
@@ -44,26 +68,14 @@ def render_markdown(report: Report) -> str:
     lines += [f"- Run: `{run.run_id}` — {pairs_line(run)}",
               f"- {rule_line(run)}", ""]
     for cv in v.candidates:
-        headers = cell_headers(run, cv)
-        lines += [f"## {cv.arm} vs {run.arms[0]}", "",
-                  "| " + " | ".join(headers) + " |",
-                  "|---|---|---:|---:|---:|---:|---|---|---|"]
-        for row in cell_rows(cv):
-            name = f"**{row.where}** ★" if row.decision_cell else row.where
-            lines.append(
-                f"| {name} | {row.metric} | {row.control} | {row.candidate} | {row.gain} | "
-                f"{row.ci} | {row.pairs}{row.left_out} | {row.verdict} | "
-                f"{', '.join(row.flags)} |"
-            )
-        lines += ["", "★ pre-registered decision cell.", ""]
-        if cv.guardrails:
-            lines += ["Guardrails:", ""]
-            lines += [f"- {'✗' if g.broken else '✓'} {g.reason}" for g in cv.guardrails]
-            lines.append("")
-        detail = detail_lines(cv)
-        if detail:
-            lines += ["Decision cells, in detail:", ""]
-            lines += [f"- {where}: {_md_escape(r)}" for where, r in detail]
+        for title, rows in other_cell_groups(run, cv):
+            lines += [f"### {title}: {cv.arm} vs {run.arms[0]}", "",
+                      _row(other_headers(run, cv)),
+                      "|---|---|---:|---:|---:|---:|---|---|---|"]
+            for row in rows:
+                lines.append(_row((row.where, metric_with_unit(row.metric), row.control,
+                                   row.candidate, row.gain, row.ci, row.pairs + row.left_out,
+                                   row.verdict, ", ".join(row.flags))))
             lines.append("")
     if len(v.candidates) > 1:
         lines += ["## Ranking", "", "| rank | arm | decision | mean gain | worst cell |",

@@ -14,12 +14,18 @@ from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.report.rows import (
     HISTORY_HEADERS,
     RANKING_HEADERS,
-    cell_headers,
-    cell_rows,
+    CellRow,
     confidence_header,
+    decision_headers,
+    decision_lines,
+    decision_rows,
     detail_lines,
+    guardrail_summary,
     headline,
     history_rows,
+    metric_with_unit,
+    other_cell_groups,
+    other_headers,
     pairs_line,
     ranking_rows,
     rule_line,
@@ -44,14 +50,16 @@ WIDE = 130
 
 
 def table_renderables(report: Report, width: int = 160) -> list[RenderableType]:
-    """What `print_table` prints: a history table (several runs), then the newest run."""
-    out: list[RenderableType] = []
+    """What `print_table` prints: the newest run's decision, its decision cells and
+    guardrails, a history table (several runs), then the other cells by workload."""
+    compact = width < WIDE
+    run = report.latest
+    out: list[RenderableType] = _decision_renderables(run, compact=compact)
     if report.exploratory:
-        out.append(Text(f"*** {EXPLORATORY} ***", style="bold red"))
+        out.insert(1, Text(f"*** {EXPLORATORY} ***", style="bold red"))
     if len(report.runs) > 1:
         out.append(_history_table(report))
-        out.append(Text(""))
-    out.extend(_run_renderables(report.latest, compact=width < WIDE))
+    out.extend(_run_renderables(run, compact=compact))
     return out
 
 
@@ -82,25 +90,61 @@ def _history_table(report: Report) -> Table:
     return t
 
 
-def _run_renderables(run: RunReport, *, compact: bool = False) -> list[RenderableType]:
+def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableType]:
+    """(a) the decision, its reason and what would settle it; (b) the decision cells;
+    (c) the guardrails: the broken ones in full, a count of those that hold."""
     v = run.verdict
     dec = Text(headline(run), style=DECISION_STYLE[v.decision])
     if run.exploratory:
         dec.append(f"  [{EXPLORATORY}]", style="bold red")
     out: list[RenderableType] = [dec]
-    for r in v.reasons:
-        out.append(Text(f"  - {r}"))
-    for n in (*run.notes, *v.notes):
-        out.append(Text(f"  note: {n}", style="yellow"))
-    out += [
+    for line in decision_lines(run):
+        out.append(Text(f"  {line}", style="yellow" if line.startswith("note:") else ""))
+    out.append(_decision_table(run, compact=compact))
+    broken, held = guardrail_summary(run)
+    out.append(Text(f"Guardrails: {held}", style="red" if broken else ""))
+    for b in broken:
+        out.append(Text(f"  ✗ {b}", style="red"))
+    detail = [d for cv in v.candidates for d in detail_lines(cv)]
+    if detail:
+        out.append(Text("Decision cells, in detail:"))
+        for where, r in detail:
+            out.append(Text(f"  {where}: {r}"))
+    out.append(Text(""))
+    return out
+
+
+def _decision_table(run: RunReport, *, compact: bool) -> Table:
+    title = "Decision cells (pre-registered)"
+    rows = decision_rows(run)
+    if compact:
+        t = _compact_table(title)
+        for r in rows:
+            t.add_row(f"{r.cell}\n  {r.control} → {r.candidate}\n  {confidence_header(run)} "
+                      f"{r.ci}\n  pairs {r.pairs}", r.change,
+                      Text(r.verdict, style=VERDICT_STYLE[r.verdict]), "\n".join(r.flags))
+        return t
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(decision_headers(run)):
+        t.add_column(col, justify="right" if 1 <= i <= 4 else "left", overflow="fold",
+                     no_wrap=i not in (0, 5, 7))
+    for r in rows:
+        t.add_row(r.cell, r.control, r.candidate, r.change, r.ci, r.pairs,
+                  Text(r.verdict, style=VERDICT_STYLE[r.verdict]), "\n".join(r.flags))
+    return t
+
+
+def _run_renderables(run: RunReport, *, compact: bool = False) -> list[RenderableType]:
+    out: list[RenderableType] = [
         Text(f"spec-ab report — {run.campaign} — {run.run_id}", style="bold"),
         Text(pairs_line(run)),
         Text(rule_line(run)),
     ]
     for cv in run.verdict.candidates:
-        title = f"{cv.arm} vs {run.arms[0]}   (★ = pre-registered decision cell)"
-        out.append(_compact_cells(run, cv, title) if compact else _wide_cells(run, cv, title))
-        _guardrail_lines(out, cv)
+        for title, rows in other_cell_groups(run, cv):
+            head = f"{title}: {cv.arm} vs {run.arms[0]}"
+            out.append(_compact_cells(run, head, rows) if compact
+                       else _wide_cells(run, cv, head, rows))
     if len(run.verdict.candidates) > 1:
         out.append(_ranking_table(run))
     if run.aa is not None:
@@ -108,54 +152,39 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
     return out
 
 
-def _cell_name(where: str, decision_cell: bool) -> str:
-    return ("★ " if decision_cell else "  ") + where
-
-
-def _compact_cells(run: RunReport, cv: CandidateVerdict, title: str) -> Table:
-    """Narrow terminals: cell and metric stacked, CI / pairs / flags stacked."""
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-              show_lines=False)
-    t.add_column("cell · metric", no_wrap=True)
-    t.add_column("gain", justify="right", no_wrap=True)
+def _compact_table(title: str) -> Table:
+    """Narrow terminals: what a cell is, its CI and pairs stacked in the first column."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("cell · CI · pairs", overflow="fold", ratio=1)
+    t.add_column("change", justify="right", no_wrap=True)
     t.add_column("verdict", no_wrap=True)
-    t.add_column(f"{confidence_header(run)} · pairs · flags", overflow="fold")
-    for row in cell_rows(cv):
-        detail = f"{row.ci}\npairs {row.pairs}{row.left_out}"
-        if row.flags:
-            detail += "\n" + ", ".join(row.flags)
-        t.add_row(f"{_cell_name(row.where, row.decision_cell)}\n  {row.metric}", row.gain,
-                  Text(row.verdict, style=VERDICT_STYLE[row.verdict]), detail)
-        t.add_row()
+    t.add_column("flags", overflow="fold", max_width=13)
     return t
 
 
-def _wide_cells(run: RunReport, cv: CandidateVerdict, title: str) -> Table:
+def _compact_cells(run: RunReport, title: str, rows: list[CellRow]) -> Table:
+    t = _compact_table(title)
+    for row in rows:
+        t.add_row(f"{row.where} {metric_with_unit(row.metric)}\n  {confidence_header(run)} "
+                  f"{row.ci}\n  pairs {row.pairs}{row.left_out}", row.gain,
+                  Text(row.verdict, style=VERDICT_STYLE[row.verdict]), "\n".join(row.flags))
+    return t
+
+
+def _wide_cells(run: RunReport, cv: CandidateVerdict, title: str,
+                rows: list[CellRow]) -> Table:
     t = Table(title=title, title_justify="left")
-    for i, col in enumerate(cell_headers(run, cv)):
+    for i, col in enumerate(other_headers(run, cv)):
         # numbers right-aligned; only pairs and flags may wrap
         t.add_column(col, justify="right" if 2 <= i <= 5 else "left", overflow="fold",
                      no_wrap=i not in (6, 8))
-    for row in cell_rows(cv):
+    for row in rows:
         t.add_row(
-            _cell_name(row.where, row.decision_cell), row.metric, row.control, row.candidate,
+            row.where, metric_with_unit(row.metric), row.control, row.candidate,
             row.gain, row.ci, row.pairs + row.left_out,
             Text(row.verdict, style=VERDICT_STYLE[row.verdict]), "\n".join(row.flags),
         )
     return t
-
-
-def _guardrail_lines(out: list[RenderableType], cv: CandidateVerdict) -> None:
-    if cv.guardrails:
-        out.append(Text("Guardrails:"))
-        for g in cv.guardrails:
-            out.append(Text(f"  {'✗' if g.broken else '✓'} {g.reason}",
-                            style="red" if g.broken else ""))
-    detail = detail_lines(cv)
-    if detail:
-        out.append(Text("Decision cells, in detail:"))
-        for where, r in detail:
-            out.append(Text(f"  {where}: {r}"))
 
 
 def _ranking_table(run: RunReport) -> Table:

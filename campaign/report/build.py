@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from campaign import aa
+from campaign import aa, catalog
 from campaign import outcome as oc
 from campaign import rule as rl
 from campaign import tidy as td
@@ -47,6 +47,7 @@ def build_report(
     *,
     rule_overrides: dict[str, str] | None = None,
     loader: Loader | None = None,
+    metrics: Sequence[str] | None = None,
 ) -> Report:
     """Load run directories and judge each under its registered rule (or the overrides).
 
@@ -54,6 +55,9 @@ def build_report(
     guardrail and descriptive metrics. Older runs of a history are judged on what their
     decision needs (decision and guardrail cells), which keeps a 1,000-night history fast;
     report a run alone to see all of its cells.
+
+    `metrics` (`--metrics`) picks the metrics shown beside the decision and guardrail
+    metrics (always shown); None shows the descriptive set (`verdict.DESCRIPTIVE_METRICS`).
 
     Raises ResultsError (naming the file) for damaged results: a rule that does not match
     its hash, missing columns, a zero or missing value in a decision or guardrail cell.
@@ -69,7 +73,8 @@ def build_report(
     prepared = [_prepare(run, overrides, cache) for run in runs]
     newest = max(range(len(runs)), key=lambda i: (
         runs[i].registration.registered_at, runs[i].run_id))
-    shown: set[str] = set(vd.DESCRIPTIVE_METRICS)
+    picked = _picked_metrics(metrics)
+    shown: set[str] = set(vd.DESCRIPTIVE_METRICS if picked is None else picked)
     rule_new = prepared[newest].rule
     shown.add(rule_new.metric)
     shown.update(g.metric for g in rule_new.prereg.guardrails)
@@ -87,7 +92,7 @@ def build_report(
         frames.append(df)
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(frames, [r.run_id for r in runs])
-    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown))
+    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
     out: list[RunReport] = []
     for i, (run, prep) in enumerate(zip(runs, prepared, strict=True)):
         rule_dict, rule = prep.rule_dict, prep.rule
@@ -131,9 +136,36 @@ def build_report(
             notes=(*run.notes, *prep.notes),
             registration_edits=run.registration_edits,
             results_schema_version=run.schema_version,
+            shown_metrics=None if picked is None else frozenset(picked),
+            slots={p: dict(a) for p, a in table.slots.items()} if i == newest else {},
+            measurements=_measurements(table) if i == newest else {},
         ))
     out.sort(key=lambda r: (r.registered_at, r.run_id))
     return Report(runs=tuple(out))
+
+
+PLOTTED = frozenset({"output_token_throughput", "acceptance_rate",
+                     *(f"acceptance_pos{i}" for i in range(catalog.MAX_POSITIONS))})
+"""Metrics the plots read from the newest run's rows, whether or not they are shown."""
+
+
+def _picked_metrics(metrics: Sequence[str] | None) -> tuple[str, ...] | None:
+    if metrics is None:
+        return None
+    names = tuple(dict.fromkeys(m.strip() for item in metrics for m in item.split(",")
+                                if m.strip()))
+    unknown = [m for m in names if m not in catalog.METRICS]
+    if unknown:
+        raise UsageError(f"--metrics {','.join(unknown)}: not a metric spec-ab measures",
+                         hint="spec-ab report --metrics ttft_p99,itl_p99,acceptance_rate "
+                         "(names as in passes.csv)")
+    return names
+
+
+def _measurements(table: td.RunTable) -> dict[tuple[str, str, str], dict[int, dict[str, float]]]:
+    """The plotted metrics' values: cell → pair → arm → value."""
+    return {key: {p: {a: v.value for a, v in arms.items()} for p, arms in data.values.items()}
+            for key, data in table.cells.items() if key[2] in PLOTTED}
 
 
 def _stack(frames: Sequence[pd.DataFrame], run_ids: Sequence[str]) -> pd.DataFrame:

@@ -25,7 +25,11 @@ REPORT_SCHEMA_VERSION = 2
    every decision; cells carry `change` (the metric's own change), `better` and
    `change_ci`; `verdict` of a cell that is not a decision cell is better / worse /
    no-clear-change; `holm` is gone (decision cells form an intersection–union test);
-   guardrails carry `pair_worsening`; `best_by_level`."""
+   guardrails carry `pair_worsening`; `best_by_level`.
+   Added since (no older key changed meaning): `metrics_shown` (`--metrics`: the metrics
+   `cells` holds beside the decision and guardrail metrics; null = the default set) and
+   `guardrails_held` / `guardrails_broken` (counts). docs/report.schema.json describes
+   version 2 (JSON Schema draft 2020-12)."""
 
 Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"
@@ -74,6 +78,15 @@ class RunReport:
     registration_edits: tuple[str, ...] = ()
     """Values edited in preregistration.json after registration (the registered ones,
     recovered through their hash, are used)."""
+    shown_metrics: frozenset[str] | None = None
+    """Metrics whose cells the report shows beside the decision and guardrail metrics
+    (`--metrics`); None: every metric judged."""
+    slots: dict[int, dict[str, int]] = field(default_factory=dict)
+    """pair → arm → slot (position in the window's run order), for the window plot."""
+    measurements: dict[tuple[str, str, str], dict[int, dict[str, float]]] = field(
+        default_factory=dict)
+    """(workload, level, metric) → pair → arm → value, for the plots: knee throughput,
+    acceptance rate and per-position acceptance (whatever `--metrics` shows)."""
 
     @property
     def exploratory(self) -> bool:
@@ -89,6 +102,15 @@ class RunReport:
 
     def decision_cells(self) -> list[Cell]:
         return [c for cv in self.verdict.candidates for c in cv.cells if c.decision_cell]
+
+    def guardrail_metrics(self) -> set[str]:
+        return {g.metric for g in self.rule.prereg.guardrails}
+
+    def shows(self, c: Cell) -> bool:
+        """Whether a cell is shown: decision and guardrail cells always, others when their
+        metric was asked for (`--metrics`) or nothing was asked."""
+        return (self.shown_metrics is None or c.decision_cell or c.metric in self.shown_metrics
+                or c.metric == self.rule.metric or c.metric in self.guardrail_metrics())
 
 
 @dataclass(frozen=True)

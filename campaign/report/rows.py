@@ -8,10 +8,11 @@ and nowhere else, so the terminal, Markdown, JSON and HTML reports cannot disagr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
-from campaign.outcome import CandidateVerdict, Cell
+from campaign.outcome import CandidateVerdict, Cell, GuardrailCheck
 from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.rule import change_of
 from campaign.verdict import change_text
@@ -115,12 +116,123 @@ class CellRow:
     reasons: tuple[str, ...]
 
 
+def unit_of(metric: str) -> str:
+    return catalog.METRICS[metric].unit if metric in catalog.METRICS else ""
+
+
+def with_unit(value: str, metric: str) -> str:
+    """"948.6 tok/s"; a fraction or a count reads without a unit."""
+    unit = unit_of(metric)
+    return value if value == "—" or unit in ("", "fraction", "count") else f"{value} {unit}"
+
+
+def metric_with_unit(metric: str) -> str:
+    unit = unit_of(metric)
+    return f"{metric} ({unit})" if unit else metric
+
+
+def decision_lines(run: RunReport) -> list[str]:
+    """What follows the headline: each reason, then the notes."""
+    v = run.verdict
+    return [*(f"- {r}" for r in v.reasons), *(f"note: {n}" for n in (*run.notes, *v.notes))]
+
+
+DECISION_HEADERS = ("cell", "control", "candidate", "change", "CI", "pairs", "verdict",
+                    "flags")
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One decision cell of one candidate, compact: values carry their unit."""
+
+    cell: str
+    """"knee c1 output_token_throughput" (with the arm when several candidates)."""
+    control: str
+    candidate: str
+    change: str
+    ci: str
+    pairs: str
+    verdict: str
+    flags: tuple[str, ...]
+
+
+def decision_headers(run: RunReport) -> tuple[str, ...]:
+    cand = run.arms[1] if len(run.arms) == 2 else "candidate"
+    return ("decision cell", run.arms[0], cand, "change", confidence_header(run), "pairs",
+            "verdict", "flags")
+
+
+def decision_rows(run: RunReport) -> list[DecisionRow]:
+    many = len(run.arms) > 2
+    return [
+        DecisionRow(
+            cell=(f"{c.arm}: " if many else "") + f"{c.where} {c.metric}",
+            control=with_unit(fmt_value(c.control, c.metric), c.metric),
+            candidate=with_unit(fmt_value(c.candidate, c.metric), c.metric),
+            change=change_cell(c), ci=ci_text(c), pairs=pairs_text(c) + left_out_text(c),
+            verdict=c.verdict, flags=c.flags,
+        )
+        for c in run.decision_cells()
+    ]
+
+
+def guardrail_checks(run: RunReport) -> list[tuple[str, GuardrailCheck]]:
+    """(arm, check) of every guardrail check of every candidate."""
+    return [(cv.arm, g) for cv in run.verdict.candidates for g in cv.guardrails]
+
+
+def guardrail_summary(run: RunReport) -> tuple[list[str], str]:
+    """The broken guardrails in full (with the arm when several candidates), and one line
+    counting the ones that hold."""
+    many = len(run.arms) > 2
+    checks = guardrail_checks(run)
+    broken = [(f"{arm}: " if many else "") + g.reason for arm, g in checks if g.broken]
+    held = [g for _, g in checks if not g.broken]
+    if not checks:
+        return [], "no guardrails were pre-registered"
+    metrics = ", ".join(dict.fromkeys(g.metric for g in held))
+    if not held:
+        return broken, f"{len(broken)} broken, none holds"
+    if not broken:
+        return broken, f"all {len(held)} hold ({metrics})"
+    return broken, f"{len(broken)} broken; {len(held)} hold ({metrics})"
+
+
+GROUP_TITLES = {"knee": "knee (concurrency sweep)", "agentfix": "agent fixtures (by content "
+                "class)", "all": "spec-decode figures (whole knee sweep, level all)"}
+
+
+def group_of(c: Cell) -> str:
+    """knee / agentfix / all (the spec-decode figures over a whole sweep) / other."""
+    if c.level == "all":
+        return "all"
+    return c.workload
+
+
+def other_cell_groups(run: RunReport, cv: CandidateVerdict) -> list[tuple[str, list[CellRow]]]:
+    """The cells that are not decision cells, grouped by workload (title, rows)."""
+    groups: dict[str, list[CellRow]] = {}
+    cells = [c for c in cv.cells if not c.decision_cell and run.shows(c)]
+    for c, row in zip(cells, cell_rows(cv, cells), strict=True):
+        g = group_of(c)
+        # under a workload's title a cell is named by its level alone
+        groups.setdefault(g, []).append(row if g == "all" else replace(row, where=c.level))
+    order = {"knee": 0, "agentfix": 1, "all": 2}
+    return [(GROUP_TITLES.get(g, g), rows)
+            for g, rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0], 3), kv[0]))]
+
+
+def other_headers(run: RunReport, cv: CandidateVerdict) -> tuple[str, ...]:
+    return ("cell", "metric (unit)", run.arms[0], cv.arm, "change", confidence_header(run),
+            "pairs", "verdict", "flags")
+
+
 def cell_headers(run: RunReport, cv: CandidateVerdict) -> tuple[str, ...]:
     return ("cell", "metric", run.arms[0], cv.arm, "change", confidence_header(run), "pairs",
             "verdict", "flags")
 
 
-def cell_rows(cv: CandidateVerdict) -> list[CellRow]:
+def cell_rows(cv: CandidateVerdict, cells: list[Cell] | None = None) -> list[CellRow]:
     return [
         CellRow(
             where=f"{c.workload} {c.level}", decision_cell=c.decision_cell, metric=c.metric,
@@ -128,7 +240,7 @@ def cell_rows(cv: CandidateVerdict) -> list[CellRow]:
             gain=change_cell(c), ci=ci_text(c), pairs=pairs_text(c),
             left_out=left_out_text(c), verdict=c.verdict, flags=c.flags, reasons=c.reasons,
         )
-        for c in cv.cells
+        for c in (cv.cells if cells is None else cells)
     ]
 
 
