@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import docker
+import requests
 from docker.errors import DockerException, ImageNotFound
 from docker.transport import sshconn
 
@@ -24,6 +25,12 @@ from campaign.textfiles import sha256_file
 ClientFactory = Callable[[str | None], docker.DockerClient]
 """docker host (`ssh://spark2`, `tcp://…`; None = the local engine / DOCKER_HOST) → client."""
 
+
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (
+    DockerException, requests.exceptions.RequestException, OSError)
+"""What a call to a docker engine can raise when the engine or its transport goes away: the
+SDK's own errors, and the HTTP layer's (an ssh transport that died mid-call surfaces as
+`requests.ConnectionError`, not as a DockerException)."""
 
 SSH_CONNECT_TIMEOUT_S = 15
 _ssh_stderr: dict[str, tuple[IO[bytes], subprocess.Popen[bytes]]] = {}
@@ -133,7 +140,7 @@ def engine_facts(client: docker.DockerClient | None) -> dict[str, Any]:
         return {"version": None, "error": "docker engine unreachable"}
     try:
         v = client.version()
-    except DockerException as exc:
+    except ENGINE_ERRORS as exc:
         return {"version": None, "error": short_error(exc)}
     return {"version": v.get("Version"), "api_version": v.get("ApiVersion"),
             "os": v.get("Os"), "arch": v.get("Arch"), "kernel": v.get("KernelVersion")}

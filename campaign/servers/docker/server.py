@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import docker
-from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LAUNCH
 from campaign.servers.base import ArmContext, ServerContext
 from campaign.servers.docker.engine import (
+    ENGINE_ERRORS,
     ClientFactory,
     default_client,
     describe_state,
@@ -117,6 +118,11 @@ class DockerServer(ServerContext):
                 self.stop()
             except Exception as exc:  # the launch failure is the news; say this too
                 failure.add_note(f"and while cleaning up: {exc}")
+            if isinstance(failure, ENGINE_ERRORS) and not isinstance(failure, ServerError):
+                raise ServerError(f"{self.ctx.arm}: the docker engine went away while "
+                                  f"starting: {short_error(failure)}",
+                                  hint="check the engine (and the ssh link to a remote "
+                                  "box), then `spec-ab run --resume RUN_DIR`") from None
             raise
 
     def alive(self) -> bool:
@@ -140,7 +146,7 @@ class DockerServer(ServerContext):
                 ended = describe_state(s.container.attrs.get("State", {}))
             except NotFound:
                 ended = "was removed"
-            except DockerException as exc:
+            except ENGINE_ERRORS as exc:
                 ended = f"cannot be inspected ({exc})"
             if ended is not None:
                 if s.follower is not None:
@@ -226,7 +232,7 @@ class DockerServer(ServerContext):
         if host not in self._clients:
             try:
                 self._clients[host] = self._client_factory(host)
-            except DockerException as exc:
+            except ENGINE_ERRORS as exc:
                 if quiet:
                     return None
                 raise ServerError(
@@ -360,14 +366,14 @@ class DockerServer(ServerContext):
             found = client.containers.list(
                 all=True, filters={"label": f"{LABEL_LAUNCH}={self.launch_id}"}
             )
-        except DockerException as exc:
+        except ENGINE_ERRORS as exc:
             return [f"cannot list containers on {host or '(local)'}: {exc}"]
         for c in found:
             try:
                 c.remove(force=True, v=True)
             except NotFound:
                 pass
-            except DockerException as exc:
+            except ENGINE_ERRORS as exc:
                 errors.append(f"{c.name}: {exc}")
         return errors
 
