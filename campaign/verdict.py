@@ -58,7 +58,7 @@ TOKEN_METRICS = ("output_tokens", "requests_completed")
 """Pass-size metrics read for the `small-sample` flag."""
 DESCRIPTIVE_METRICS = (
     "output_token_throughput", "ttft_p99", "itl_p99", "request_latency_p99",
-    "error_rate", "acceptance_rate", "tokens_per_step", "implied_a",
+    "error_rate", "acceptance_rate", "tokens_per_decode_step", "implied_a",
 )
 """Cells computed beside the primary metric and the guardrails (when measured)."""
 ABSOLUTE_METRICS = frozenset({"error_rate"})
