@@ -58,6 +58,7 @@ VERDICT_STYLE = {
     "loss": "bold red",
     "mixed": "magenta",
     "no-data": "dim",
+    "not-applicable": "dim",
 }
 DECISION_STYLE = {"adopt": "bold green", "keep-default": "bold yellow"}
 
@@ -878,7 +879,7 @@ table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:14px}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
-.mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data{color:#777}
+.mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data,.not-applicable{color:#777}
 .decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}
 .d-adopt{background:#e3f6e3}.d-keep-default{background:#fff3d6}
 .exploratory{background:#fdd;color:#900;padding:.5em;font-weight:bold}

