@@ -212,10 +212,12 @@ def fit_a(drafts: float, accepted: float, k: int,
     With per-position counters ("per_position"): the maximum-likelihood a of that chain,
     accepted ÷ trials where each draft tries position 0 and each acceptance at position
     i < k−1 tries position i+1. Otherwise ("accepted_per_draft"): a solving
-    a + a² + … + a^k = accepted ÷ drafts. Both stay ≤ 1 and never exceed what position 0
-    shows when drafts come out shorter than k (n-gram drafts do); solving the acceptance
-    *rate* (accepted ÷ draft tokens) for a would, since short drafts shrink the
-    denominator.
+    a + a² + … + a^k = accepted ÷ drafts. Drafts shorter than k (n-gram drafts often are)
+    bias neither fit upward, whereas solving the acceptance *rate* (accepted ÷ draft
+    tokens) for a does, since short drafts shrink its denominator: it gave a above the
+    position-0 acceptance, which the model rules out. On data that is not geometric
+    (acceptance rising with position, as with looping outputs) any fitted a may still
+    differ from position 0's acceptance: it is a summary, read it with acceptance_pos*.
     """
     if k < 1:
         raise ValueError(f"k must be ≥ 1, got {k}")

@@ -263,7 +263,11 @@ def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -
             assert stored["drafts"] > 0 and stored["accepted_tokens"] > 0
             assert stored["acceptance_rate"] == pytest.approx(
                 stored["accepted_tokens"] / stored["draft_tokens"])
-            assert stored["implied_a"] <= stored["acceptance_pos0"] + 1e-9
+            # implied_a is the chain fit of the per-position counters (metrics.fit_a)
+            k = int(arm[1:])
+            trials = stored["drafts"] * (1 + sum(stored[f"acceptance_pos{i}"]
+                                                 for i in range(k - 1)))
+            assert stored["implied_a"] == pytest.approx(stored["accepted_tokens"] / trials)
             seen += 1
     assert seen == 4
     # vLLM's own figures, from the manifest (GET /version) and the log captures
@@ -271,6 +275,9 @@ def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -
     assert manifest["servers"]["01/k4"]["server_version"] == "0.32.0"
     capture = three_arms.dir / "pairs" / "01" / "k4" / "captures" / "spec_decoding.log"
     assert "SpecDecoding metrics:" in capture.read_text()
+    methods = {e.get("implied_a_method") for e in journal(three_arms.dir)
+               if e.get("event") == "pass" and e["arm"] != "control"}
+    assert methods == {"per_position"}
     k2 = rows[(rows.arm == "k2") & (rows.workload == "knee")].set_index("metric").value
     k4 = rows[(rows.arm == "k4") & (rows.workload == "knee")].set_index("metric").value
     print("\nknee, k2 → k4: " + ", ".join(
