@@ -174,13 +174,30 @@ def _scan_processes(
         mine.update(p.pid for p in psutil.Process().parents())
     except psutil.Error:
         pass
-    procs = processes() if processes is not None else psutil.process_iter(
+    procs = list(processes() if processes is not None else psutil.process_iter(
         ["pid", "environ", "cmdline", "create_time"]
-    )
+    ))
+    # A process that renames itself (setproctitle: vLLM's EngineCore and Worker) writes its
+    # title over the memory /proc/<pid>/environ reads, so its markers read as empty. The
+    # process backend starts each server in a session of its own: such a process is found
+    # through its session's leader when the leader is marked, and inherits its markers
+    # (only sessions a run started: never the shell session a runner ran in).
+    by_session: dict[int, dict[str, str]] = {}
+    for proc in procs:
+        try:
+            pid = proc.info["pid"]
+            env = proc.info.get("environ") or {}
+            if env.get(RUN_ENV) and pid not in mine and _sid(pid) == pid:
+                by_session[pid] = env
+        except (psutil.Error, KeyError):
+            continue
     for proc in procs:
         try:
             info = proc.info
             env = info.get("environ") or {}
+            if not env.get(RUN_ENV):
+                sid = _sid(info["pid"])
+                env = by_session.get(sid, {}) if sid is not None else {}
             run_id = env.get(RUN_ENV)
             if not run_id or info["pid"] in mine:
                 continue
@@ -192,7 +209,7 @@ def _scan_processes(
                 why = f"runner pid {runner} is not running"
             else:
                 why = f"no {RUNNER_PID_ENV} in its environment"
-            cmd = " ".join(info.get("cmdline") or []) or f"pid {info['pid']}"
+            cmd = " ".join(info.get("cmdline") or []).strip() or f"pid {info['pid']}"
             scan.append(Leftover(
                 kind="process", ident=str(info["pid"]), name=cmd[:120], run_id=run_id,
                 why=why, pair=env.get(PAIR_ENV), arm=env.get(ARM_ENV),
@@ -274,6 +291,13 @@ def _kill(item: Leftover, grace_s: float) -> str:
                killpg=os.killpg if group else os.kill, kill_wait_s=5, sweep=group,
                strict=True)
     return f"stopped {item.describe()}"
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
 
 
 def _pgid(pid: int) -> int | None:

@@ -418,12 +418,13 @@ def clean(
         hosts = cleanup.campaign_docker_hosts(load_campaign(campaign_file))
     leftovers = cleanup.find_leftovers(docker_hosts=hosts)
     for note in leftovers.notes:
-        err.print(f"note: {note}")
+        err.print(f"note: {note}", markup=False)
     if not leftovers:
         out.print("no leftovers")
         return
     for item in leftovers:
-        out.print(f"{'would remove' if dry_run else 'removing'} {item}")
+        # markup=False: "[pid 4242]" is not a style tag
+        out.print(f"{'would remove' if dry_run else 'removing'} {item}", markup=False)
     if not dry_run:
         cleanup.remove_leftovers(leftovers)
         out.print(f"removed {len(leftovers)} leftover(s)")

@@ -5,12 +5,23 @@ of vLLM's cumulative spec-decode counters (labels `model_name` and
 `engine`, plus `position` for the per-position counter), summed over engines. The
 derived figures are these (docs/simulator.md has the geometric-acceptance background):
 
-    acceptance_rate     = accepted ÷ draft tokens        (vLLM's "draft acceptance rate")
-    accepted_per_draft  = accepted ÷ drafts
-    tokens_per_step     = 1 + accepted ÷ drafts          (vLLM's "mean acceptance length")
-    acceptance_pos{i}   = accepted at position i ÷ drafts
-    k                   = draft tokens ÷ drafts, rounded
-    implied_a           : rate = (a + a² + … + a^k)/k solved for a (geometric acceptance)
+    acceptance_rate          = accepted ÷ draft tokens   (vLLM's "draft acceptance rate")
+    accepted_per_draft       = accepted ÷ drafts
+    tokens_per_drafted_step  = 1 + accepted ÷ drafts     (vLLM's "mean acceptance length":
+                               counts only the decode steps that drafted)
+    acceptance_pos{i}        = accepted at position i ÷ drafts
+    k                        = positions exported (else draft tokens ÷ drafts, rounded)
+    implied_a                : per-position acceptance a of the geometric model, fitted
+                               from the per-position counters when there are some (method
+                               "per_position"), else from accepted per draft and k (method
+                               "accepted_per_draft"); see `fit_a`
+
+and, from vllm:generation_tokens_total over the same interval (every decode step of a
+request emits 1 + accepted tokens, so decode steps = generated − accepted):
+
+    generation_tokens        = tokens the server generated
+    draft_coverage           = drafts ÷ decode steps      (n-gram drafts only on a match)
+    tokens_per_decode_step   = generated ÷ decode steps   (the real gain per step)
 
 A counter that went down between the two scrapes means the server restarted during the
 pass; that raises CounterReset instead of yielding a negative or truncated delta.
@@ -189,6 +200,47 @@ def implied_a(rate: float, k: int, *, tol: float = 1e-12, max_iter: int = 200) -
     return (lo + hi) / 2
 
 
+def _geometric_sum(a: float, k: int) -> float:
+    return sum(a ** i for i in range(1, k + 1))
+
+
+def fit_a(drafts: float, accepted: float, k: int,
+          per_pos: tuple[float, ...] = ()) -> tuple[float, str]:
+    """(a, method): the per-position acceptance of the geometric model (accept position i
+    with probability a once positions < i were accepted).
+
+    With per-position counters ("per_position"): the maximum-likelihood a of that chain,
+    accepted ÷ trials where each draft tries position 0 and each acceptance at position
+    i < k−1 tries position i+1. Otherwise ("accepted_per_draft"): a solving
+    a + a² + … + a^k = accepted ÷ drafts. Drafts shorter than k (n-gram drafts often are)
+    bias neither fit upward, whereas solving the acceptance *rate* (accepted ÷ draft
+    tokens) for a does, since short drafts shrink its denominator: it gave a above the
+    position-0 acceptance, which the model rules out. On data that is not geometric
+    (acceptance rising with position, as with looping outputs) any fitted a may still
+    differ from position 0's acceptance: it is a summary, read it with acceptance_pos*.
+    """
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    if drafts <= 0 or accepted <= 0:
+        return 0.0, "per_position" if per_pos else "accepted_per_draft"
+    if per_pos:
+        trials = drafts + math.fsum(per_pos[:k - 1])
+        return min(1.0, accepted / trials), "per_position"
+    target = accepted / drafts
+    if target >= k:
+        return 1.0, "accepted_per_draft"
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _geometric_sum(mid, k) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2, "accepted_per_draft"
+
+
 @dataclass(frozen=True)
 class SpecDecodeFigures:
     """Spec-decode counters over one pass and the figures derived from them.
@@ -203,9 +255,15 @@ class SpecDecodeFigures:
     k: int | None
     acceptance_rate: float | None
     accepted_per_draft: float | None
-    tokens_per_step: float | None
+    tokens_per_drafted_step: float | None
     acceptance_pos: tuple[float, ...]
     implied_a: float | None
+    implied_a_method: str | None = None
+    """How implied_a was fitted: "per_position" or "accepted_per_draft" (see fit_a)."""
+    generation_tokens: float | None = None
+    """vllm:generation_tokens_total over the pass (None: the server has no such counter)."""
+    draft_coverage: float | None = None
+    tokens_per_decode_step: float | None = None
 
     def as_metrics(self) -> dict[str, float]:
         """Catalog names → values (campaign/catalog.py); undefined ratios are left out."""
@@ -214,7 +272,9 @@ class SpecDecodeFigures:
             "draft_tokens": self.draft_tokens,
             "accepted_tokens": self.accepted_tokens,
         }
-        for name in ("acceptance_rate", "accepted_per_draft", "tokens_per_step", "implied_a"):
+        for name in ("acceptance_rate", "accepted_per_draft", "tokens_per_drafted_step",
+                     "implied_a", "generation_tokens", "draft_coverage",
+                     "tokens_per_decode_step"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = float(value)
@@ -224,16 +284,24 @@ class SpecDecodeFigures:
 
 
 def derive(drafts: float, draft_tokens: float, accepted: float,
-           per_pos: Iterable[float] = ()) -> SpecDecodeFigures:
+           per_pos: Iterable[float] = (), *,
+           generation_tokens: float | None = None) -> SpecDecodeFigures:
     """The spec-decode figures (module docstring) from counter deltas (pure)."""
     per_pos = tuple(per_pos)
+    coverage = per_decode_step = None
+    steps = generation_tokens - accepted if generation_tokens is not None else 0.0
+    if steps > 0 and generation_tokens is not None:
+        coverage = min(1.0, drafts / steps)
+        per_decode_step = generation_tokens / steps
     if drafts <= 0:
         return SpecDecodeFigures(drafts, draft_tokens, accepted, per_pos, None, None, None,
-                                 None, (), None)
+                                 None, (), None, None, generation_tokens, coverage,
+                                 per_decode_step)
     # k is the configured depth: vLLM exports one `position` series per draft position.
     # draft_tokens ÷ drafts undercounts it when drafts are cut short near max_tokens.
     k = len(per_pos) if per_pos else round(draft_tokens / drafts)
     rate = accepted / draft_tokens if draft_tokens > 0 else None
+    a, method = fit_a(drafts, accepted, k, per_pos) if k >= 1 else (None, None)
     return SpecDecodeFigures(
         drafts=drafts,
         draft_tokens=draft_tokens,
@@ -242,9 +310,13 @@ def derive(drafts: float, draft_tokens: float, accepted: float,
         k=k,
         acceptance_rate=rate,
         accepted_per_draft=accepted / drafts,
-        tokens_per_step=1.0 + accepted / drafts,
+        tokens_per_drafted_step=1.0 + accepted / drafts,
         acceptance_pos=tuple(p / drafts for p in per_pos),
-        implied_a=implied_a(rate, k) if rate is not None and k >= 1 else None,
+        implied_a=a,
+        implied_a_method=method,
+        generation_tokens=generation_tokens,
+        draft_coverage=coverage,
+        tokens_per_decode_step=per_decode_step,
     )
 
 
@@ -262,7 +334,8 @@ def spec_decode_delta(before: Snapshot, after: Snapshot) -> SpecDecodeFigures | 
     positions = sorted(after.by_label(ACCEPTED_PER_POS, "position"), key=int)
     per_pos = [counter_delta(before, after, ACCEPTED_PER_POS, position=p) or 0.0
                for p in positions]
-    return derive(drafts, draft_tokens, accepted, per_pos)
+    return derive(drafts, draft_tokens, accepted, per_pos,
+                  generation_tokens=counter_delta(before, after, GENERATION_TOKENS))
 
 
 @dataclass(frozen=True)
@@ -294,7 +367,11 @@ class PassDelta:
     seconds: float = field(default=0.0)  # wall time between the scrapes
 
     def as_metrics(self) -> dict[str, float]:
-        return self.spec.as_metrics() if self.spec is not None else {}
+        """The spec-decode figures; without spec-decode counters, the generated tokens."""
+        if self.spec is not None:
+            return self.spec.as_metrics()
+        gen = self.tokens.generation_tokens
+        return {"generation_tokens": gen} if gen is not None else {}
 
 
 def pass_delta(before: Snapshot, after: Snapshot) -> PassDelta:

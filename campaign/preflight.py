@@ -6,9 +6,12 @@ Each problem is one line saying what is wrong and what to do. `spec-ab check` an
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from campaign.readiness import port_open
 from campaign.spec import (
@@ -85,6 +88,33 @@ def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
     return problems
 
 
+def _commands(campaign: Campaign) -> list[str]:
+    """A process backend's executable must exist before anything is registered: resolved
+    as the backend will (against the working directory when it has a slash, else on the
+    child's PATH, which starts with this Python's own folder)."""
+    problems: list[str] = []
+    for arm, launch in campaign.launches.items():
+        if not isinstance(launch, ProcessLaunch):
+            continue
+        exe = launch.argv[0]
+        cwd = launch.cwd if launch.cwd is not None else campaign.base_dir
+        if not cwd.is_absolute():
+            cwd = campaign.base_dir / cwd
+        if "/" in exe:
+            path = Path(exe) if Path(exe).is_absolute() else cwd / exe
+            found = path.is_file() and os.access(path, os.X_OK)
+        else:
+            search = launch.env.get("PATH", os.environ.get("PATH", ""))
+            found = shutil.which(exe, path=str(Path(sys.executable).parent) + os.pathsep
+                                 + search) is not None
+        if not found:
+            problem = (f"arm {arm}: server command '{exe}' not found (from {cwd}): install it "
+                       "or fix server.command")
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
 def _docker(campaign: Campaign) -> list[str]:
     launches = [lc for lc in campaign.launches.values() if isinstance(lc, DockerLaunch)]
     if not launches:
@@ -139,6 +169,7 @@ def preflight(campaign: Campaign, *,
             problems.append(f"AIPerf {version} found; spec-ab is tested with 0.13.x: "
                             "pip install 'aiperf>=0.13,<0.14'")
     problems += _files(campaign)
+    problems += _commands(campaign)
     problems += _ports(campaign, in_use)
     problems += _docker(campaign)
     problems += _gpus(campaign)

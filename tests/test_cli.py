@@ -103,3 +103,13 @@ def test_campaign_file_reference_is_current(repo_root: Path) -> None:
     assert reference.splice(doc) == doc, (
         "docs/campaign-file.md reference is stale: run `python -m campaign.reference --write`")
 
+def test_clean_prints_the_pid_of_a_process_leftover(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leftover's "[pid 4242]" used to be read as a rich style tag and vanish.
+    from campaign import cleanup
+
+    item = cleanup.Leftover(kind="process", ident="4242", name="VLLM::EngineCore",
+                            run_id="r1", why="runner pid 1 is not running")
+    monkeypatch.setattr(cleanup, "find_leftovers", lambda **kw: cleanup.Scan([item]))
+    code, out = invoke("clean", "--dry-run")
+    assert code == 0, out
+    assert "would remove process VLLM::EngineCore [pid 4242] of run r1" in out

@@ -22,6 +22,8 @@ from campaign.servers.process import ProcessServer
 from campaign.spec import ExternalLaunch, ProcessLaunch, Readiness
 from campaign.textfiles import atomic_write, tail_lines
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def ctx(tmp_path: Path, arm: str = "control") -> ArmContext:
     return ArmContext(run_id="r1", pair=1, arm=arm, log_path=tmp_path / arm / "server.log",
@@ -234,3 +236,93 @@ def test_preflight_runs_aiperf() -> None:
     assert version is None and problem is not None and "ImportError: zmq" in problem
     version, problem = aiperf_runs(missing)
     assert version is None and problem is not None and "pip install" in problem
+
+
+def test_models_route_404_is_skipped_not_waited_for(open_port: int) -> None:
+    # A server without /v1/models (404: no such route) used to be polled until the boot
+    # timeout; the 1-token request still proves the model answers.
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(404, json={"detail": "Not Found"})
+        return httpx.Response(200, json={})
+
+    clock = Clock()
+    notes: list[str] = []
+    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
+        took = wait_ready(Fake(open_port), Readiness(timeout_s=30), model="m",  # type: ignore[arg-type]
+                          endpoint_type="chat", arm="a", client=client, clock=clock,
+                          sleep=clock.sleep, notes=notes)
+    assert took == 0.0
+    assert notes and "404" in notes[0]
+
+
+def test_preflight_fails_when_process_command_is_missing(tmp_path: Path) -> None:
+    from campaign.preflight import preflight
+    from campaign.spec import load_campaign
+
+    text = (ROOT / "examples" / "sim-pair.yaml").read_text()
+    text = text.replace("command: [spec-ab, sim, serve,", "command: [./no-such-server, sim, serve,")
+    (tmp_path / "c.yaml").write_text(text.replace("../fixtures", str(ROOT / "fixtures")))
+    campaign = load_campaign(tmp_path / "c.yaml")
+    _, problems = preflight(campaign, in_use=lambda h, p: False)
+    assert any("'./no-such-server' not found" in p for p in problems), problems
+    text2 = text.replace("./no-such-server", "no-such-server-on-path")
+    (tmp_path / "d.yaml").write_text(text2.replace("../fixtures", str(ROOT / "fixtures")))
+    _, problems = preflight(load_campaign(tmp_path / "d.yaml"), in_use=lambda h, p: False)
+    assert any("'no-such-server-on-path' not found" in p for p in problems), problems
+    (tmp_path / "e.yaml").write_text(
+        (ROOT / "examples" / "sim-pair.yaml").read_text().replace("../fixtures",
+                                                                  str(ROOT / "fixtures")))
+    _, problems = preflight(load_campaign(tmp_path / "e.yaml"), in_use=lambda h, p: False)
+    assert not any("not found" in p for p in problems), problems
+
+
+def test_process_server_version_from_get_version() -> None:
+    from campaign.servers.process import server_version
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/version":
+            return httpx.Response(200, json={"version": "0.32.0"})
+        return httpx.Response(404)
+
+    with httpx.Client(transport=httpx.MockTransport(handle)) as client:
+        assert server_version("http://x", client=client) == "0.32.0"
+    with httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(404))) as client:
+        assert server_version("http://x", client=client) is None
+
+
+def test_clean_finds_processes_whose_environment_reads_empty(tmp_path: Path) -> None:
+    # vLLM's EngineCore/Worker rename themselves (setproctitle), which overwrites what
+    # /proc/<pid>/environ shows: their run markers read as empty. They share the session
+    # the process backend started the server in; a child started with an empty
+    # environment stands in for them here.
+    import signal
+    import subprocess
+
+    from campaign import cleanup
+    from campaign.markers import RUN_ENV, RUNNER_PID_ENV
+
+    pidfile = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time\n"
+            "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], env={})\n"
+            f"open({str(pidfile)!r}, 'w').write(str(c.pid))\n"
+            "time.sleep(60)\n")
+    env = dict(os.environ, **{RUN_ENV: "run-clean-test", RUNNER_PID_ENV: "999999"})
+    leader = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child = int(pidfile.read_text())
+        scan = cleanup.find_leftovers(docker_hosts=(), alive=lambda pid, started: False)
+        found = {int(x.ident) for x in scan if x.run_id == "run-clean-test"}
+        assert {leader.pid, child} <= found
+        cleanup.remove_leftovers([x for x in scan if x.run_id == "run-clean-test"], grace_s=2)
+        assert not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+    finally:
+        try:
+            os.killpg(leader.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        leader.wait(timeout=10)

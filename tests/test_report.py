@@ -83,7 +83,7 @@ def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:
         ("knee", "c4", "ttft_p99"): [(260.0, 262.0), (255.0, 270.0), (258.0, 259.0)],
         ("knee", "c4", "error_rate"): [(0.0, 0.0)] * 3,
         ("knee", "all", "acceptance_rate"): [(0.435, 0.47), (0.44, 0.468), (0.43, 0.471)],
-        ("knee", "all", "tokens_per_step"): [(2.74, 3.1), (2.76, 3.08), (2.72, 3.11)],
+        ("knee", "all", "tokens_per_decode_step"): [(2.74, 3.1), (2.76, 3.08), (2.72, 3.11)],
         ("agentfix", "shell", TPUT): [(150.0, 170.0), (148.0, 168.0), (151.0, 171.0)],
         ("agentfix", "shell", "acceptance_rate"): [(0.91, 0.9), (0.9, 0.91), (0.91, 0.9)],
         ("agentfix", "prose", TPUT): [(120.0, 118.0), (119.0, 121.0), (121.0, 119.5)],

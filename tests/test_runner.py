@@ -473,3 +473,35 @@ def test_run_campaign_skip_preflight(campaign: Campaign, tmp_path: Path, listene
                                  preflight=no_preflight)
     assert result.complete
     assert (result.run_dir / "campaign.yaml").read_bytes() == b"registered text"
+
+
+def test_warmups_are_not_judged_by_the_measured_gate(campaign: Campaign, tmp_path: Path,
+                                                     listener: int) -> None:
+    # A warm-up of 2 requests with 1 completed fails min_completed_requests = 2, the gate
+    # of measured passes; it used to be journaled invalid every time.
+    script = Script(invalid_first={"warmup-1"})
+    rt = make_rt(tmp_path, listener, script, [])
+    store = start(campaign, tmp_path, rt)
+    assert runner.execute(campaign, store, rt).complete
+    warm = [e for e in load_run(store.run_dir).journal
+            if e["event"] == "pass" and e["workload"] == "warmup"]
+    assert warm and all(e["valid"] for e in warm), warm
+
+
+def test_server_without_metrics_has_no_counters_not_an_invalid_pair(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(404)
+        return transport(Metrics()).handler(request)  # type: ignore[attr-defined,no-any-return]
+
+    script = Script()
+    rt = make_rt(tmp_path, listener, script, [])
+    rt.http = lambda: httpx.Client(transport=httpx.MockTransport(handler))
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.complete and result.pairs_valid == [1, 2] and not result.pairs_invalid
+    data = load_run(store.run_dir)
+    assert not (data.passes.metric == "acceptance_rate").any()
+    assert (data.passes.metric == "output_token_throughput").any()
+    assert not [e for e in data.journal if e["event"] == "pair_invalid"]

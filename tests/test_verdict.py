@@ -563,3 +563,30 @@ def test_noise_flags_fire_on_at_most_5_percent_of_aa_campaigns(pairs: int, cells
     assert flagged <= 24, flagged
     # the rule's own false-adopt rate at no effect is ~0.2% (see `spec-ab plan`)
     assert not any(adopted[:100]) and sum(adopted) <= 3
+
+
+def test_spec_decode_off_in_the_control_is_not_applicable_not_incomplete() -> None:
+    # A real vLLM without --speculative-config exports no spec_decode counters: the
+    # control's valid passes yield no acceptance rows. That is "not applicable", not a
+    # pair left out; the candidate's own acceptance is still shown.
+    df = frame({TPUT: [(100.0, 115.0), (100.0, 115.0)]})
+    extra = [_row("r1", p, "cand", 1, 2, "knee", "all", "acceptance_rate", 0.6, 600)
+             for p in (1, 2)]
+    v = judge(pd.concat([df, pd.DataFrame(extra)], ignore_index=True), rule(pairs=2))
+    c = cell(v, level="all", metric="acceptance_rate")
+    assert c.verdict == "not-applicable"
+    assert not c.left_out and "invalid-pass" not in c.flags
+    assert c.candidate == pytest.approx(0.6) and c.control is None
+    assert "not applicable" in c.reasons[0]
+    assert not v.incomplete and v.left_out == 0
+    assert v.decision == "adopt"
+
+
+def test_missing_spec_decode_rows_of_an_invalid_pass_still_leave_the_pair_out() -> None:
+    df = frame({TPUT: [(100.0, 115.0), (100.0, 115.0)],
+                ("knee", "all", "acceptance_rate"): [(0.5, 0.6), (0.5, 0.6)]})
+    bad = (df["pair"] == 2) & (df["arm"] == "control") & (df["metric"] == "acceptance_rate")
+    df.loc[bad, ["valid", "reason"]] = [False, "server restarted"]
+    v = judge(df, rule(pairs=2))
+    c = cell(v, level="all", metric="acceptance_rate")
+    assert [lo.pair for lo in c.left_out] == [2] and v.incomplete

@@ -32,7 +32,7 @@ td.adopt,td.inconclusive,td.gain-below-bar,td.within-drift,td.loss,td.mixed,td.u
 td.no-data,td.better,td.worse,td.no-clear-change{white-space:nowrap}
 .better{color:#080}.worse{color:#b00}.no-clear-change,.inconclusive{color:#555}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
-.mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data{color:#777}
+.mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data,.not-applicable{color:#777}
 .decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}
 .d-adopt{background:#e3f6e3}.d-keep-default{background:#fff3d6}
 .exploratory{background:#fdd;color:#900;padding:.5em;font-weight:bold}

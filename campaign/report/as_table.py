@@ -43,6 +43,7 @@ VERDICT_STYLE = {
     "better": "green",
     "worse": "red",
     "no-clear-change": "dim",
+    "not-applicable": "dim",
 }
 DECISION_STYLE = {"adopt": "bold green", "keep-default": "bold yellow"}
 WIDE = 130

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
+
 from campaign.errors import ServerError
 from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
 from campaign.procgroup import stop_process
@@ -124,5 +126,28 @@ class ProcessServer(ServerContext):
         return [f"cd {shlex.quote(str(self.cwd))} && {env + ' ' if env else ''}{argv}"]
 
     def facts(self) -> dict[str, Any]:
-        return {"backend": "process", "argv": self.launch.argv,
-                "pid": self._proc.pid if self._proc else None, "cwd": str(self.cwd)}
+        facts: dict[str, Any] = {"backend": "process", "argv": self.launch.argv,
+                                 "pid": self._proc.pid if self._proc else None,
+                                 "cwd": str(self.cwd)}
+        if self.alive():
+            version = server_version(self.base_url)
+            if version is not None:
+                facts["server_version"] = version
+        return facts
+
+
+def server_version(base_url: str, *, client: httpx.Client | None = None,
+                   timeout_s: float = 2.0) -> str | None:
+    """What GET /version says (vLLM: {"version": "0.32.0"}), None when it does not answer."""
+    try:
+        if client is not None:
+            r = client.get(base_url + "/version", timeout=timeout_s)
+        else:
+            r = httpx.get(base_url + "/version", timeout=timeout_s)
+        if r.status_code != 200:
+            return None
+        body = r.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    version = body.get("version") if isinstance(body, dict) else None
+    return str(version) if version else None
