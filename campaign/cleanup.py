@@ -92,6 +92,10 @@ def runner_alive(pid: int, started: float | None = None) -> bool:
         return False
 
 
+def uses_docker(campaign: Campaign) -> bool:
+    return any(isinstance(launch, DockerLaunch) for launch in campaign.launches.values())
+
+
 def campaign_docker_hosts(campaign: Campaign) -> list[str | None]:
     """Every docker engine a campaign uses (None = the local one, always looked at)."""
     hosts: list[str | None] = [None]
@@ -109,17 +113,23 @@ def find_leftovers(
     alive: Callable[[int, float | None], bool] = runner_alive,
     processes: Callable[[], Iterable[Any]] | None = None,
     hostname: str | None = None,
+    quiet_hosts: Sequence[str | None] = (),
 ) -> Scan:
     """Containers (on each docker host) and processes of runs whose runner is gone.
 
     `docker_hosts`: engines to look at (None = the local one / DOCKER_HOST); a campaign's
     hosts come from `campaign_docker_hosts(campaign)`. An unreachable engine
-    is a note, not an error, so `spec-ab clean` still handles process leftovers.
+    is a note, not an error, so `spec-ab clean` still handles process leftovers; hosts in
+    `quiet_hosts` are looked at but their unreachability goes unsaid (the local engine of a
+    campaign that uses no Docker: a machine without Docker is no news).
     """
     scan = Scan()
     me = hostname or socket.gethostname()
     for host in docker_hosts:
+        notes = len(scan.notes)
         _scan_containers(client_factory, host, me, alive, scan)
+        if host in quiet_hosts:
+            del scan.notes[notes:]
     if include_processes:
         _scan_processes(processes, alive, scan)
     return scan

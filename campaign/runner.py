@@ -166,7 +166,8 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
         from campaign import cleanup
 
         leftovers = cleanup.find_leftovers(
-            docker_hosts=cleanup.campaign_docker_hosts(campaign))
+            docker_hosts=cleanup.campaign_docker_hosts(campaign),
+            quiet_hosts=() if cleanup.uses_docker(campaign) else (None,))
     else:
         leftovers = find(campaign)
     for note in leftovers.notes:

@@ -352,6 +352,14 @@ def test_find_leftovers_survives_an_unreachable_engine() -> None:
     assert list(scan) == [] and "connection refused" in scan.notes[0]
 
 
+def test_a_campaign_without_docker_says_nothing_about_a_missing_engine() -> None:
+    # a process-backend campaign on a machine without Docker: no stray docker note
+    scan = cleanup.find_leftovers(_unreachable, include_processes=False, quiet_hosts=(None,))
+    assert list(scan) == [] and scan.notes == []
+    loud = cleanup.find_leftovers(_unreachable, include_processes=False)
+    assert any("could not look for containers" in n for n in loud.notes)
+
+
 def test_process_leftovers_of_dead_runners_are_found_and_stopped() -> None:
     """A real child with the process backend's environment; its runner pid is dead."""
     dead_pid = subprocess.Popen(["true"])

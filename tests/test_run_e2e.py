@@ -287,3 +287,33 @@ def test_resume_after_kill_in_the_middle_of_a_pair(tmp_path: Path, out: Path) ->
     assert (run_dir / "pairs" / "01" / "cand" / "server.log").is_file()  # kept on disk
     latest = data.passes[data.passes.pair_attempt == 2]
     assert set(latest.arm) == {"control", "cand"}
+
+
+def test_a_plain_openai_server_without_models_or_metrics_is_judged_on_throughput(
+        tmp_path: Path, out: Path) -> None:
+    """Any OpenAI-compatible server: no /v1/models (readiness skips that stage), no /metrics
+    (no server counters: spec-decode figures n/a, not invalid pairs). The candidate is
+    clearly faster: the campaign completes and adopts on throughput."""
+    port = free_port()
+    text = campaign_text(port, name="plain", pairs=2,
+                         cand_env='\n      SPECAB_SIM_EFFECT: "2.0"')
+    # the simulated server, not this machine's 2 cores, must be the bottleneck
+    text = text.replace('SPECAB_SIM_TIME_SCALE: "40"', 'SPECAB_SIM_TIME_SCALE: "6"')
+    text = text.replace("    SPECAB_SIM_LOG_INTERVAL: \"0.5\"",
+                        "    SPECAB_SIM_LOG_INTERVAL: \"0.5\"\n"
+                        "    SPECAB_SIM_SERVE_MODELS: \"false\"\n"
+                        "    SPECAB_SIM_SERVE_METRICS: \"false\"")
+    text = text.replace("decision_cells: [{workload: knee, level: c1}]",
+                        "decision_cells: [{workload: knee, level: c1}]\n  guardrails: []")
+    path = write_campaign(tmp_path, text)
+    res = run_cli("run", str(path), "--out", str(out), "--skip-preflight",
+                  env=lock_env(tmp_path), timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "could not look for containers" not in res.stdout + res.stderr
+    run_dir = run_dir_of(out)
+    assert not any(e.get("event") == "pair_invalid" for e in journal_events(run_dir))
+    rep = run_cli("report", str(run_dir), "--format", "json")
+    doc = json.loads(rep.stdout)
+    assert (doc["decision"], doc["reason"]) == ("adopt", "rule-met"), doc["reasons"]
+    assert doc["run"]["complete"] and not doc["run"]["incomplete"]
+    assert not any(c["metric"] == "acceptance_rate" for c in doc["cells"])  # n/a: no counters

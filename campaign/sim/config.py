@@ -84,6 +84,10 @@ class SimConfig(BaseModel):
         False, description="adaptive controller keeps its cost table live (else boot-measured)")
     effect: float = Field(1.0, gt=0, description="speed factor: step times are divided by it")
     time_scale: float = Field(1.0, gt=0, description="run N× faster than real time")
+    serve_models: bool = Field(
+        True, description="serve GET /v1/models (false: 404, like some OpenAI-compatible servers)")
+    serve_metrics: bool = Field(
+        True, description="serve GET /metrics (false: 404, a server with no Prometheus counters)")
     seed: int | None = Field(None, description="seed of acceptance/noise/outputs (None: random)")
     drift: float | None = Field(None, gt=0, description="explicit per-boot speed factor")
     drift_sigma: float = Field(0.03, ge=0, description="log-normal sigma of per-boot drift")

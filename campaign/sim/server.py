@@ -442,8 +442,10 @@ def make_app(sim: SimServer) -> web.Application:
     app = web.Application(middlewares=[_hang_middleware], client_max_size=64 * 1024 * 1024)
     app[SIM_KEY] = sim
     app.router.add_get("/health", sim.health)
-    app.router.add_get("/v1/models", sim.models)
-    app.router.add_get("/metrics", sim.metrics)
+    if sim.config.serve_models:
+        app.router.add_get("/v1/models", sim.models)
+    if sim.config.serve_metrics:
+        app.router.add_get("/metrics", sim.metrics)
     app.router.add_get("/sim/stats", sim.stats)
     app.router.add_post("/v1/chat/completions", sim.chat)
     app.router.add_post("/v1/completions", sim.completions)
