@@ -20,6 +20,37 @@ from typing import Literal
 from campaign.spec.launch import DockerLaunch, LaunchModel, ProcessLaunch, parse_volume
 from campaign.spec.models import Campaign
 
+BUILTIN_PREFIX = "builtin:"
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "fixtures"
+"""Files shipped inside the package (installed with spec-ab, editable or not): the
+tokenizer of the simulated lane and the agent-fixture prompts."""
+
+
+def builtin_names() -> list[str]:
+    """What `builtin:` can name: `builtin:tokenizer`, `builtin:agentfix/<class>`."""
+    names = ["builtin:tokenizer"]
+    names += sorted(f"builtin:agentfix/{p.stem}"
+                    for p in (BUILTIN_DIR / "agentfix").glob("*.jsonl"))
+    return names
+
+
+def builtin_path(path: Path | str) -> Path | None:
+    """The shipped file a `builtin:NAME` path names (`builtin:tokenizer`,
+    `builtin:agentfix/prose`, `.jsonl` optional), or None for any other path.
+
+    An unknown name resolves to a path that does not exist, reported like any missing
+    file (with the list of shipped names)."""
+    text = str(path)
+    if not text.startswith(BUILTIN_PREFIX):
+        return None
+    name = text[len(BUILTIN_PREFIX):].strip().strip("/")
+    target = (BUILTIN_DIR / name).resolve()
+    if not target.is_relative_to(BUILTIN_DIR):  # `builtin:../x` names nothing shipped
+        return BUILTIN_DIR / "-"
+    if name.startswith("agentfix/") and not target.suffix:
+        target = target.with_suffix(".jsonl")
+    return target
+
 YamlPath = tuple[str | int, ...]
 Kind = Literal["tokenizer", "fixture", "mount", "cwd"]
 MustBe = Literal["file", "dir", "any"]
@@ -123,6 +154,9 @@ def _is(path: Path, must_be: MustBe) -> bool:
 def problem(f: LocalFile) -> str | None:
     """What is wrong with one local path (naming it as written), or None."""
     if not _is(f.resolved, f.must_be):
+        if f.declared.startswith(BUILTIN_PREFIX):
+            return (f"{_WHAT[f.kind]} {f.declared} is not shipped with spec-ab "
+                    f"(shipped: {', '.join(builtin_names())})")
         return f"{_WHAT[f.kind]} {f.declared} does not exist"
     if f.kind == "tokenizer" and not (f.resolved / "tokenizer.json").exists() and not (
         f.resolved / "tokenizer_config.json"

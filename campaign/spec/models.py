@@ -395,7 +395,13 @@ class Campaign(Model):
         return out
 
     def resolve(self, path: Path | str) -> Path:
-        """A path from the file, relative to the campaign file's folder."""
+        """A path from the file: `builtin:NAME` is a file shipped with spec-ab (see
+        `files.builtin_path`), anything else is relative to the campaign file's folder."""
+        from campaign.spec.files import builtin_path
+
+        shipped = builtin_path(path)
+        if shipped is not None:
+            return shipped
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
