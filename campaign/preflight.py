@@ -6,9 +6,14 @@ Each problem is one line saying what is wrong and what to do. `spec-ab check` an
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import shutil
 import subprocess
-from collections.abc import Callable
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 
 from campaign.readiness import port_open
 from campaign.spec import (
@@ -19,6 +24,13 @@ from campaign.spec import (
     file_problems,
     format_yaml_path,
 )
+
+
+class Caution(str):
+    """A preflight fact that is a warning: shown with `!`, not `✓`; not a problem."""
+
+    __slots__ = ()
+
 
 GPU_BUSY_MEMORY_MIB = 2048
 GPU_BUSY_UTIL_PCT = 10
@@ -94,11 +106,66 @@ def _docker(campaign: Campaign) -> list[str]:
     except ImportError as exc:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
-    for launch in launches:  # bind-mount sources: checked with the other files (`_files`)
-        for p in docker_preflight(launch):
-            if p not in problems:
-                problems.append(p)
-    return problems
+    with _stderr_kept() as said:  # ssh writes its reason to our stderr: keep it for the line
+        for launch in launches:  # bind-mount sources: checked with the other files (`_files`)
+            for p in docker_preflight(launch):
+                if p not in problems:
+                    problems.append(p)
+    return _one_line_per_host(problems, said())
+
+
+_UNREACHABLE = re.compile(r"^docker: cannot reach (\S+) \((.*)\) → (.*)$")
+
+
+def _one_line_per_host(problems: list[str], stderr_text: str) -> list[str]:
+    """`docker: cannot reach ssh://h (docker's words) → hint`, once per attempt, becomes
+    one `cannot reach docker on ssh://h: <ssh's reason> → hint` per host. What ssh printed
+    that names no host of the campaign goes back to stderr."""
+    lines = [ln.strip() for ln in stderr_text.splitlines() if ln.strip()]
+    used: set[str] = set()
+    out: list[str] = []
+    hosts_done: set[str] = set()
+    for p in problems:
+        m = _UNREACHABLE.match(p)
+        if m is None or not m.group(1).startswith("ssh://"):
+            out.append(p)
+            continue
+        host, docker_reason, hint = m.groups()
+        if host in hosts_done:
+            continue
+        hosts_done.add(host)
+        name = re.sub(r"^ssh://([^@/]*@)?", "", host).split(":")[0].split("/")[0]
+        said = [ln for ln in lines if name and name in ln]
+        used.update(said)
+        reason = said[0].removeprefix("ssh: ") if said else docker_reason
+        out.append(f"cannot reach docker on {host}: {reason} → {hint}")
+    for ln in lines:
+        if ln not in used:
+            print(ln, file=sys.stderr)
+    return out
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[Callable[[], str]]:
+    """File descriptor 2 into a temporary file (child processes, e.g. ssh, included);
+    yields a function returning what was written."""
+    text = ""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to redirect
+        yield lambda: text
+        return
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        sys.stderr.flush()
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield lambda: text
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("utf-8", "replace")
 
 
 def _gpus(campaign: Campaign) -> list[str]:
@@ -142,10 +209,16 @@ def preflight(campaign: Campaign, *,
     problems += _ports(campaign, in_use)
     problems += _docker(campaign)
     problems += _gpus(campaign)
+    wants_gpu = any(isinstance(lc, DockerLaunch) and lc.gpus
+                    for lc in campaign.launches.values())
     if shutil.which("nvidia-smi"):
         facts.append("nvidia-smi found: GPUs checked idle")
+    elif wants_gpu:
+        facts.append(Caution("no nvidia-smi on this machine: GPU idleness NOT checked, yet "
+                             "the campaign asks for GPUs (gpus: ...) — a busy GPU ruins an "
+                             "A/B; install the NVIDIA driver tools or check by hand"))
     else:
-        facts.append("no nvidia-smi on this machine: GPU idleness not checked")
+        facts.append("no GPUs asked for: GPU idleness not checked")
     backends = sorted({lc.backend for lc in campaign.launches.values()})
     facts.append(f"backend: {', '.join(backends)}")
     if any(isinstance(lc, ExternalLaunch) for lc in campaign.launches.values()):
