@@ -73,7 +73,7 @@ app = typer.Typer(
     "docs/nightly-ci.md.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion: choices (--template, --format, ...) complete
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # Not a terminal (CI logs, pipes): lines are not wrapped (paths stay copyable) and tables

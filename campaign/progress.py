@@ -305,7 +305,8 @@ class RichProgress(PlainProgress):
         watch = self.watch
         if watch is not None:
             level = watch.level()
-            label = f"{self.pass_name} {level}".strip()
+            label = (self.pass_name if level.split(" ")[0] in self.pass_name
+                     else f"{self.pass_name} {level}").strip()
             if watch.total:
                 grid.add_row(Text(label), ProgressBar(total=watch.total,
                                                       completed=min(watch.done, watch.total),

@@ -222,3 +222,15 @@ def test_no_nvidia_smi_is_a_warning_when_gpus_are_asked(repo_root: Path,
     facts, _ = pf.preflight(load_campaign(repo_root / "examples" / "sim-pair.yaml"),
                             in_use=lambda h, p: False)
     assert not any(isinstance(f, pf.Caution) for f in facts)
+
+
+@pytest.mark.parametrize("words, expected", [
+    ("spec-ab init --template ", ["sim", "gb300", "gb10-pair", "aa"]),
+    ("spec-ab report x --format ", ["table", "markdown", "json", "html"]),
+    ("spec-ab run x --fail-on ", ["loss", "keep-default", "incomplete", "unstable"]),
+])
+def test_choices_complete(words: str, expected: list[str]) -> None:
+    result = runner.invoke(app, [], prog_name="spec-ab", env={
+        "_SPEC_AB_COMPLETE": "complete_bash", "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()))})
+    assert result.output.split() == expected

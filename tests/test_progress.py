@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from campaign.progress import Eta, PassWatch, PlainProgress, RichProgress, count_successes
@@ -61,7 +63,8 @@ def test_requests_done_from_the_success_counter() -> None:
     assert watch.level() == "c4 (2/3)"
 
 
-def test_plain_lines_off_a_terminal() -> None:
+def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="campaign.run")
     buf = io.StringIO()
     sink = PlainProgress(Console(file=buf, width=200), sim_campaign())
     sink("pair_start", pair=1, pairs=2, pair_attempt=1)
@@ -76,6 +79,9 @@ def test_plain_lines_off_a_terminal() -> None:
     assert "control: warmup-1 (4 requests)" in text
     assert "to go" in text and "about 0s to go" not in text
     assert sink.last == ""  # a warm-up's figure is never "the last measured"
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == ["pair 1 control: booting", "control: pass warmup-1 starts (4 requests)",
+                      "control: pass warmup-1 ends: ok", "control: stopped after 30s"]
 
 
 def test_live_display_ticks_between_events() -> None:
