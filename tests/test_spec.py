@@ -359,3 +359,20 @@ def test_manifest_hashes_mounted_files(tmp_path: Path) -> None:
     digest = hashlib.sha256((tmp_path / "patch.py").read_bytes()).hexdigest()
     assert bind_mount_hashes(c) == {"control": {},
                                     "depth7": {str(tmp_path / "patch.py"): digest}}
+
+
+def test_shipped_files_are_package_data(repo_root: Path) -> None:
+    """Everything `builtin:` names and `spec-ab init` writes is installed with the package
+    (pyproject package-data), and fixtures/ at the top is the same folder."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((repo_root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["campaign"]
+    pkg = repo_root / "campaign"
+    for folder in ("fixtures", "templates"):
+        for f in (pkg / folder).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                rel = f.relative_to(pkg).as_posix()
+                assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
+    assert (repo_root / "fixtures").resolve() == (pkg / "fixtures").resolve()
