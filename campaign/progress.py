@@ -264,7 +264,9 @@ class PlainProgress:
             if self.eta is not None:
                 self.eta.arm_done(d["arm"], d["wall_s"])
             log.info("%s: stopped after %s", d["arm"], human(d["wall_s"]))
-            eta = f"; {self.eta_text()}" if self.eta is not None else ""
+            eta = ""
+            if self.eta is not None and self.eta.position < len(self.eta.slots):
+                eta = f"; {self.eta_text()}"
             self.line(f"  {d['arm']}: done in {human(d['wall_s'])}{eta}")
         elif event == "pair_invalid":
             log.warning("pair %s invalid: %s", d["pair"], d["reason"])
