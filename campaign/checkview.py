@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -41,6 +42,7 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
         console.print(f"\n[bold]arm {escape(arm)}[/]" + (f" — {escape(desc)}" if desc else ""))
         for line in launch_lines(campaign, arm):
             console.print(f"  {line}", markup=False, soft_wrap=True)
+    print_differences(console, campaign)
     slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
     console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, {len(slots)} arms):")
     by_pair: dict[int, list[str]] = {}
@@ -54,10 +56,92 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
                   f"arm; {est.assumptions})", markup=True)
 
 
+_SKIP = {"readiness", "backend"}
+"""Launch fields not compared between arms (the same for every arm by construction)."""
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def _field_changes(key: str, base: Any, other: Any) -> list[str]:
+    """What `other` changes in one launch field against `base`, in words."""
+    if base == other:
+        return []
+    if isinstance(base, dict) and isinstance(other, dict):
+        out = [f"{key} +{k}={_words(other[k])}" for k in other if k not in base]
+        out += [f"{key} {k}: {_words(base[k])} → {_words(other[k])}"
+                for k in other if k in base and base[k] != other[k]]
+        out += [f"{key} -{k}" for k in base if k not in other]
+        return out
+    if isinstance(base, list) and isinstance(other, list):
+        if all(isinstance(v, str) for v in base + other):
+            if other[:len(base)] == base:
+                added = other[len(base):]
+                return ([f"{key} + {v}" for v in added] if key == "mounts"
+                        else [f"{key} + {' '.join(added)}"])
+            i = 0
+            while i < min(len(base), len(other)) and base[i] == other[i]:
+                i += 1
+            j = 0
+            while (j < min(len(base), len(other)) - i
+                   and base[len(base) - 1 - j] == other[len(other) - 1 - j]):
+                j += 1
+            ctx = f"{base[i - 1]} " if i else ""
+            was = " ".join(base[i:len(base) - j]) or "(nothing)"
+            now = " ".join(other[i:len(other) - j]) or "(nothing)"
+            return [f"{key}: {ctx}{was} → {ctx}{now}"]
+        return [f"{key}: {len(base)} → {len(other)} entries" if len(base) != len(other)
+                else f"{key}: changed"]
+    return [f"{key}: {_words(base)} → {_words(other)}"]
+
+
+def arm_differences(campaign: Campaign, arm: str) -> list[str]:
+    """Everything that differs between the control's launch and warm-up and `arm`'s:
+    env, flags, mounts, image and any other server field, then the warm-up."""
+    base = campaign.launches["control"].model_dump(mode="json")
+    mine = campaign.launches[arm].model_dump(mode="json")
+    out: list[str] = []
+    for key in dict.fromkeys([*base, *mine]):
+        if key in _SKIP:
+            continue
+        label = {"volumes": "mounts", "args": "flags", "command": "command"}.get(key, key)
+        out += _field_changes(label, base.get(key), mine.get(key))
+    wb = [w.model_dump() for w in campaign.warmups("control")]
+    wa = [w.model_dump() for w in campaign.warmups(arm)]
+    if wb != wa:
+        def show(ws: list[dict[str, Any]]) -> str:
+            return ", ".join(f"{w['requests']}×{w['output_tokens']} tok at c{w['concurrency']}"
+                             for w in ws) or "none"
+        out.append(f"warm-up: {show(wb)} → {show(wa)} (an unmeasured difference: warm both "
+                   "arms alike unless the warm-up is the change)")
+    return out
+
+
+def print_differences(console: Console, campaign: Campaign) -> None:
+    console.print("\n[bold]differences[/] (each candidate against control)")
+    for arm in campaign.candidates:
+        diffs = arm_differences(campaign, arm)
+        if not diffs:
+            console.print(f"  {arm}: none — the same launch and warm-up (an A/A campaign)",
+                          markup=False)
+            continue
+        console.print(f"  {arm}:", markup=False)
+        for d in diffs:
+            console.print(f"    {d}", markup=False, soft_wrap=True)
+
+
 def print_preflight(console: Console, facts: list[str], problems: list[str]) -> None:
+    from campaign.preflight import Caution
+
     console.print("\n[bold]preflight[/]")
     for f in facts:
-        console.print(f"  ✓ {f}", markup=False)
+        if isinstance(f, Caution):
+            console.print(f"  ! {f}", markup=False, style="yellow")
+        else:
+            console.print(f"  ✓ {f}", markup=False)
     for p in problems:
         console.print(f"  ✗ {p}", markup=False, style="red")
     if not problems:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import logging
 import os
 import signal
 import sys
@@ -30,17 +31,49 @@ from campaign.errors import (
 )
 from campaign.report.formats import FAIL_ON, FORMATS
 
+TEMPLATES: dict[str, str] = {
+    "sim": "a whole campaign on the simulated lane (runs anywhere, no GPU)",
+    "gb300": "one GB300 station, docker, a candidate patched in by bind mounts",
+    "gb10-pair": "two GB10 boxes at TP=2 over Ray (second box via ssh://)",
+    "aa": "A/A: the control against itself, to measure the lane's noise",
+}
+
 # Choices from the registries, so help, completion and validation list the same values.
 FormatChoice = enum.Enum("FormatChoice", {k: k for k in FORMATS}, type=str)  # type: ignore[misc]
 FailOnChoice = enum.Enum("FailOnChoice", {k: k for k in FAIL_ON}, type=str)  # type: ignore[misc]
+TemplateChoice = enum.Enum("TemplateChoice", {k: k for k in TEMPLATES},  # type: ignore[misc]
+                           type=str)
+
+
+def _plain_flags() -> None:
+    """On/off options show no `<bool>` type in help: `--force` is a flag, not a value."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        if self.is_flag or self.count:
+            return None
+        return shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_plain_flags()
+
+COMMAND_ORDER = ("init", "check", "plan", "run", "report", "clean")
+"""`spec-ab --help` lists the commands in workflow order (then `sim`)."""
 
 app = typer.Typer(
     name="spec-ab",
     help="Same-window A/B benchmark campaigns for speculative decoding on vLLM, judged by "
     "a rule fixed before the runs.",
+    epilog="Workflow: init → check → plan → run → report (clean after a crash). Words "
+    "(lane, cell, knee, agentfix, `all`, implied_a): docs/glossary.md. Nightly CI: "
+    "docs/nightly-ci.md.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion: choices (--template, --format, ...) complete
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 # Not a terminal (CI logs, pipes): lines are not wrapped (paths stay copyable) and tables
@@ -78,8 +111,31 @@ def _version(value: bool) -> None:
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, show_default=False,
+                                         help="Log to stderr: -v the steps of a run (boot, "
+                                         "ready, passes, stop), -vv debug.")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="Log errors only.")] = False,
 ) -> None:
     """Same-window A/B campaigns for speculative decoding on vLLM."""
+    setup_logging(verbose, quiet)
+
+
+def setup_logging(verbose: int, quiet: bool) -> None:
+    """Python logging to stderr: WARNING by default, -v INFO, -vv DEBUG, -q ERROR."""
+    level = (logging.ERROR if quiet else logging.DEBUG if verbose >= 2
+             else logging.INFO if verbose == 1 else logging.WARNING)
+    root = logging.getLogger("campaign")
+    for h in list(root.handlers):
+        if getattr(h, "_spec_ab", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._spec_ab = True  # type: ignore[attr-defined]
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s",
+                                           "%H:%M:%S"))
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False
 
 
 # ------------------------------------------------------------------------ check
@@ -125,8 +181,15 @@ def run(
                                           "and AIPerf command line; start nothing.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not run the preflight first.")] = False,
+    run_dir_file: Annotated[Path | None, typer.Option(
+        "--run-dir-file", help="Write the run directory's path to this file as soon as it "
+        "exists (for scripts and CI; also `run_dir=` in $GITHUB_OUTPUT when set).")] = None,
+    fail_on: Annotated[list[FailOnChoice] | None, typer.Option(
+        "--fail-on",
+        help="After the run, exit 4 when (repeatable): " + "; ".join(
+            f"{k}: {v}" for k, v in FAIL_ON.items()))] = None,
 ) -> None:
-    """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs), 3 infrastructure, 130 Ctrl-C."""
+    """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
     from campaign import checkview, runner
     from campaign.progress import make_progress
     from campaign.spec import load_campaign
@@ -137,6 +200,8 @@ def run(
                          hint="spec-ab run examples/sim-pair.yaml")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
+    if run_dir_file is not None:
+        _check_output(run_dir_file, "--run-dir-file")
     rt = runner.Runtime()
     store: RunStore | None = None
     if resume is not None:
@@ -154,7 +219,8 @@ def run(
 
     def on_start(run: RunStore) -> None:
         out.print(f"run directory: {run.run_dir}")
-        rt.progress = make_progress(out)
+        _announce_run_dir(run.run_dir, run_dir_file)
+        rt.progress = make_progress(out, campaign, run.run_dir)
         previous.update(_install_signal_handlers(rt.cancel))
 
     try:
@@ -167,11 +233,28 @@ def run(
         if close:
             close()
         _restore_signal_handlers(previous)
-    _print_summary(result.run_dir)
+    code = _print_summary(result.run_dir, [c.value for c in fail_on or []])
     if not result.complete:
         bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
         err.print(f"[yellow]campaign incomplete[/] — {escape(bad)}")
-        raise typer.Exit(EXIT_INCOMPLETE)
+        code = EXIT_INCOMPLETE
+    out.print(f"run_dir={result.run_dir}", markup=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:
+    """The run directory, machine-readably, the moment it exists (a crash later still
+    leaves the right path for the upload and the report)."""
+    if run_dir_file is not None:
+        _write(run_dir_file, f"{run_dir}\n", "--run-dir-file")
+    gh = os.environ.get("GITHUB_OUTPUT")
+    if gh:
+        try:
+            with open(gh, "a", encoding="utf-8") as f:
+                f.write(f"run_dir={run_dir}\n")
+        except OSError as exc:
+            err.print(f"note: cannot append to $GITHUB_OUTPUT ({exc.strerror or exc})")
 
 
 def _install_signal_handlers(cancel: Any) -> dict[int, Any]:
@@ -195,16 +278,21 @@ def _restore_signal_handlers(previous: dict[int, Any]) -> None:
         signal.signal(sig, h)
 
 
-def _print_summary(run_dir: Path) -> None:
+def _print_summary(run_dir: Path, fail_on: list[str]) -> int:
+    """The verdict lines; the exit code of `--fail-on` (0 when nothing is asked)."""
     from campaign import report as report_mod
 
+    code = 0
     try:
         rep = report_mod.build_report([run_dir])
         for line in report_mod.summary_lines(rep):
             out.print(line, markup=False)
+        code = report_mod.exit_code_for(rep, fail_on) if fail_on else 0
     except CampaignError as exc:
         err.print(f"[yellow]no verdict yet:[/] {escape(str(exc))}")
+        code = EXIT_INCOMPLETE if fail_on else 0
     out.print(f"\nresults: {run_dir}\nreport:  spec-ab report {run_dir}")
+    return code
 
 
 # ------------------------------------------------------------------------ report
@@ -316,29 +404,53 @@ def _write(path: Path, text: str, flag: str) -> None:
 # ------------------------------------------------------------------------ init
 
 
-TEMPLATES = ("sim", "gb300", "gb10-pair", "aa")
-
-
 @app.command()
 @guarded
 def init(
-    template: Annotated[str, typer.Option(help="sim | gb300 | gb10-pair | aa")] = "sim",
+    template: Annotated[TemplateChoice, typer.Option(
+        help="; ".join(f"{k}: {v}" for k, v in TEMPLATES.items()))] = TemplateChoice("sim"),
     output: Annotated[Path, typer.Option("--output", "-o", help="File to write.")] = Path(
         "campaign.yaml"),
-    force: Annotated[bool, typer.Option(help="Overwrite an existing file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write a commented campaign file to start from."""
+    """Write a commented campaign file to start from (and the files it names, e.g. the gb300 candidate's patches, beside it)."""
     from importlib import resources
 
-    if template not in TEMPLATES:
-        raise UsageError(f"--template {template}: choose one of {', '.join(TEMPLATES)}")
+    name = template.value
     _check_output(output, "--output")
     if output.exists() and not force:
         raise UsageError(f"{output} exists", hint="pass --force to overwrite, or -o NEWFILE")
-    text = resources.files("campaign").joinpath(f"templates/{template}.yaml").read_text()
+    root = resources.files("campaign").joinpath("templates")
+    text = root.joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    companions = _template_files(root.joinpath("files", name))
+    for rel, data in companions:
+        target = output.parent / rel
+        if target.exists() and not force and not (target.is_file()
+                                                  and target.read_bytes() == data):
+            raise UsageError(f"{target} exists (the {name} template writes it)",
+                             hint="pass --force to overwrite, or -o into another folder")
     _write(output, text, "--output")
-    out.print(f"wrote {output} (template {template}); next: spec-ab check {output}",
+    for rel, data in companions:
+        target = output.parent / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    also = f" and {', '.join(str(output.parent / r) for r, _ in companions)}" if companions else ""
+    out.print(f"wrote {output}{also} (template {name}); next: spec-ab check {output}",
               markup=False)
+
+
+def _template_files(folder: Any, prefix: str = "") -> list[tuple[str, bytes]]:
+    """(relative path, content) of the files shipped beside a template."""
+    if not folder.is_dir():
+        return []
+    found: list[tuple[str, bytes]] = []
+    for item in sorted(folder.iterdir(), key=lambda i: i.name):
+        rel = f"{prefix}{item.name}"
+        if item.is_dir():
+            found += _template_files(item, rel + "/")
+        elif not item.name.endswith(".pyc"):
+            found.append((rel, item.read_bytes()))
+    return found
 
 
 # ------------------------------------------------------------------------ plan
@@ -450,6 +562,17 @@ def _mount_sim() -> None:
 
 
 _mount_sim()
+
+
+def _workflow_order() -> None:
+    rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+    def key(c: Any) -> int:
+        return rank.get(str(c.name or getattr(c.callback, "__name__", "")), len(rank))
+
+    app.registered_commands.sort(key=key)
+
+
+_workflow_order()
 
 
 def main() -> None:

@@ -23,6 +23,13 @@ from campaign.spec import (
     format_yaml_path,
 )
 
+
+class Caution(str):
+    """A preflight fact that is a warning: shown with `!`, not `✓`; not a problem."""
+
+    __slots__ = ()
+
+
 GPU_BUSY_MEMORY_MIB = 2048
 GPU_BUSY_UTIL_PCT = 10
 
@@ -125,6 +132,8 @@ def _docker(campaign: Campaign) -> list[str]:
         return [f"the docker backend cannot be loaded ({exc}): pip install 'docker>=7'"]
     problems: list[str] = []
     for launch in launches:  # bind-mount sources: checked with the other files (`_files`)
+        # an unreachable ssh:// engine is one line with ssh's own reason (the docker
+        # backend keeps ssh's stderr off the terminal): said once, however many arms
         for p in docker_preflight(launch):
             if p not in problems:
                 problems.append(p)
@@ -173,10 +182,16 @@ def preflight(campaign: Campaign, *,
     problems += _ports(campaign, in_use)
     problems += _docker(campaign)
     problems += _gpus(campaign)
+    wants_gpu = any(isinstance(lc, DockerLaunch) and lc.gpus
+                    for lc in campaign.launches.values())
     if shutil.which("nvidia-smi"):
         facts.append("nvidia-smi found: GPUs checked idle")
+    elif wants_gpu:
+        facts.append(Caution("no nvidia-smi on this machine: GPU idleness NOT checked, yet "
+                             "the campaign asks for GPUs (gpus: ...) — a busy GPU ruins an "
+                             "A/B; install the NVIDIA driver tools or check by hand"))
     else:
-        facts.append("no nvidia-smi on this machine: GPU idleness not checked")
+        facts.append("no GPUs asked for: GPU idleness not checked")
     backends = sorted({lc.backend for lc in campaign.launches.values()})
     facts.append(f"backend: {', '.join(backends)}")
     if any(isinstance(lc, ExternalLaunch) for lc in campaign.launches.values()):

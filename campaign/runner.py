@@ -424,6 +424,11 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
         mdir = arm_dir / "metrics"
         rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=name)
         before = _scrape(client, server.base_url, mdir / f"{name}-before.prom")
+        per_level = ap.plan.requests_per_level
+        rt.progress("pass_start", pair=slot.pair, arm=slot.arm, name=name,
+                    measured=ap.measured, base_url=server.base_url,
+                    levels=list(ap.level_labels),
+                    requests=per_level * len(ap.plan.concurrency) if per_level else None)
         outcome = rt.run_pass(ap.plan, pass_dir, cancel=rt.cancel)
         aiperf_s += outcome.wall_s
         if outcome.interrupted or rt.cancel.is_set():

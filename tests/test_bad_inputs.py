@@ -254,7 +254,7 @@ CLI_CASES: list[Case] = [
          ("/missing/dir", "does not exist"), subprocess=True),
     Case("init-output-is-a-folder", lambda t: ["init", "-o", str(t)], 2, ("is a folder",)),
     Case("init-unknown-template", lambda t: ["init", "--template", "x", "-o", str(t / "c.yaml")],
-         2, ("choose one of",)),
+         2, ("sim", "gb300", "gb10-pair", "aa")),
     Case("sim-port-out-of-range", lambda t: ["sim", "serve", "--port", "70000"], 2,
          ("--port",), subprocess=True),
     Case("run-out-is-a-file", lambda t: ["run", str(write(t, BASE)), "--out",

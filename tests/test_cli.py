@@ -3,7 +3,6 @@ generated reference."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -70,22 +69,72 @@ def test_dry_run_prints_launches_and_aiperf_lines(repo_root: Path) -> None:
     assert "dry run: nothing was started" in out
 
 
-def test_init_templates_validate(tmp_path: Path, repo_root: Path) -> None:
-    for template in ("sim", "gb300", "gb10-pair", "aa"):
-        target = tmp_path / f"{template}.yaml"
-        code, out = invoke("init", "--template", template, "-o", str(target))
-        assert code == 0, out
-        # templates name paths relative to the repo root: validate them from there
-        copy = repo_root / f".tmp-init-{template}.yaml"
-        shutil.copy(target, copy)
-        try:
-            assert load_campaign(copy).candidates
-        finally:
-            copy.unlink()
+# Preflight problems a GPU template may have on a machine that is not its lane: the
+# lane's own files (absolute paths under /srv), images, docker engines and GPUs.
+LANE_ONLY = ("/srv/", "image ", "cannot reach docker", "docker: cannot reach",
+             "NVIDIA runtime", "nvidia-smi")
+
+
+@pytest.mark.parametrize("template", ["sim", "gb300", "gb10-pair", "aa"])
+def test_init_template_checks_clean_in_an_empty_folder(tmp_path: Path, template: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written into an empty folder (not the repository), every template is valid as it
+    stands; the preflight finds only what belongs to the lane (GPU templates)."""
+    from campaign.preflight import preflight
+
+    monkeypatch.chdir(tmp_path)
+    code, out = invoke("init", "--template", template, "-o", "campaign.yaml")
+    assert code == 0, out
+    code, out = invoke("check", "campaign.yaml", "--no-preflight")
+    assert code == 0, out
+    assert "differences (each candidate against control)" in out
+    campaign = load_campaign(tmp_path / "campaign.yaml")
+    _, problems = preflight(campaign, in_use=lambda host, port: False)
+    problems = [p for p in problems if "AIPerf" not in p]
+    if template in ("sim", "aa"):
+        assert problems == []
+    else:
+        assert all(any(k in p for k in LANE_ONLY) for p in problems), problems
+
+
+def test_init_refuses_to_overwrite(tmp_path: Path) -> None:
+    code, out = invoke("init", "--template", "sim", "-o", str(tmp_path / "sim.yaml"))
+    assert code == 0, out
     code, out = invoke("init", "--template", "sim", "-o", str(tmp_path / "sim.yaml"))
     assert code == 2 and "exists" in out
     code, out = invoke("init", "--template", "nope", "-o", str(tmp_path / "n.yaml"))
-    assert code == 2
+    assert code == 2 and "gb300" in out  # the choices are listed
+    code, out = invoke("init", "--template", "gb300", "-o", str(tmp_path / "g.yaml"))
+    assert code == 0 and (tmp_path / "patches" / "onlinevc" / "verify_controller.py").is_file()
+    code, out = invoke("init", "--template", "gb300", "-o", str(tmp_path / "g2.yaml"))
+    assert code == 0, out  # the same companions already there: fine
+    patch = tmp_path / "patches" / "onlinevc" / "verify_controller.py"
+    patch.write_text("# my own patch\n")
+    code, out = invoke("init", "--template", "gb300", "-o", str(tmp_path / "g3.yaml"))
+    assert code == 2 and "verify_controller.py exists" in out  # your patch is not clobbered
+    assert patch.read_text() == "# my own patch\n"
+    code, out = invoke("init", "--template", "gb300", "-o", str(tmp_path / "g3.yaml"), "--force")
+    assert code == 0, out and patch.read_text() != "# my own patch\n"
+
+
+def test_gb300_arms_warm_up_alike_and_check_shows_the_differences(tmp_path: Path) -> None:
+    target = tmp_path / "g.yaml"
+    invoke("init", "--template", "gb300", "-o", str(target))
+    code, out = invoke("check", str(target), "--no-preflight")
+    assert code == 0, out
+    diff = out[out.index("differences"):out.index("schedule")]
+    assert "env +VLLM_DSPARK_ONLINE_VC=1" in diff
+    assert diff.count("mounts + patches/onlinevc/") == 2
+    assert "warm-up" not in diff
+    # a warm-up of its own on the candidate is shown, not silent
+    text = target.read_text().replace(
+        "      VLLM_DSPARK_ONLINE_VC: \"1\"\n",
+        "      VLLM_DSPARK_ONLINE_VC: \"1\"\n    warmup:\n"
+        "      - {concurrency: 4, requests: 32, input_tokens: 1024, output_tokens: 256}\n")
+    target.write_text(text)
+    code, out = invoke("check", str(target), "--no-preflight")
+    assert code == 0, out
+    assert "warm-up: 16×128 tok at c4 → 32×256 tok at c4" in out
 
 
 def test_run_without_file_is_usage_error() -> None:
@@ -113,3 +162,67 @@ def test_clean_prints_the_pid_of_a_process_leftover(monkeypatch: pytest.MonkeyPa
     code, out = invoke("clean", "--dry-run")
     assert code == 0, out
     assert "would remove process VLLM::EngineCore [pid 4242] of run r1" in out
+
+
+def test_help_in_workflow_order_with_plain_flags_and_the_glossary() -> None:
+    code, out = invoke("--help")
+    assert code == 0
+    order = [out.index(f"│ {c} ") for c in ("init", "check", "plan", "run", "report", "clean",
+                                               "sim")]
+    assert order == sorted(order)
+    assert "docs/glossary.md" in out
+    for cmd in ("init", "check", "run", "clean", "report"):
+        code, out = invoke(cmd, "--help")
+        assert "<bool>" not in out, cmd
+    code, out = invoke("init", "--help")
+    assert "<sim|gb300|gb10-pair|aa>" in out
+    code, out = invoke("run", "--help")
+    assert "--run-dir-file" in out and "unstable" in out
+
+
+def test_glossary_names_every_word(repo_root: Path) -> None:
+    text = (repo_root / "docs" / "glossary.md").read_text()
+    for word in ("lane", "cell", "knee", "agentfix", "`all`", "implied_a"):
+        assert f"**{word}**" in text, word
+
+
+def test_verbose_and_quiet_set_the_log_level() -> None:
+    import logging
+
+    from campaign.cli import setup_logging
+
+    log = logging.getLogger("campaign")
+    for args, level in (((0, False), logging.WARNING), ((1, False), logging.INFO),
+                        ((2, False), logging.DEBUG), ((0, True), logging.ERROR)):
+        setup_logging(*args)
+        assert log.level == level
+    assert len([h for h in log.handlers if getattr(h, "_spec_ab", False)]) == 1
+    setup_logging(0, False)
+
+
+def test_no_nvidia_smi_is_a_warning_when_gpus_are_asked(repo_root: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import campaign.preflight as pf
+
+    monkeypatch.setattr(pf.shutil, "which",
+                        lambda name, path=None: None if name == "nvidia-smi" else "/bin/" + name)
+    monkeypatch.setattr(pf, "_docker", lambda c: [])
+    facts, _ = pf.preflight(load_campaign(repo_root / "examples" / "gb300-dspark-onlinevc.yaml"),
+                            in_use=lambda h, p: False)
+    (gpu,) = [f for f in facts if "nvidia-smi" in f]
+    assert isinstance(gpu, pf.Caution) and "NOT checked" in gpu
+    facts, _ = pf.preflight(load_campaign(repo_root / "examples" / "sim-pair.yaml"),
+                            in_use=lambda h, p: False)
+    assert not any(isinstance(f, pf.Caution) for f in facts)
+
+
+@pytest.mark.parametrize("words, expected", [
+    ("spec-ab init --template ", ["sim", "gb300", "gb10-pair", "aa"]),
+    ("spec-ab report x --format ", ["table", "markdown", "json", "html"]),
+    ("spec-ab run x --fail-on ", ["loss", "keep-default", "incomplete", "unstable"]),
+])
+def test_choices_complete(words: str, expected: list[str]) -> None:
+    result = runner.invoke(app, [], prog_name="spec-ab", env={
+        "_SPEC_AB_COMPLETE": "complete_bash", "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()))})
+    assert result.output.split() == expected

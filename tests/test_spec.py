@@ -162,6 +162,13 @@ CASES: list[tuple[str, str, list[str]]] = [
      ["workloads.agentfix.fixtures.shell", "nope.jsonl does not exist", "(line 32)"]),
     ("tokenizer-missing", sub("tokenizer: tok", "tokenizer: tokz"),
      ["workloads.tokenizer", "does not exist", "(line 26)"]),
+    ("builtin-unknown", sub("shell: shell.jsonl", "shell: builtin:agentfix/shel"),
+     ["workloads.agentfix.fixtures.shell", "builtin:agentfix/shel is not shipped",
+      "builtin:agentfix/shell", "(line 32)"]),
+    ("port-mismatch", sub('--port, "18999"]', '--port, "18998"]'),
+     ["server.command[4]", "--port 18998 in the command", "port 18999", "(line 15)"]),
+    ("port-mismatch-arm", sub("port: 18999", "port: 18999\n  args: [--port=18997]"),
+     ["server.args[0]", "--port 18997"]),
     ("yaml-syntax", sub("lane: sim", "lane: [sim"), ["YAML", "line"]),
     ("duplicate-key", sub("lane: sim", "lane: sim\nlane: sim2"), ["YAML", "duplicate", "line"]),
     ("top-level-list", "- a\n- b\n", ["top level must be a mapping"]),
@@ -229,13 +236,36 @@ def test_examples_validate(repo_root: Path) -> None:
 
 
 def test_templates_match_examples(repo_root: Path) -> None:
-    """`spec-ab init` templates are the examples with paths relative to the repo root."""
+    """`spec-ab init` templates are the examples: shipped files are named `builtin:`, and
+    the gb300 patches are written beside the template as they sit beside the example."""
     pairs = {"sim": "sim-pair", "gb300": "gb300-dspark-onlinevc", "gb10-pair": "gb10-pair-depth"}
     for template, example in pairs.items():
         t = (repo_root / "campaign" / "templates" / f"{template}.yaml").read_text()
         e = (repo_root / "examples" / f"{example}.yaml").read_text()
-        assert t == e.replace("../fixtures/", "fixtures/").replace(
-            "patches/", "examples/patches/"), template
+        assert t == e, template
+    shipped = repo_root / "campaign" / "templates" / "files" / "gb300" / "patches"
+    for f in (repo_root / "examples" / "patches").rglob("*.py"):
+        assert (shipped / f.relative_to(repo_root / "examples" / "patches")).read_bytes() == \
+            f.read_bytes()
+
+
+def test_builtin_paths_resolve_to_shipped_files(tmp_path: Path) -> None:
+    from campaign.spec.builtin import BUILTIN_DIR, builtin_names, builtin_path
+
+    assert builtin_path("fixtures/x") is None
+    assert builtin_path("builtin:tokenizer") == BUILTIN_DIR / "tokenizer"
+    assert builtin_path("builtin:agentfix/prose") == BUILTIN_DIR / "agentfix" / "prose.jsonl"
+    assert builtin_path("builtin:agentfix/prose.jsonl") == builtin_path("builtin:agentfix/prose")
+    assert not builtin_path("builtin:../../etc/passwd").exists()  # type: ignore[union-attr]
+    assert "builtin:agentfix/tool_json" in builtin_names()
+    path = write(tmp_path, sub("tokenizer: tok", "tokenizer: builtin:tokenizer").replace(
+        "shell: shell.jsonl", "shell: builtin:agentfix/shell"))
+    c = load_campaign(path)
+    assert c.resolve(c.workloads.tokenizer) == BUILTIN_DIR / "tokenizer"
+    assert c.workloads.agentfix is not None
+    assert c.resolve(c.workloads.agentfix.fixtures["shell"]).is_file()
+    assert missing_files(c) == []
+
 
 
 # --------------------------------------------------------------------------- local files
@@ -329,3 +359,20 @@ def test_manifest_hashes_mounted_files(tmp_path: Path) -> None:
     digest = hashlib.sha256((tmp_path / "patch.py").read_bytes()).hexdigest()
     assert bind_mount_hashes(c) == {"control": {},
                                     "depth7": {str(tmp_path / "patch.py"): digest}}
+
+
+def test_shipped_files_are_package_data(repo_root: Path) -> None:
+    """Everything `builtin:` names and `spec-ab init` writes is installed with the package
+    (pyproject package-data), and fixtures/ at the top is the same folder."""
+    import fnmatch
+    import tomllib
+
+    globs = tomllib.loads((repo_root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["campaign"]
+    pkg = repo_root / "campaign"
+    for folder in ("fixtures", "templates"):
+        for f in (pkg / folder).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                rel = f.relative_to(pkg).as_posix()
+                assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
+    assert (repo_root / "fixtures").resolve() == (pkg / "fixtures").resolve()

@@ -324,7 +324,8 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
 
     - `loss`: a decision cell of a candidate is labelled `loss`;
     - `keep-default`: the decision is keep-default;
-    - `incomplete`: pairs are missing or left out, or the run did not finish.
+    - `incomplete`: pairs are missing or left out, or the run did not finish;
+    - `unstable`: a decision cell is flagged `window-drift` or `high-variance`.
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
@@ -332,5 +333,7 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
         "loss": any(c.verdict == "loss" for c in run.decision_cells()),
         "keep-default": run.decision == "keep-default",
         "incomplete": run.incomplete,
+        "unstable": any({"window-drift", "high-variance"} & set(c.flags)
+                        for c in run.decision_cells()),
     }
     return EXIT_INCOMPLETE if any(hits[c] for c in fail_on) else EXIT_OK

@@ -31,7 +31,7 @@ from campaign.sim.costmodel import CostParams
 
 ENV_PREFIX = "SPECAB_SIM_"
 OVERRIDES_PATH = Path(__file__).resolve().parent / "overrides.yaml"
-DEFAULT_TOKENIZER = Path(__file__).resolve().parent.parent.parent / "fixtures" / "tokenizer"
+DEFAULT_TOKENIZER = Path(__file__).resolve().parent.parent / "fixtures" / "tokenizer"
 
 
 class ConfigError(ValueError):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from campaign.spec.builtin import BUILTIN_PREFIX, builtin_names
 from campaign.spec.launch import DockerLaunch, LaunchModel, ProcessLaunch, parse_volume
 from campaign.spec.models import Campaign
 
@@ -123,6 +124,9 @@ def _is(path: Path, must_be: MustBe) -> bool:
 def problem(f: LocalFile) -> str | None:
     """What is wrong with one local path (naming it as written), or None."""
     if not _is(f.resolved, f.must_be):
+        if f.declared.startswith(BUILTIN_PREFIX):
+            return (f"{_WHAT[f.kind]} {f.declared} is not shipped with spec-ab "
+                    f"(shipped: {', '.join(builtin_names())})")
         return f"{_WHAT[f.kind]} {f.declared} does not exist"
     if f.kind == "tokenizer" and not (f.resolved / "tokenizer.json").exists() and not (
         f.resolved / "tokenizer_config.json"

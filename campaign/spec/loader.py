@@ -480,6 +480,7 @@ def _semantic_problems(
         add(path, msg)  # absolute paths belong to the machine: the preflight checks them
     if check_files:
         _file_content_problems(campaign, launches, add)
+    _port_problems(campaign, launches, add)
 
     wl = campaign.workloads
     for i, cell in enumerate(campaign.preregistration.decision_cells):
@@ -507,6 +508,44 @@ def _semantic_problems(
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
     return problems
+
+
+def _port_in_argv(argv: list[str]) -> tuple[int, str] | None:
+    """(index of the value, value) of the last `--port N` / `--port=N` in an argv."""
+    found = None
+    for i, a in enumerate(argv):
+        if a == "--port" and i + 1 < len(argv):
+            found = (i + 1, argv[i + 1])
+        elif a.startswith("--port="):
+            found = (i, a.split("=", 1)[1])
+    return found
+
+
+def _port_problems(campaign: Campaign, launches: dict[str, LaunchModel],
+                   add: Callable[[tuple[str | int, ...], str], None]) -> None:
+    """A `--port N` in the server command must be `server.port`, where the runner waits
+    (a process server, or a container on the host network)."""
+    server = campaign.server
+    seen: set[tuple[str | int, ...]] = set()
+    for arm, launch in launches.items():
+        if isinstance(launch, ExternalLaunch):
+            continue
+        if isinstance(launch, DockerLaunch) and launch.network != "host":
+            continue  # published ports map it; the container's own port may differ
+        for key in ("command", "args"):
+            values: list[str] = getattr(launch, key)
+            hit = _port_in_argv(values)
+            if hit is None:
+                continue
+            i, value = hit
+            n_base = len(getattr(server, key, None) or [])
+            path: tuple[str | int, ...] = (("server", key, i) if i < n_base
+                                           else ("arms", arm, key, i - n_base))
+            if path in seen or value == str(launch.port):
+                continue
+            seen.add(path)
+            add(path, f"--port {value} in the command, but the runner waits on port "
+                      f"{launch.port} (server.port): make them the same")
 
 
 def band_over_margin(band: float, margin: float) -> str:

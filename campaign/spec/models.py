@@ -21,6 +21,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from campaign import catalog
 from campaign.spec.base import CONTROL, NAME_RE, Model, check_regex
+from campaign.spec.builtin import builtin_path
 from campaign.spec.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
@@ -395,7 +396,11 @@ class Campaign(Model):
         return out
 
     def resolve(self, path: Path | str) -> Path:
-        """A path from the file, relative to the campaign file's folder."""
+        """A path from the file: `builtin:NAME` is a file shipped with spec-ab (see
+        `builtin.builtin_path`), anything else is relative to the campaign file's folder."""
+        shipped = builtin_path(path)
+        if shipped is not None:
+            return shipped
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
