@@ -226,3 +226,22 @@ def test_choices_complete(words: str, expected: list[str]) -> None:
         "_SPEC_AB_COMPLETE": "complete_bash", "COMP_WORDS": words,
         "COMP_CWORD": str(len(words.split()))})
     assert result.output.split() == expected
+
+
+def test_readme_and_docs_links_resolve(repo_root: Path) -> None:
+    """Every relative link of the README and of docs/*.md names a file of the repository."""
+    import re
+
+    pages = [repo_root / "README.md", *sorted((repo_root / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target:
+                continue
+            if not (page.parent / target).exists():
+                broken.append(f"{page.relative_to(repo_root)} → {target}")
+    assert not broken, broken
+
+
+def test_readme_fits_a_ten_minute_read(repo_root: Path) -> None:
+    assert (repo_root / "README.md").stat().st_size <= 25 * 1024
