@@ -76,3 +76,12 @@ def test_no_module_is_over_600_lines() -> None:
     long = {str(p.relative_to(PKG.parent)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_the_architecture_page_names_every_module() -> None:
+    doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = [p.name for p in PKG.glob("*.py")
+               if p.stem not in ("__init__", "__main__") and f"`{p.name}`" not in doc]
+    missing += [f"{p.name}/" for p in PKG.iterdir()
+                if p.is_dir() and (p / "__init__.py").exists() and f"`{p.name}/`" not in doc]
+    assert not missing, f"docs/architecture.md does not name: {missing}"
