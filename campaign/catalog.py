@@ -36,6 +36,9 @@ _METRICS = [
     Metric("request_latency_p99", "ms", "lower", "aiperf",
            "end-to-end request latency, 99th percentile"),
     Metric("error_rate", "fraction", "lower", "pass", "failed requests ÷ all requests"),
+    Metric("osl_mismatch_share", "fraction", "lower", "pass",
+           "requests whose output length AIPerf counts differently from the one asked ÷ "
+           "completed requests (AIPerf re-tokenizes; the server's count is generation_tokens)"),
     Metric("requests_completed", "count", "higher", "pass", "requests that completed"),
     Metric("output_tokens", "count", "higher", "pass", "output tokens generated in the pass"),
     Metric("acceptance_rate", "fraction", "higher", "spec_decode",

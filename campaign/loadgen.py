@@ -297,6 +297,10 @@ def parse_export(path: Path) -> LevelResult:
     metrics["error_rate"] = errored / total if total else 0.0
     metrics["requests_completed"] = float(completed)
     mismatch = _stat(data, "osl_mismatch_count", "avg")
+    if mismatch is not None and completed:
+        # AIPerf re-tokenizes the output: a share of requests whose length differs from
+        # what was asked means its token counts (and throughput) are not the server's
+        metrics["osl_mismatch_share"] = float(mismatch) / completed
     errors = []
     for item in data.get("error_summary") or []:
         if isinstance(item, Mapping):
@@ -343,6 +347,7 @@ def level_problems(
     max_error_rate: float,
     min_completed_requests: int,
     max_osl_mismatch: int | None = None,
+    max_osl_mismatch_share: float | None = None,
 ) -> list[str]:
     """Why this level's numbers cannot be used; [] means valid.
 
@@ -372,6 +377,13 @@ def level_problems(
         reasons.append(
             f"{level.osl_mismatch} requests with another output length than asked "
             "(server ignores ignore_eos/min_tokens, or another tokenizer)")
+    share = level.metrics.get("osl_mismatch_share")
+    if max_osl_mismatch_share is not None and share is not None \
+            and share > max_osl_mismatch_share + 1e-12:
+        reasons.append(
+            f"{share:.0%} of requests with another output length than asked > "
+            f"{max_osl_mismatch_share:.0%} pre-registered (AIPerf's re-tokenized count differs "
+            "from the server's: its throughput would be off)")
     return reasons
 
 

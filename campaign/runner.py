@@ -457,7 +457,8 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             lv.concurrency: loadgen.level_problems(
                 lv, outcome,
                 max_error_rate=gates.max_error_rate if ap.measured else 1.0,
-                min_completed_requests=gates.min_completed_requests if ap.measured else 1)
+                min_completed_requests=gates.min_completed_requests if ap.measured else 1,
+                max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
             for lv in outcome.levels
         }
         labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))

@@ -326,3 +326,21 @@ def test_clean_finds_processes_whose_environment_reads_empty(tmp_path: Path) -> 
         except ProcessLookupError:
             pass
         leader.wait(timeout=10)
+
+
+def test_the_manifest_identifies_a_local_model_folder(tmp_path: Path) -> None:
+    from campaign.servers.process import model_folder_facts
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 128}')
+    (model / "model.safetensors.index.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"\0" * 1000)
+    argv = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "tiny"]
+    facts = model_folder_facts(argv, tmp_path)
+    assert facts is not None and facts["path"] == str(model)
+    assert set(facts["sha256"]) == {"config.json", "model.safetensors.index.json"}
+    assert facts["weights_bytes"] == {"model.safetensors": 1000}
+    (model / "config.json").write_text('{"hidden_size": 256}')
+    assert model_folder_facts(argv, tmp_path)["sha256"] != facts["sha256"]  # type: ignore[index]
+    assert model_folder_facts(["serve", "--model", "hub/name"], tmp_path) is None

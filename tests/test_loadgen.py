@@ -152,7 +152,7 @@ def test_parse_sweep_complete() -> None:
     expected = {"output_token_throughput", "output_token_throughput_per_user",
                 "request_throughput", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99",
                 "request_latency_p50", "request_latency_p99", "error_rate",
-                "requests_completed", "output_tokens"}
+                "requests_completed", "output_tokens", "osl_mismatch_share"}
     for level in levels:
         assert set(level.metrics) == expected
         assert all(catalog.is_known(name) for name in level.metrics)
@@ -622,3 +622,29 @@ def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
     assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
                                   min_completed_requests=8) == []
     assert level.metrics["output_tokens"] == 8 * 16
+
+
+def test_output_length_mismatch_is_measured_and_can_be_gated() -> None:
+    # a real vLLM generated 1,024 tokens and AIPerf re-tokenized them as 1,102: 6 of 16
+    # requests "mismatched", inflating AIPerf's throughput in both arms; the share is a row
+    # of every pass, and a pre-registered gate can refuse it
+    [level] = loadgen.parse_exports(DATA / "errors")
+    level = replace(level, osl_mismatch=6, requests_completed=16,
+                    metrics={**level.metrics, "osl_mismatch_share": 6 / 16, "error_rate": 0.0})
+    out = outcome_for([level])
+    assert loadgen.level_problems(level, out, max_error_rate=0.0, min_completed_requests=1) == []
+    [reason] = loadgen.level_problems(level, out, max_error_rate=0.0, min_completed_requests=1,
+                                      max_osl_mismatch_share=0.1)
+    assert "38% of requests with another output length" in reason
+
+
+def test_parsed_exports_carry_the_mismatch_share(tmp_path: Path) -> None:
+    import json
+
+    src = DATA / "sweep_complete" / "concurrency_1" / "profile_export_aiperf.json"
+    data = json.loads(src.read_text())
+    data["osl_mismatch_count"] = {"avg": 2, "unit": "requests"}
+    path = tmp_path / "profile_export_aiperf.json"
+    path.write_text(json.dumps(data))
+    level = loadgen.parse_export(path)
+    assert level.metrics["osl_mismatch_share"] == pytest.approx(2 / level.requests_completed)

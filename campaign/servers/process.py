@@ -23,7 +23,7 @@ from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
 from campaign.procgroup import stop_process
 from campaign.servers.base import ArmContext, ServerContext
 from campaign.spec import ProcessLaunch
-from campaign.textfiles import tail_lines
+from campaign.textfiles import sha256_file, tail_lines
 
 
 def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
@@ -133,7 +133,38 @@ class ProcessServer(ServerContext):
             version = server_version(self.base_url)
             if version is not None:
                 facts["server_version"] = version
+        model = model_folder_facts(self.launch.argv, self.cwd)
+        if model is not None:
+            facts["model"] = model
         return facts
+
+
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")
+"""Small files of a model folder that identify what was served (hashed whole)."""
+
+
+def model_folder_facts(argv: list[str], cwd: Path) -> dict[str, Any] | None:
+    """The model a `--model PATH` (or `vllm serve PATH`) argument names, when it is a local
+    folder: the sha256 of its config files and weights index(es), and its weight files'
+    names and sizes (hashing gigabytes of weights would cost minutes per arm)."""
+    path: str | None = None
+    for i, a in enumerate(argv):
+        if a == "--model" and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif a.startswith("--model="):
+            path = a.split("=", 1)[1]
+        elif a == "serve" and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            path = argv[i + 1]
+    if path is None:
+        return None
+    folder = (cwd / path) if not Path(path).is_absolute() else Path(path)
+    if not folder.is_dir():
+        return None
+    hashed = {f.name: sha256_file(f) for f in sorted(folder.iterdir())
+              if f.is_file() and (f.name in MODEL_FILES or f.name.endswith(".index.json"))}
+    weights = {f.name: f.stat().st_size for f in sorted(folder.iterdir())
+               if f.is_file() and f.suffix in (".safetensors", ".bin", ".pt", ".gguf")}
+    return {"path": str(folder), "sha256": hashed, "weights_bytes": weights}
 
 
 def server_version(base_url: str, *, client: httpx.Client | None = None,

@@ -95,6 +95,14 @@ class Gates(Model):
         description="Fewer measured output tokens than this in a cell flags it "
         "`small-sample` (a hint, not a number); a small-sample decision cell cannot adopt.",
     )
+    max_osl_mismatch: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Largest share of a level's requests whose output length AIPerf counts "
+        "differently from what was asked (its own re-tokenization); beyond it the pass is "
+        "invalid. Default: not gated, but measured (`osl_mismatch_share`) and shown.",
+    )
     max_window_drift: float | None = Field(
         None,
         ge=0,
