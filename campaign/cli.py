@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from campaign import __version__
+from campaign import __version__, secrets
 from campaign.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -60,7 +60,8 @@ def guarded(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CampaignError as exc:
-            text = escape(str(exc))  # `[after merging arm 'x']`, `[a-z0-9]` are text
+            # `[after merging arm 'x']`, `[a-z0-9]` are text; a secret never is
+            text = escape(secrets.scrub(str(exc)))
             err.print(f"[bold red]error:[/] {text}" if exc.exit_code != EXIT_INTERRUPTED
                       else f"[yellow]{text}[/]", markup=True, highlight=False)
             raise typer.Exit(exc.exit_code) from None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from campaign import lanelock, loadgen, manifest, metrics
+from campaign import lanelock, loadgen, manifest, metrics, secrets
 from campaign.aa import resolve_drift_band
 from campaign.errors import Interrupted, PreflightError, ResultsError, ServerError
 from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
@@ -355,7 +355,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     started_at = iso(rt.clock())
     store.journal("slot_start", slot=slot.index, pair=slot.pair, arm=slot.arm,
                   pair_attempt=pair_attempt, started_at=started_at,
-                  launch=server.describe())
+                  launch=[secrets.scrub(line) for line in server.describe()])
     rt.progress("arm_start", pair=slot.pair, arm=slot.arm, phase="boot")
     t0 = rt.monotonic()
     boot_s = 0.0
@@ -519,6 +519,6 @@ def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
         for line in f:
             for name, rx in patterns.items():
                 if rx.search(line):
-                    found[name].append(line)
+                    found[name].append(secrets.scrub(line))
     for name, lines in found.items():
         atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))

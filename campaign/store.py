@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 
-from campaign import RESULTS_SCHEMA_VERSION
+from campaign import RESULTS_SCHEMA_VERSION, secrets
 from campaign.errors import ResultsError, SpecError
 from campaign.registration import Registration
 from campaign.registration import rule_hash as rule_hash  # where report and tests get it
@@ -82,7 +82,8 @@ def iso(t: dt.datetime) -> str:
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    """JSON for a results file (secret values of the runner's environment scrubbed)."""
+    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
 
 
 @dataclass
@@ -170,7 +171,7 @@ class RunStore:
     def journal(self, event: str, **data: Any) -> dict[str, Any]:
         """Append one event (flushed and fsynced: a crash loses at most this line)."""
         record = {"t": iso(self.clock()), "event": event, **data}
-        line = json.dumps(record, default=str) + "\n"
+        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
         with open(self.journal_path, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, field_validator, model_validator
 
+from campaign import secrets
 from campaign.spec.base import NAME_RE, Model, check_regex
 
 
@@ -73,7 +74,15 @@ Env = dict[str, str]
 def _env_as_strings(cls: Any, v: Any) -> Any:
     """YAML writes `FOO: 1` and `BAR: true`; the environment only holds strings."""
     if isinstance(v, Mapping):
-        return {str(k): _scalar_str(x) for k, x in v.items()}
+        env = {str(k): _scalar_str(x) for k, x in v.items()}
+        literal = secrets.literal_secrets({k: x for k, x in env.items() if isinstance(x, str)})
+        if literal:
+            names = ", ".join(literal)
+            raise ValueError(
+                f"{names}: a secret's value does not belong in the campaign file (it is "
+                f"frozen into every results folder); reference the runner's environment "
+                f"instead: {literal[0]}: ${{{literal[0]}}}")
+        return env
     return v
 
 
