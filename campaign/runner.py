@@ -493,6 +493,20 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
     return aiperf_s, valid
 
 
+def _unhealthy(client: httpx.Client, server: Server, launch: LaunchModel,
+               name: str) -> str | None:
+    """Why the server counts as dead after a pass although its process runs: an engine
+    that died inside a live API server (vLLM's EngineDeadError) answers /health 503."""
+    path = launch.readiness.health_path
+    try:
+        r = client.get(server.base_url + path, timeout=10.0)
+    except httpx.TransportError as exc:
+        return f"server stopped answering {path} during {name} ({type(exc).__name__})"
+    if r.status_code != 200:
+        return f"server unhealthy ({path} → {r.status_code}) during {name}"
+    return None
+
+
 def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
     """Throughput per level, for the journal and the progress line."""
     return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
@@ -522,3 +536,5 @@ def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
                     found[name].append(secrets.scrub(line))
     for name, lines in found.items():
         atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))
+        else:
+            died = _unhealthy(client, server, campaign.launches[slot.arm], name)
