@@ -124,6 +124,9 @@ def run(
                                           "and AIPerf command line; start nothing.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not run the preflight first.")] = False,
+    redo_invalid: Annotated[bool, typer.Option(
+        "--redo-invalid", help="With --resume: measure the pairs left invalid again (whole, "
+        "both arms, as a new attempt in the same run directory).")] = False,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs), 3 infrastructure, 130 Ctrl-C."""
     from campaign import checkview, runner
@@ -134,6 +137,9 @@ def run(
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
+    if redo_invalid and resume is None:
+        raise UsageError("--redo-invalid goes with --resume RUN_DIR",
+                         hint="spec-ab run --resume RUN_DIR --redo-invalid")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
     rt = runner.Runtime()
@@ -154,13 +160,13 @@ def run(
     def on_start(run: RunStore) -> None:
         out.print(f"run directory: {run.run_dir}")
         rt.progress = make_progress(out)
-        previous.update(_install_signal_handlers(rt.cancel))
+        previous.update(_install_signal_handlers(rt.cancel, lambda: rt.doing))
 
     try:
         result = runner.run_campaign(
             campaign, None, out_dir, rt, resume=store, skip_preflight=skip_preflight,
             shown_as=campaign_file or resume, on_note=lambda note: err.print(f"note: {note}"),
-            on_start=on_start)
+            on_start=on_start, redo_invalid=redo_invalid)
     finally:
         close = getattr(rt.progress, "close", None)
         if close:
@@ -173,16 +179,21 @@ def run(
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
-def _install_signal_handlers(cancel: Any) -> dict[int, Any]:
-    """First Ctrl-C/SIGTERM: stop gracefully (AIPerf, server, journal). Second: at once."""
+def _install_signal_handlers(cancel: Any,
+                             doing: Callable[[], str] = lambda: "") -> dict[int, Any]:
+    """First Ctrl-C/SIGTERM: stop gracefully (AIPerf, server, journal), saying at once what
+    it waits for. Second: at once."""
     previous: dict[int, Any] = {}
 
     def handler(signum: int, frame: Any) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
         cancel.set()
-        err.print("\n[yellow]stopping: AIPerf and the server are being stopped; press Ctrl-C "
-                  "again to stop at once[/]")
+        now = doing()
+        waiting = (f"waiting for {now} to stop" if now
+                   else "waiting for AIPerf and the server to stop")
+        err.print(f"\nstopping: {waiting}; press Ctrl-C again to stop at once",
+                  style="yellow", markup=False, highlight=False)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         previous[sig] = signal.signal(sig, handler)

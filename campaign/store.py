@@ -172,10 +172,27 @@ class RunStore:
         """Append one event (flushed and fsynced: a crash loses at most this line)."""
         record = {"t": iso(self.clock()), "event": event, **data}
         line = secrets.scrub(json.dumps(record, default=str)) + "\n"
-        with open(self.journal_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        raw = line.encode("utf-8")
+        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(raw):
+                    written += os.write(fd, raw[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # A full disk: cut the half line off, so the next line (after the cause is
+                # fixed and the run resumed) does not glue onto it and damage both.
+                try:
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                if exc.filename is None:
+                    exc.filename = str(self.journal_path)
+                raise
+        finally:
+            os.close(fd)
         return record
 
     def read_journal(self) -> list[dict[str, Any]]:
