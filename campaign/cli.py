@@ -366,7 +366,7 @@ def clean(
         from campaign.spec import load_campaign
 
         hosts = cleanup.campaign_docker_hosts(load_campaign(campaign_file))
-    leftovers = cleanup.find_leftovers(docker_hosts=hosts)
+    leftovers = cleanup.find_leftovers(docker_hosts=hosts, include_tmpdirs=True)
     for note in leftovers.notes:
         err.print(f"note: {note}")
     if not leftovers:

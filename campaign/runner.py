@@ -227,12 +227,25 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
         leftovers = find(campaign)
     for note in leftovers.notes:
         on_note(note)
-    if leftovers:
-        raise PreflightError(
-            f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
-            + ", ".join(str(x) for x in leftovers[:5]),
-            hint="remove them with `spec-ab clean`",
-        )
+    found = [x for x in leftovers if x.kind != "tmpdir"]  # a folder holds nothing
+    if not found:
+        return
+    from campaign import cleanup
+
+    ports, hosts = cleanup.lane_endpoints(campaign)
+    mine = [x for x in found if x.on_lane(campaign.lane, ports, hosts)]
+    if mine:
+        what = f"hold lane '{campaign.lane}'"
+        shown = mine + [x for x in found if x not in mine]
+    else:  # still refused: GPUs are shared machine-wide, and their pids may hold them
+        what = ("are still running on this machine (not on this lane's ports or docker "
+                "hosts, but they may hold its GPUs)")
+        shown = found
+    raise PreflightError(
+        f"{len(found)} leftover(s) of earlier runs {what}: "
+        + ", ".join(str(x) for x in shown[:5]),
+        hint="remove them with `spec-ab clean`",
+    )
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
