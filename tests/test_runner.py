@@ -422,7 +422,8 @@ def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_
     notes: list[str] = []
     preflights: list[Campaign] = []
     rt = make_rt(tmp_path, listener, Script(), [])
-    with pytest.raises(PreflightError, match=r"1 leftover\(s\) of earlier runs hold lane 'fake-lane'"):
+    with pytest.raises(PreflightError,
+                       match=r"1 leftover\(s\) of earlier runs hold lane 'fake-lane'"):
         runner.run_campaign(
             campaign, None, tmp_path / "results", rt, on_note=notes.append,
             find_leftovers=lambda c: _scan([leftover], ["engine ssh://x unreachable"]),
