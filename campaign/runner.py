@@ -609,8 +609,13 @@ def _captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterat
     complete once the server, started inside the block, is stopped)."""
     try:
         yield
-    finally:
-        _write_captures(campaign, log_path, arm_dir)
+    except BaseException:
+        try:
+            _write_captures(campaign, log_path, arm_dir)
+        except OSError:
+            pass  # the block's own failure is the news (a full disk fails both)
+        raise
+    _write_captures(campaign, log_path, arm_dir)
 
 
 def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:

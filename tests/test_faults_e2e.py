@@ -1,12 +1,15 @@
 """Fault tests of `spec-ab run` for real (simulated lane, process backend, real AIPerf, the
 CLI in a subprocess): a secret in the server's environment reaches the server and nothing
-else; an engine that dies inside a live process (/health 503) is a server death."""
+else; an engine that dies inside a live process (/health 503) is a server death; a results
+disk that fills up mid-run exits 3 naming the file."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,4 +88,35 @@ def test_an_unhealthy_engine_is_a_death_and_the_pair_is_redone(tmp_path: Path,
     assert [e["pair_attempt"] for e in events if e["event"] == "pair_start"] == [1, 2]
     assert not [e for e in events if e["event"] == "pass" and ".retry" in str(e["name"])]
     assert "campaign incomplete" in proc.stderr
+    assert not procs_of(run_dir)
+
+
+@pytest.fixture()
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 260 KiB tmpfs (root only), unmounted whatever happens."""
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=260k", "tmpfs", str(where)],
+                             capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_results_disk_exits_3_naming_the_file(tmp_path: Path, small_disk: Path) -> None:
+    port = free_port()
+    path = write_campaign(tmp_path, campaign_text(port, pairs=2))
+    t0 = time.monotonic()
+    proc = run_cli("run", str(path), "--out", str(small_disk), env=lock_env(tmp_path))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert time.monotonic() - t0 < 120
+    assert "Traceback" not in proc.stderr
+    assert "No space left on device" in proc.stderr and str(small_disk) in proc.stderr
+    run_dir = run_dir_of(small_disk)
+    assert f"spec-ab run --resume {run_dir}" in proc.stderr
+    events = journal_events(run_dir)  # every line parses: none torn
+    assert events[0]["event"] == "registered"
     assert not procs_of(run_dir)
