@@ -453,3 +453,15 @@ def test_load_campaign_keeps_a_reference_in_the_frozen_copy(tmp_path: Path) -> N
     campaign = _campaign(tmp_path, text)
     assert campaign.source is not None
     assert load_campaign(campaign.source).launches["cand"].env["HF_TOKEN"] == "${HF_TOKEN}"
+
+
+def test_an_old_frozen_copy_with_a_literal_secret_still_reads_back(tmp_path: Path) -> None:
+    """Runs registered before the refusal keep their reports: only a campaign about to run
+    (check, run, resume) is refused."""
+    text = CAMPAIGN.replace('X: "1"', f'HF_TOKEN: "{SECRET}"')
+    _campaign(tmp_path, CAMPAIGN)  # the files it names
+    path = tmp_path / "old.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError):
+        load_campaign(path)
+    assert load_campaign(path, check_files=False).launches["cand"].env["HF_TOKEN"] == SECRET
