@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from campaign import secrets
 from campaign.duration import estimate
 from campaign.fmt import clock as human
 from campaign.loadgen import aiperf_command
@@ -25,7 +26,8 @@ def _ctx(campaign: Campaign, arm: str) -> ArmContext:
 
 
 def launch_lines(campaign: Campaign, arm: str) -> list[str]:
-    return make_server(campaign.launches[arm], _ctx(campaign, arm)).describe()
+    server = make_server(campaign.launches[arm], _ctx(campaign, arm))
+    return [secrets.scrub(line) for line in server.describe()]
 
 
 def print_campaign(console: Console, campaign: Campaign) -> None:

@@ -8,17 +8,26 @@ the runner's pid in their environment (`campaign.servers.process.child_env`). So
 a leftover when the runner that started it is gone: its pid no longer runs, or now belongs
 to a younger process (pids are reused, so the start time is compared). Containers started
 by a runner on another host are never judged from here: they are reported as notes, to be
-cleaned on that host.
+cleaned on that host. AIPerf's private temp folders (`<tmp>/spec-ab-aiperf-<runner pid>-*`)
+of dead runners are leftovers of `spec-ab clean` too (`include_tmpdirs`).
+
+Each leftover says whose it is (run id, lane) and which TCP ports it listens on or
+publishes: `spec-ab run` only says a leftover holds its lane when it is of that lane, or on
+the lane's ports or remote docker hosts (`Leftover.on_lane`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import psutil
 from docker.errors import DockerException, NotFound
@@ -27,17 +36,20 @@ from campaign.markers import (
     ARM_ENV,
     LABEL_ARM,
     LABEL_HOST,
+    LABEL_LANE,
     LABEL_PAIR,
     LABEL_PID,
     LABEL_PID_START,
     LABEL_RUN,
+    LANE_ENV,
     PAIR_ENV,
     RUN_ENV,
     RUNNER_PID_ENV,
+    TMPDIR_PREFIX,
 )
 from campaign.procgroup import stop_group
 from campaign.servers.docker.engine import ClientFactory, default_client
-from campaign.servers.docker.plan import docker_hosts
+from campaign.servers.docker.plan import docker_hosts, parse_port
 from campaign.spec import Campaign, DockerLaunch
 
 PID_START_SLACK_S = 1.0
@@ -48,24 +60,41 @@ PID_START_SLACK_S = 1.0
 class Leftover:
     """One container or process whose run is no longer alive."""
 
-    kind: Literal["container", "process"]
+    kind: Literal["container", "process", "tmpdir"]
     ident: str
-    """Container id, or pid."""
+    """Container id, pid, or the folder's path."""
     name: str
-    """Container name, or the process's command line."""
+    """Container name, the process's command line, or the folder's name."""
     run_id: str
     why: str
     """Why it counts as a leftover, e.g. "runner pid 4242 is not running"."""
     docker_host: str | None = None
     pair: str | None = None
     arm: str | None = None
+    lane: str | None = None
+    ports: tuple[int, ...] = ()
+    """TCP ports it listens on (process) or publishes (container)."""
 
     def describe(self) -> str:
+        if self.kind == "tmpdir":
+            return f"AIPerf temp folder {self.ident}: {self.why}"
         where = f" on {self.docker_host}" if self.docker_host else ""
         what = "container" if self.kind == "container" else "process"
         ident = self.ident[:12] if self.kind == "container" else f"pid {self.ident}"
         arm = f" (pair {self.pair}, arm {self.arm})" if self.arm else ""
-        return f"{what} {self.name} [{ident}]{where} of run {self.run_id}{arm}: {self.why}"
+        lane = f", lane {self.lane}" if self.lane else ""
+        ports = f", port {', '.join(map(str, self.ports))}" if self.ports else ""
+        return (f"{what} {self.name} [{ident}]{where} of run {self.run_id}{lane}{arm}{ports}: "
+                f"{self.why}")
+
+    def on_lane(self, lane: str, ports: set[int], hosts: set[str]) -> bool:
+        """Does it hold `lane`: of that lane, on one of its ports, or on one of its remote
+        docker hosts when its own lane is not known?"""
+        if self.kind == "tmpdir":
+            return False
+        if self.lane == lane or ports & set(self.ports):
+            return True
+        return self.lane is None and self.docker_host is not None and self.docker_host in hosts
 
     def __str__(self) -> str:
         return self.describe()
@@ -105,15 +134,39 @@ def campaign_docker_hosts(campaign: Campaign) -> list[str | None]:
     return hosts
 
 
+def lane_endpoints(campaign: Campaign) -> tuple[set[int], set[str]]:
+    """The TCP ports a campaign's servers use (their URLs' and published host ports) and
+    its remote docker hosts."""
+    ports: set[int] = set()
+    hosts: set[str] = set()
+    for launch in campaign.launches.values():
+        try:
+            port = urlsplit(launch.base_url).port
+        except ValueError:
+            port = None
+        if port:
+            ports.add(port)
+        if isinstance(launch, DockerLaunch):
+            hosts.update(h for h in docker_hosts(launch) if h is not None)
+            for text in launch.ports:
+                try:
+                    ports.add(parse_port(text, None)[1])
+                except (ValueError, IndexError):
+                    continue
+    return ports, hosts
+
+
 def find_leftovers(
     client_factory: ClientFactory = default_client,
     *,
     docker_hosts: Sequence[str | None] = (None,),
     include_processes: bool = True,
+    include_tmpdirs: bool = False,
     alive: Callable[[int, float | None], bool] = runner_alive,
     processes: Callable[[], Iterable[Any]] | None = None,
     hostname: str | None = None,
     quiet_hosts: Sequence[str | None] = (),
+    tmp_root: Path | None = None,
 ) -> Scan:
     """Containers (on each docker host) and processes of runs whose runner is gone.
 
@@ -132,7 +185,31 @@ def find_leftovers(
             del scan.notes[notes:]
     if include_processes:
         _scan_processes(processes, alive, scan)
+    if include_tmpdirs:
+        _scan_tmpdirs(tmp_root or Path(tempfile.gettempdir()), alive, scan)
     return scan
+
+
+def _scan_tmpdirs(root: Path, alive: Callable[[int, float | None], bool], scan: Scan) -> None:
+    """AIPerf's private TMPDIRs whose runner is gone (a SIGKILLed runner cannot remove
+    them): `spec-ab-aiperf-<pid>-*`, judged like processes (pid running and older)."""
+    try:
+        entries = sorted(root.glob(f"{TMPDIR_PREFIX}*"))
+    except OSError as exc:
+        scan.notes.append(f"could not look for AIPerf temp folders in {root}: {exc}")
+        return
+    for path in entries:
+        pid_text = path.name[len(TMPDIR_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or not path.is_dir() or path.is_symlink():
+            continue  # an older version's folder: its runner is not known
+        try:
+            made = path.stat().st_mtime
+        except OSError:
+            continue
+        if _runner_of(int(pid_text), made, alive):
+            continue
+        scan.append(Leftover(kind="tmpdir", ident=str(path), name=path.name, run_id="?",
+                             why=f"runner pid {pid_text} is not running"))
 
 
 def _scan_containers(
@@ -171,6 +248,7 @@ def _scan_containers(
         scan.append(Leftover(
             kind="container", ident=str(c.id), name=str(c.name), run_id=run_id, why=why,
             docker_host=host, pair=labels.get(LABEL_PAIR), arm=labels.get(LABEL_ARM),
+            lane=labels.get(LABEL_LANE), ports=_published(c),
         ))
 
 
@@ -223,9 +301,30 @@ def _scan_processes(
             scan.append(Leftover(
                 kind="process", ident=str(info["pid"]), name=cmd[:120], run_id=run_id,
                 why=why, pair=env.get(PAIR_ENV), arm=env.get(ARM_ENV),
+                lane=env.get(LANE_ENV), ports=_listening(proc),
             ))
         except (psutil.Error, KeyError):
             continue
+
+
+def _published(container: Any) -> tuple[int, ...]:
+    """Host ports a container publishes (`docker port`)."""
+    try:
+        bindings = (container.attrs.get("NetworkSettings") or {}).get("Ports") or {}
+        found = {int(b["HostPort"]) for bs in bindings.values() for b in bs or []
+                 if str(b.get("HostPort", "")).isdigit()}
+    except (AttributeError, TypeError, ValueError, KeyError):
+        return ()
+    return tuple(sorted(found))
+
+
+def _listening(proc: Any) -> tuple[int, ...]:
+    """TCP ports a process listens on (needs the rights to see its sockets)."""
+    try:
+        conns = proc.net_connections(kind="tcp")
+    except (psutil.Error, AttributeError, OSError):
+        return ()
+    return tuple(sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN}))
 
 
 def _runner_of(
@@ -262,7 +361,10 @@ def remove_leftovers(
     clients: dict[str | None, Any] = {}
     for item in leftovers:
         try:
-            if item.kind == "container":
+            if item.kind == "tmpdir":
+                shutil.rmtree(item.ident)
+                done.append(f"removed {item.describe()}")
+            elif item.kind == "container":
                 if item.docker_host not in clients:
                     clients[item.docker_host] = client_factory(item.docker_host)
                 container = clients[item.docker_host].containers.get(item.ident)

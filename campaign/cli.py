@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from campaign import __version__
+from campaign import __version__, secrets
 from campaign.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -93,7 +93,8 @@ def guarded(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CampaignError as exc:
-            text = escape(str(exc))  # `[after merging arm 'x']`, `[a-z0-9]` are text
+            # `[after merging arm 'x']`, `[a-z0-9]` are text; a secret never is
+            text = escape(secrets.scrub(str(exc)))
             err.print(f"[bold red]error:[/] {text}" if exc.exit_code != EXIT_INTERRUPTED
                       else f"[yellow]{text}[/]", markup=True, highlight=False)
             raise typer.Exit(exc.exit_code) from None
@@ -188,6 +189,9 @@ def run(
         "--fail-on",
         help="After the run, exit 4 when (repeatable): " + "; ".join(
             f"{k}: {v}" for k, v in FAIL_ON.items()))] = None,
+    redo_invalid: Annotated[bool, typer.Option(
+        "--redo-invalid", help="With --resume: measure the pairs left invalid again (whole, "
+        "both arms, as a new attempt in the same run directory).")] = False,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
     from campaign import checkview, runner
@@ -198,6 +202,9 @@ def run(
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
+    if redo_invalid and resume is None:
+        raise UsageError("--redo-invalid goes with --resume RUN_DIR",
+                         hint="spec-ab run --resume RUN_DIR --redo-invalid")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
     if run_dir_file is not None:
@@ -222,12 +229,14 @@ def run(
         _announce_run_dir(run.run_dir, run_dir_file)
         rt.progress = make_progress(out, campaign, run.run_dir)
         previous.update(_install_signal_handlers(rt.cancel))
+        rt.progress = make_progress(out)
+        previous.update(_install_signal_handlers(rt.cancel, lambda: rt.doing))
 
     try:
         result = runner.run_campaign(
             campaign, None, out_dir, rt, resume=store, skip_preflight=skip_preflight,
             shown_as=campaign_file or resume, on_note=lambda note: err.print(f"note: {note}"),
-            on_start=on_start)
+            on_start=on_start, redo_invalid=redo_invalid)
     finally:
         close = getattr(rt.progress, "close", None)
         if close:
@@ -257,16 +266,21 @@ def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:
             err.print(f"note: cannot append to $GITHUB_OUTPUT ({exc.strerror or exc})")
 
 
-def _install_signal_handlers(cancel: Any) -> dict[int, Any]:
-    """First Ctrl-C/SIGTERM: stop gracefully (AIPerf, server, journal). Second: at once."""
+def _install_signal_handlers(cancel: Any,
+                             doing: Callable[[], str] = lambda: "") -> dict[int, Any]:
+    """First Ctrl-C/SIGTERM: stop gracefully (AIPerf, server, journal), saying at once what
+    it waits for. Second: at once."""
     previous: dict[int, Any] = {}
 
     def handler(signum: int, frame: Any) -> None:
         if cancel.is_set():
             raise KeyboardInterrupt
         cancel.set()
-        err.print("\n[yellow]stopping: AIPerf and the server are being stopped; press Ctrl-C "
-                  "again to stop at once[/]")
+        now = doing()
+        waiting = (f"waiting for {now} to stop" if now
+                   else "waiting for AIPerf and the server to stop")
+        err.print(f"\nstopping: {waiting}; press Ctrl-C again to stop at once",
+                  style="yellow", markup=False, highlight=False)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         previous[sig] = signal.signal(sig, handler)
@@ -528,7 +542,7 @@ def clean(
         from campaign.spec import load_campaign
 
         hosts = cleanup.campaign_docker_hosts(load_campaign(campaign_file))
-    leftovers = cleanup.find_leftovers(docker_hosts=hosts)
+    leftovers = cleanup.find_leftovers(docker_hosts=hosts, include_tmpdirs=True)
     for note in leftovers.notes:
         err.print(f"note: {note}", markup=False)
     if not leftovers:

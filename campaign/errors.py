@@ -6,6 +6,7 @@
     ├── PreflightError    (3)     environment not ready: docker, image, port, files, GPU busy
     ├── ServerError       (3)     a server did not start, never became ready, or died booting
     ├── PassError         (3)     a load-generator pass could not run at all (AIPerf missing)
+    ├── StorageError      (3)     results cannot be written: disk full, read-only, not a folder
     ├── ResultsError      (2)     a results directory is missing, damaged or of another version
     ├── IncompleteError   (4)     the campaign finished but some pairs are invalid
     └── Interrupted       (130)   Ctrl-C / SIGTERM; everything already measured is kept
@@ -14,6 +15,9 @@ Anything else escaping the CLI is a bug: exit 1 with a traceback.
 """
 
 from __future__ import annotations
+
+import errno
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_BUG = 1
@@ -64,6 +68,32 @@ class ServerError(CampaignError):
 
 class PassError(CampaignError):
     exit_code = EXIT_INFRA
+
+
+class StorageError(CampaignError):
+    """A results file or folder cannot be written. What was measured before is in the
+    journal (each line is written whole or not at all), so `--resume` continues."""
+
+    exit_code = EXIT_INFRA
+
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                            errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EIO, errno.EFBIG,
+                            errno.EEXIST, errno.ENOENT})
+
+
+def storage_error(exc: OSError, what: str, where: Path | str | None = None, *,
+                  run_dir: Path | None = None) -> StorageError:
+    """`exc` (an OSError while writing `what` at `where`) as the user's message."""
+    place = exc.filename if exc.filename is not None else where
+    reason = exc.strerror or str(exc)
+    if run_dir is not None and (run_dir / "journal.jsonl").is_file():
+        hint = (f"everything measured so far is in {run_dir / 'journal.jsonl'}; fix the "
+                f"cause, then continue with: spec-ab run --resume {run_dir}")
+    else:
+        hint = "free space or fix the permissions (or pick another --out), then run again"
+    return StorageError(f"cannot write {what}" + (f" at {place}" if place else "")
+                        + f": {reason}", hint=hint)
 
 
 class ResultsError(CampaignError):

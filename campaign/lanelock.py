@@ -12,7 +12,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,7 +30,10 @@ def _slug(lane: str) -> str:
 
 
 @contextmanager
-def hold(lane: str, run_id: str, *, lock_dir: Path | None = None) -> Iterator[None]:
+def hold(lane: str, run_id: str, *,
+         lock_dir: Path | None = None) -> Iterator[Callable[[str], None]]:
+    """Hold the lane for the block; yields a function that renames the holder (a run
+    takes the lane before its run directory, so before it knows its id)."""
     folder = lock_dir or default_lock_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_slug(lane)}.lock"
@@ -49,9 +52,12 @@ def hold(lane: str, run_id: str, *, lock_dir: Path | None = None) -> Iterator[No
             f"lane '{lane}' is busy: {who} holds {path}",
             hint="wait for it to finish, or stop it (Ctrl-C) before starting another",
         ) from None
+    def name(holder: str) -> None:
+        info.write_text(json.dumps({"run_id": holder, "pid": os.getpid()}))
+
     try:
-        info.write_text(json.dumps({"run_id": run_id, "pid": os.getpid()}))
-        yield
+        name(run_id)
+        yield name
     finally:
         try:
             info.unlink()

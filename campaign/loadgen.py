@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from campaign.errors import PassError
+from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
 
 EXPORT_NAME = "profile_export_aiperf.json"
@@ -437,7 +438,7 @@ def run_pass(
     stderr_path = artifact_dir / STDERR_NAME
     problems: list[str] = []
     timed_out = interrupted = False
-    tmpdir = tempfile.mkdtemp(prefix="spec-ab-aiperf-")
+    tmpdir = tempfile.mkdtemp(prefix=f"{TMPDIR_PREFIX}{os.getpid()}-")
     start = clock()
     try:
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:

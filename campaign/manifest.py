@@ -1,31 +1,30 @@
 """What a run was measured with: versions, host, GPU facts, file hashes, environment.
 
 Secrets never reach the results: env values whose name contains TOKEN, KEY, SECRET or
-PASSWORD (any case) are replaced by `<redacted>`.
+PASSWORD (any case) are replaced by `<redacted>` (`campaign.secrets`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import re
 import shutil
 import socket
 import subprocess
 import sys
 from typing import Any
 
-from campaign import __version__
+from campaign import __version__, secrets
 from campaign.loadgen import aiperf_version
 from campaign.spec import Campaign, DockerLaunch, local_files
 from campaign.textfiles import sha256_file
 
-SECRET_RE = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
-REDACTED = "<redacted>"
+SECRET_RE = secrets.SECRET_RE
+REDACTED = secrets.REDACTED
 
 
 def redact(env: dict[str, str]) -> dict[str, str]:
-    return {k: (REDACTED if SECRET_RE.search(k) else v) for k, v in env.items()}
+    return secrets.redact(env)
 
 
 def gpu_facts() -> list[dict[str, str]] | None:

@@ -24,6 +24,8 @@ LABEL_PID_START = "spec-ab.pid-start"
 """The runner's start time (pids are reused)."""
 LABEL_HOST = "spec-ab.runner-host"
 """The host the runner runs on."""
+LABEL_LANE = "spec-ab.lane"
+"""The campaign's lane (a leftover of another lane does not hold this one)."""
 
 # ------------------------------------------------------------------ environment markers
 
@@ -33,6 +35,10 @@ RUNNER_PID_ENV = "SPECAB_RUNNER_PID"
 ones whose runner is gone)."""
 ARM_ENV = "SPECAB_ARM"
 PAIR_ENV = "SPECAB_PAIR"
+LANE_ENV = "SPECAB_LANE"
+TMPDIR_PREFIX = "spec-ab-aiperf-"
+"""AIPerf's private TMPDIR is `<tmp>/spec-ab-aiperf-<runner pid>-<random>`: a runner killed
+with SIGKILL cannot remove it, `spec-ab clean` does once that pid is gone."""
 
 
 def run_labels(run_id: str, pair: int | str, arm: str) -> dict[str, str]:
@@ -44,14 +50,17 @@ __all__ = [
     "ARM_ENV",
     "LABEL_ARM",
     "LABEL_HOST",
+    "LABEL_LANE",
     "LABEL_LAUNCH",
     "LABEL_PAIR",
     "LABEL_PID",
     "LABEL_PID_START",
     "LABEL_ROLE",
     "LABEL_RUN",
+    "LANE_ENV",
     "PAIR_ENV",
     "RUNNER_PID_ENV",
     "RUN_ENV",
+    "TMPDIR_PREFIX",
     "run_labels",
 ]

@@ -12,10 +12,12 @@ can fake them; `spec-ab run` passes the real ones.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,10 +28,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from campaign import lanelock, loadgen, manifest, metrics
+from campaign import lanelock, loadgen, manifest, metrics, secrets
 from campaign.aa import checked_drift_band
-from campaign.errors import Interrupted, PreflightError, ResultsError, ServerError
-from campaign.markers import LABEL_PID, RUN_ENV, RUNNER_PID_ENV, run_labels
+from campaign.errors import (
+    STORAGE_ERRNOS,
+    Interrupted,
+    PreflightError,
+    ResultsError,
+    ServerError,
+    storage_error,
+)
+from campaign.markers import LABEL_LANE, LABEL_PID, LANE_ENV, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
@@ -76,6 +85,8 @@ class Runtime:
     cancel: threading.Event = field(default_factory=threading.Event)
     progress: ProgressSink = _no_progress
     lock_dir: Path | None = None
+    doing: str = ""
+    """What the run waits for now, in words (what a Ctrl-C says it is stopping)."""
 
 
 class _PairInvalid(Exception):
@@ -86,14 +97,27 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
               rt: Runtime) -> RunStore:
     """Create the run directory, freeze and register the rule, write the manifest."""
     band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
-    store = RunStore.create(out_root, campaign.name, campaign_text, clock=rt.clock)
-    rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
-    digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
-                            drift_band=band)
-    store.write_manifest(manifest.collect(campaign))
-    store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
-                  base_dir=str(campaign.base_dir))
-    store.rebuild_passes_csv()
+    facts = manifest.collect(campaign)
+    try:
+        store = RunStore.create(out_root, campaign.name, campaign_text, clock=rt.clock)
+    except OSError as exc:
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        raise storage_error(exc, "the run directory", out_root) from exc
+    try:
+        rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
+        digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
+                                drift_band=band)
+        store.write_manifest(facts)
+        store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
+                      base_dir=str(campaign.base_dir))
+        store.rebuild_passes_csv()
+    except OSError as exc:
+        # Nothing is measured yet: a half-registered folder would only be an orphan.
+        shutil.rmtree(store.run_dir, ignore_errors=True)
+        if exc.errno not in STORAGE_ERRNOS:
+            raise
+        raise storage_error(exc, "the run directory", store.run_dir) from exc
     return store
 
 
@@ -114,6 +138,7 @@ def run_campaign(
     on_start: Callable[[RunStore], None] | None = None,
     find_leftovers: Callable[[Campaign], Scan] | None = None,
     preflight: Callable[[Campaign], tuple[list[str], list[str]]] | None = None,
+    redo_invalid: bool = False,
 ) -> RunResult:
     """Run a campaign behind every guard `spec-ab run` has, in its order:
 
@@ -122,13 +147,42 @@ def run_campaign(
     2. the preflight, unless `skip_preflight` (any problem: PreflightError, exit 3);
     3. create the run directory (freeze the rule, write the manifest) under `out_root`
        (default: the campaign's results_dir), or continue `resume` (from `reopen_run`);
-    4. `on_start(store)`, then `execute`, which takes the lane lock for the whole run.
+    4. `on_start(store)`, then `execute`.
+
+    The lane lock is taken first and held to the end, so a run refused because another
+    holds the lane leaves nothing behind. A results folder that cannot be written (disk
+    full, read-only, not a folder) raises `StorageError` (exit 3) naming the file; what was
+    measured is in the journal (`--resume` continues; `redo_invalid` also re-measures the
+    pairs left invalid, whole, as a new attempt).
 
     `campaign_text` is the campaign file as registered (default: its source file's bytes).
     `shown_as` names the campaign in hints (the path the user gave); `on_note` receives
     what the leftover scan could not judge. An interrupt raises `Interrupted` saying how to
     resume. `find_leftovers` and `preflight` default to the real ones.
     """
+    holder = resume.run_id if resume is not None else "(starting)"
+    with lanelock.hold(campaign.lane, holder, lock_dir=rt.lock_dir) as name_holder:
+        created: list[RunStore] = []
+        try:
+            return _run_locked(campaign, campaign_text, out_root, rt, resume, skip_preflight,
+                               shown_as, on_note, on_start, find_leftovers, preflight,
+                               redo_invalid, name_holder, created)
+        except OSError as exc:
+            if exc.errno not in STORAGE_ERRNOS:
+                raise
+            run_dir = (resume or (created[0] if created else None))
+            raise storage_error(exc, "the results",
+                                run_dir=run_dir.run_dir if run_dir else None) from exc
+
+
+def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path | None,
+                rt: Runtime, resume: RunStore | None, skip_preflight: bool,
+                shown_as: str | Path | None, on_note: Callable[[str], None],
+                on_start: Callable[[RunStore], None] | None,
+                find_leftovers: Callable[[Campaign], Scan] | None,
+                preflight: Callable[[Campaign], tuple[list[str], list[str]]] | None,
+                redo_invalid: bool, name_holder: Callable[[str], None],
+                created: list[RunStore]) -> RunResult:
     refuse_leftovers(campaign, on_note=on_note, find=find_leftovers)
     if not skip_preflight:
         if preflight is None:
@@ -147,12 +201,14 @@ def run_campaign(
                 raise ValueError("campaign_text is needed for a campaign without a file")
             campaign_text = campaign.source.read_bytes()
         store = start_run(campaign, campaign_text, root, rt)
+        created.append(store)
     else:
         store = resume
+    name_holder(store.run_id)
     if on_start is not None:
         on_start(store)
     try:
-        return execute(campaign, store, rt)
+        return execute(campaign, store, rt, locked=True, redo_invalid=redo_invalid)
     except Interrupted:
         raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
                           f"spec-ab run --resume {store.run_dir}") from None
@@ -172,12 +228,25 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
         leftovers = find(campaign)
     for note in leftovers.notes:
         on_note(note)
-    if leftovers:
-        raise PreflightError(
-            f"{len(leftovers)} leftover(s) of earlier runs hold the lane: "
-            + ", ".join(str(x) for x in leftovers[:5]),
-            hint="remove them with `spec-ab clean`",
-        )
+    found = [x for x in leftovers if x.kind != "tmpdir"]  # a folder holds nothing
+    if not found:
+        return
+    from campaign import cleanup
+
+    ports, hosts = cleanup.lane_endpoints(campaign)
+    mine = [x for x in found if x.on_lane(campaign.lane, ports, hosts)]
+    if mine:
+        what = f"hold lane '{campaign.lane}'"
+        shown = mine + [x for x in found if x not in mine]
+    else:  # still refused: GPUs are shared machine-wide, and their pids may hold them
+        what = ("are still running on this machine (not on this lane's ports or docker "
+                "hosts, but they may hold its GPUs)")
+        shown = found
+    raise PreflightError(
+        f"{len(found)} leftover(s) of earlier runs {what}: "
+        + ", ".join(str(x) for x in shown[:5]),
+        hint="remove them with `spec-ab clean`",
+    )
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
@@ -206,8 +275,11 @@ def pair_status(events: list[dict[str, Any]]) -> dict[int, tuple[int, str]]:
     return status
 
 
-def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
-    """Run every pair not yet done. Holds the lane lock for the whole run."""
+def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = False,
+            redo_invalid: bool = False) -> RunResult:
+    """Run every pair not yet done. Holds the lane lock for the whole run (unless the
+    caller holds it: `locked`). `redo_invalid`: pairs left invalid by an earlier session
+    (a dead server, invalid passes) are measured again, whole, as a new pair attempt."""
     pre = campaign.preregistration
     slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
     by_pair: dict[int, list[Slot]] = {}
@@ -216,11 +288,20 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime) -> RunResult:
     result = RunResult(store.run_dir, pre.pairs, [], {})
     events = store.read_journal()
     status = pair_status(events)
-    with lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir), \
-            _marked_children(store.run_id):
-        store.journal("run_start", pid=_pid(), resumed=bool(status))
+    lock = (contextlib.nullcontext() if locked
+            else lanelock.hold(campaign.lane, store.run_id, lock_dir=rt.lock_dir))
+    with lock, _marked_children(store.run_id, campaign.lane):
+        # passes.csv follows the journal: a session stopped between the two (a full disk,
+        # a kill) left it behind, and it is rebuilt before anything else is measured.
+        store.rebuild_passes_csv()
+        store.journal("run_start", pid=_pid(), resumed=bool(status),
+                      **({"redo_invalid": True} if redo_invalid else {}))
         started = rt.monotonic()
         done_slots = 0
+        if redo_invalid:  # an invalid pair is measured again like one cut in the middle
+            status = {p: (a, "started" if st == "invalid"
+                          or (st == "done" and _invalid_passes_of(events, p, a)) else st)
+                      for p, (a, st) in status.items()}
         already = sum(len(by_pair[p]) for p, (_, st) in status.items() if st != "started")
         for pair, pair_slots in by_pair.items():
             attempt, state = status.get(pair, (0, "new"))
@@ -312,12 +393,14 @@ def _pid() -> int:
 
 
 @contextmanager
-def _marked_children(run_id: str) -> Iterator[None]:
-    """Every child (servers, AIPerf and its workers) inherits the run id and this pid, so
-    `spec-ab clean` can find what a crashed runner (SIGKILL, power loss) left behind."""
-    saved = {k: os.environ.get(k) for k in (RUN_ENV, RUNNER_PID_ENV)}
+def _marked_children(run_id: str, lane: str) -> Iterator[None]:
+    """Every child (servers, AIPerf and its workers) inherits the run id, the lane and this
+    pid, so `spec-ab clean` can find what a crashed runner (SIGKILL, power loss) left
+    behind, and say whose it is."""
+    saved = {k: os.environ.get(k) for k in (RUN_ENV, RUNNER_PID_ENV, LANE_ENV)}
     os.environ[RUN_ENV] = run_id
     os.environ[RUNNER_PID_ENV] = str(os.getpid())
+    os.environ[LANE_ENV] = lane
     try:
         yield
     finally:
@@ -350,14 +433,16 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     ctx = ArmContext(
         run_id=store.run_id, pair=slot.pair, arm=slot.arm, log_path=arm_dir / "server.log",
         campaign_dir=campaign.base_dir,
-        labels={**run_labels(store.run_id, slot.pair, slot.arm), LABEL_PID: str(_pid())},
+        labels={**run_labels(store.run_id, slot.pair, slot.arm), LABEL_PID: str(_pid()),
+                LABEL_LANE: campaign.lane},
     )
     server = rt.server_factory(launch, ctx)
     started_at = iso(rt.clock())
     store.journal("slot_start", slot=slot.index, pair=slot.pair, arm=slot.arm,
                   pair_attempt=pair_attempt, started_at=started_at,
-                  launch=server.describe())
+                  launch=[secrets.scrub(line) for line in server.describe()])
     rt.progress("arm_start", pair=slot.pair, arm=slot.arm, phase="boot")
+    rt.doing = f"the {slot.arm} server of pair {slot.pair} (booting)"
     t0 = rt.monotonic()
     boot_s = 0.0
     aiperf_s = 0.0
@@ -409,6 +494,20 @@ def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot
         return None
 
 
+def _unhealthy(client: httpx.Client, server: Server, launch: LaunchModel,
+               name: str) -> str | None:
+    """Why the server counts as dead after a pass although its process runs: an engine
+    that died inside a live API server (vLLM's EngineDeadError) answers /health 503."""
+    path = launch.readiness.health_path
+    try:
+        r = client.get(server.base_url + path, timeout=10.0)
+    except httpx.TransportError as exc:
+        return f"server stopped answering {path} during {name} ({type(exc).__name__})"
+    if r.status_code != 200:
+        return f"server unhealthy ({path} → {r.status_code}) during {name}"
+    return None
+
+
 def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
               client: httpx.Client, slot: Slot, ap: ArmPass, arm_dir: Path,
               pair_attempt: int, started_at: str) -> tuple[float, bool]:
@@ -429,6 +528,9 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
                     measured=ap.measured, base_url=server.base_url,
                     levels=list(ap.level_labels),
                     requests=per_level * len(ap.plan.concurrency) if per_level else None)
+        rt.doing = (f"AIPerf ({name}, {slot.arm}, pair {slot.pair}; up to "
+                    f"{loadgen.SIGINT_GRACE_S:g} s to write its partial results), then the "
+                    "server")
         outcome = rt.run_pass(ap.plan, pass_dir, cancel=rt.cancel)
         aiperf_s += outcome.wall_s
         if outcome.interrupted or rt.cancel.is_set():
@@ -443,6 +545,8 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             # It answered /metrics before the pass: it stopped answering during it. A
             # server that never answers has no server counters: figures n/a, pair valid.
             died = f"server stopped answering /metrics during {name}"
+        else:
+            died = _unhealthy(client, server, campaign.launches[slot.arm], name)
         delta = None
         if before is not None and after is not None:
             try:
@@ -520,8 +624,13 @@ def _captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterat
     complete once the server, started inside the block, is stopped)."""
     try:
         yield
-    finally:
-        _write_captures(campaign, log_path, arm_dir)
+    except BaseException:
+        try:
+            _write_captures(campaign, log_path, arm_dir)
+        except OSError:
+            pass  # the block's own failure is the news (a full disk fails both)
+        raise
+    _write_captures(campaign, log_path, arm_dir)
 
 
 def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
@@ -534,6 +643,6 @@ def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
         for line in f:
             for name, rx in patterns.items():
                 if rx.search(line):
-                    found[name].append(line)
+                    found[name].append(secrets.scrub(line))
     for name, lines in found.items():
         atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))

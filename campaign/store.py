@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 
-from campaign import RESULTS_SCHEMA_VERSION
+from campaign import RESULTS_SCHEMA_VERSION, secrets
 from campaign.errors import ResultsError, SpecError
 from campaign.registration import Registration
 from campaign.registration import rule_hash as rule_hash  # where report and tests get it
@@ -82,7 +82,8 @@ def iso(t: dt.datetime) -> str:
 
 
 def dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n"
+    """JSON for a results file (secret values of the runner's environment scrubbed)."""
+    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
 
 
 @dataclass
@@ -170,11 +171,28 @@ class RunStore:
     def journal(self, event: str, **data: Any) -> dict[str, Any]:
         """Append one event (flushed and fsynced: a crash loses at most this line)."""
         record = {"t": iso(self.clock()), "event": event, **data}
-        line = json.dumps(record, default=str) + "\n"
-        with open(self.journal_path, "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
+        raw = line.encode("utf-8")
+        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(raw):
+                    written += os.write(fd, raw[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # A full disk: cut the half line off, so the next line (after the cause is
+                # fixed and the run resumed) does not glue onto it and damage both.
+                try:
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                if exc.filename is None:
+                    exc.filename = str(self.journal_path)
+                raise
+        finally:
+            os.close(fd)
         return record
 
     def read_journal(self) -> list[dict[str, Any]]:

@@ -29,9 +29,11 @@ def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> No
             os.unlink(tmp)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # ENOSPC from write() names no file: say which
         raise
 
 

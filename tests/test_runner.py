@@ -418,11 +418,12 @@ def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_
     from campaign.cleanup import Leftover
 
     leftover = Leftover(kind="process", ident="4242", name="vllm serve", run_id="old",
-                        why="runner pid 1 is not running")
+                        why="runner pid 1 is not running", lane="fake-lane")
     notes: list[str] = []
     preflights: list[Campaign] = []
     rt = make_rt(tmp_path, listener, Script(), [])
-    with pytest.raises(PreflightError, match=r"1 leftover\(s\) of earlier runs hold the lane"):
+    with pytest.raises(PreflightError,
+                       match=r"1 leftover\(s\) of earlier runs hold lane 'fake-lane'"):
         runner.run_campaign(
             campaign, None, tmp_path / "results", rt, on_note=notes.append,
             find_leftovers=lambda c: _scan([leftover], ["engine ssh://x unreachable"]),

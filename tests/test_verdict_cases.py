@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from campaign import report as rp
-from tests.test_report import TPUT, make_run
+from test_report import TPUT, make_run
 
 C1, C4 = ("knee", "c1", TPUT), ("knee", "c4", TPUT)
 TTFT1, TTFT4 = ("knee", "c1", "ttft_p99"), ("knee", "c4", "ttft_p99")

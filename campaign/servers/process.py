@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import httpx
 
+from campaign import secrets
 from campaign.errors import ServerError
 from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
 from campaign.procgroup import stop_process
@@ -33,7 +34,7 @@ def child_env(extra: dict[str, str], ctx: ArmContext | None) -> dict[str, str]:
     env = dict(os.environ)
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-    env.update(extra)
+    env.update(secrets.expand(extra))
     if ctx is not None:
         env[RUN_ENV] = ctx.run_id
         env[RUNNER_PID_ENV] = str(os.getpid())
@@ -121,7 +122,7 @@ class ProcessServer(ServerContext):
             self._log = None
 
     def describe(self) -> list[str]:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.launch.env.items())
+        env = " ".join(secrets.shell_word(k, v) for k, v in self.launch.env.items())
         argv = shlex.join(self.launch.argv)
         return [f"cd {shlex.quote(str(self.cwd))} && {env + ' ' if env else ''}{argv}"]
 

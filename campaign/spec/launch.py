@@ -11,8 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
+from campaign import secrets
 from campaign.spec.base import NAME_RE, Model, check_regex
 
 
@@ -68,12 +69,23 @@ def _volumes(v: list[str]) -> list[str]:
 
 
 Env = dict[str, str]
+READ_BACK = "read_back"
+"""Validation context key: a frozen copy read back, not a campaign about to run."""
 
 
-def _env_as_strings(cls: Any, v: Any) -> Any:
-    """YAML writes `FOO: 1` and `BAR: true`; the environment only holds strings."""
+def _env_as_strings(cls: Any, v: Any, info: ValidationInfo) -> Any:
+    """YAML writes `FOO: 1` and `BAR: true`; the environment only holds strings. A secret's
+    value is refused (except when a frozen copy is read back for a report: `READ_BACK`)."""
     if isinstance(v, Mapping):
-        return {str(k): _scalar_str(x) for k, x in v.items()}
+        env = {str(k): _scalar_str(x) for k, x in v.items()}
+        literal = secrets.literal_secrets({k: x for k, x in env.items() if isinstance(x, str)})
+        if literal and not (info.context or {}).get(READ_BACK):
+            names = ", ".join(literal)
+            raise ValueError(
+                f"{names}: a secret's value does not belong in the campaign file (it is "
+                f"frozen into every results folder); reference the runner's environment "
+                f"instead: {literal[0]}: ${{{literal[0]}}}")
+        return env
     return v
 
 

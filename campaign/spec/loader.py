@@ -26,6 +26,7 @@ from campaign.spec.base import CONTROL
 from campaign.spec.files import fixture_problem, format_yaml_path, local_files, missing_files
 from campaign.spec.launch import (
     LAUNCH_ADAPTER,
+    READ_BACK,
     DockerLaunch,
     ExternalLaunch,
     ExtraContainer,
@@ -376,6 +377,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
     fixtures may be long gone).
     """
     path = Path(path)
+    context = {READ_BACK: not check_files}  # an old run's literal secret stays readable
     raw = _read_yaml(path)
     lines = _Lines(raw)
     data = _plain(raw)
@@ -398,7 +400,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
         data = {**data, "arms": shaped}
 
     try:
-        campaign = Campaign.model_validate(data)
+        campaign = Campaign.model_validate(data, context=context)
     except ValidationError as exc:
         for p in _problems_from(exc, data, lines):
             problems.append(p.replace(".overrides", ""))
@@ -421,7 +423,7 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
             continue
         merged = merge(server_raw, overrides)
         try:
-            launches[arm] = LAUNCH_ADAPTER.validate_python(merged)
+            launches[arm] = LAUNCH_ADAPTER.validate_python(merged, context=context)
         except ValidationError as exc:
             problems.extend(_arm_problems(exc, merged, server_raw, overrides, arm, lines))
     problems.extend(_semantic_problems(campaign, launches, lines, check_files=check_files))

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import psutil
 from docker.types import DeviceRequest, Mount, Ulimit
 
+from campaign import secrets
 from campaign.markers import (
     LABEL_ARM,
     LABEL_HOST,
@@ -220,7 +221,11 @@ def docker_run_line(plan: ContainerPlan) -> str:
     for m in plan.mounts:
         words += ["-v", m.flag()]
     for key, value in plan.env.items():
-        words += ["-e", f"{key}={value}"]
+        # A secret or a `${NAME}` reference: taken from the environment of whoever pastes it.
+        if secrets.is_secret(key) or secrets.reference(value) is not None:
+            words += ["-e", key]
+        else:
+            words += ["-e", f"{key}={value}"]
     command = list(plan.command)
     if plan.entrypoint is not None:
         # --entrypoint takes one word; the rest of a list entrypoint goes before the command.
@@ -236,7 +241,7 @@ def create_kwargs(plan: ContainerPlan) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "name": plan.name,
         "command": plan.command or None,
-        "environment": dict(plan.env),
+        "environment": secrets.expand(plan.env),
         "labels": dict(plan.labels),
         "detach": True,
         "mounts": [
