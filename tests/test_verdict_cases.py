@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from test_report import TPUT, make_run
 
 from campaign import report as rp
-from test_report import TPUT, make_run
 
 C1, C4 = ("knee", "c1", TPUT), ("knee", "c4", TPUT)
 TTFT1, TTFT4 = ("knee", "c1", "ttft_p99"), ("knee", "c4", "ttft_p99")
