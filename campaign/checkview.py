@@ -14,6 +14,7 @@ from campaign.fmt import clock as human
 from campaign.loadgen import aiperf_command
 from campaign.markers import run_labels
 from campaign.passes import arm_passes
+from campaign.progress import Eta
 from campaign.schedule import plan_slots
 from campaign.servers import ArmContext, make_server
 from campaign.spec import Campaign
@@ -53,6 +54,14 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     for pair, arms in by_pair.items():
         console.print(f"  pair {pair}: {' → '.join(arms)}", markup=False)
     est = estimate(campaign)
+    learned = Eta(campaign, campaign.resolve(campaign.results_dir) / "-")
+    if learned.learned:  # the lane's earlier runs in this results folder say better
+        per_arm = {a: learned.per_arm[a] for a in est.per_arm_s}
+        console.print(f"\n[bold]estimated duration[/] {human(learned.total())} "
+                      f"({', '.join(f'{a} {human(s)}' for a, s in per_arm.items())} per "
+                      "arm; learned from this lane's earlier runs in "
+                      f"{campaign.results_dir})", markup=True)
+        return
     console.print(f"\n[bold]estimated duration[/] {human(est.total_s)} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)

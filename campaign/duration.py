@@ -1,6 +1,7 @@
 """A campaign's wall-clock estimate, before anything runs.
 
-Deliberately simple and stated: boot time by backend, AIPerf's start-up per invocation,
+Deliberately simple and stated: boot time (the launch's `readiness.expected_boot_s`, else
+by backend), AIPerf's start-up per invocation,
 and decode at an assumed per-stream speed (100 tok/s on a lab lane, the sim's time scale
 applied on the simulated lane). `spec-ab check` prints it with these assumptions.
 """
@@ -43,7 +44,9 @@ def estimate(campaign: Campaign) -> Estimate:
     per_arm: dict[str, float] = {}
     for arm, launch in campaign.launches.items():
         speed = STREAM_TOK_S * _speedup(launch)
-        boot = BOOT_S["docker" if isinstance(launch, DockerLaunch) else launch.backend]
+        boot = launch.readiness.expected_boot_s
+        if boot is None:
+            boot = BOOT_S["docker" if isinstance(launch, DockerLaunch) else launch.backend]
         t = boot + launch.readiness.poll_interval_s
         for w in campaign.warmups(arm):
             t += AIPERF_STARTUP_S + _decode_s(w.requests, w.concurrency, w.output_tokens, speed)

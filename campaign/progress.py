@@ -34,9 +34,9 @@ from rich.text import Text
 
 from campaign.duration import BOOT_S, estimate
 from campaign.fmt import clock as human
+from campaign.journal import read_journal
 from campaign.schedule import plan_slots
 from campaign.spec import Campaign, DockerLaunch
-from campaign.store import read_journal
 
 log = logging.getLogger("campaign.run")
 

@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import os
-import re
 import shutil
 import threading
 import time
@@ -38,15 +37,16 @@ from campaign.errors import (
     ServerError,
     storage_error,
 )
+from campaign.journal import PassRow, iso, utcnow
 from campaign.markers import LABEL_LANE, LABEL_PID, LANE_ENV, RUN_ENV, RUNNER_PID_ENV, run_labels
 from campaign.passes import ArmPass, arm_passes
 from campaign.readiness import wait_ready
 from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, Server, make_server
 from campaign.servers.base import serving
+from campaign.serverwatch import captures_after, scrape, unhealthy
 from campaign.spec import Campaign, LaunchModel, load_campaign
-from campaign.store import PassRow, RunStore, iso, utcnow
-from campaign.textfiles import atomic_write
+from campaign.store import RunStore
 
 if TYPE_CHECKING:
     from campaign.cleanup import Scan
@@ -448,7 +448,7 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     aiperf_s = 0.0
     invalid: list[str] = []
     try:
-        with _captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
+        with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
                 rt.http() as client:
             boot_s = wait_ready(
                 server, launch.readiness, model=campaign.workloads.model,
@@ -478,36 +478,6 @@ def _run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     return invalid
 
 
-def _scrape(client: httpx.Client, base_url: str, path: Path) -> metrics.Snapshot | None:
-    """/metrics as a snapshot; None when unreadable. Unlike `metrics.scrape`, the raw text
-    is kept beside the pass even when it does not parse (to see what the server said)."""
-    try:
-        r = client.get(base_url + "/metrics", timeout=10.0)
-    except httpx.TransportError:
-        return None
-    if r.status_code != 200:
-        return None
-    atomic_write(path, r.text)
-    try:
-        return metrics.parse(r.text)
-    except metrics.MetricsError:
-        return None
-
-
-def _unhealthy(client: httpx.Client, server: Server, launch: LaunchModel,
-               name: str) -> str | None:
-    """Why the server counts as dead after a pass although its process runs: an engine
-    that died inside a live API server (vLLM's EngineDeadError) answers /health 503."""
-    path = launch.readiness.health_path
-    try:
-        r = client.get(server.base_url + path, timeout=10.0)
-    except httpx.TransportError as exc:
-        return f"server stopped answering {path} during {name} ({type(exc).__name__})"
-    if r.status_code != 200:
-        return f"server unhealthy ({path} → {r.status_code}) during {name}"
-    return None
-
-
 def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
               client: httpx.Client, slot: Slot, ap: ArmPass, arm_dir: Path,
               pair_attempt: int, started_at: str) -> tuple[float, bool]:
@@ -522,7 +492,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
         pass_dir = arm_dir / "passes" / name
         mdir = arm_dir / "metrics"
         rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=name)
-        before = _scrape(client, server.base_url, mdir / f"{name}-before.prom")
+        before = scrape(client, server.base_url, mdir / f"{name}-before.prom")
         per_level = ap.plan.requests_per_level
         rt.progress("pass_start", pair=slot.pair, arm=slot.arm, name=name,
                     measured=ap.measured, base_url=server.base_url,
@@ -536,7 +506,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
         if outcome.interrupted or rt.cancel.is_set():
             store.journal("pass_interrupted", slot=slot.index, name=name)
             raise Interrupted("interrupted during a pass; everything measured so far is kept")
-        after = _scrape(client, server.base_url, mdir / f"{name}-after.prom")
+        after = scrape(client, server.base_url, mdir / f"{name}-after.prom")
         problems = list(outcome.problems)
         died = None
         if not server.alive():
@@ -546,7 +516,7 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             # server that never answers has no server counters: figures n/a, pair valid.
             died = f"server stopped answering /metrics during {name}"
         else:
-            died = _unhealthy(client, server, campaign.launches[slot.arm], name)
+            died = unhealthy(client, server, campaign.launches[slot.arm], name)
         delta = None
         if before is not None and after is not None:
             try:
@@ -618,31 +588,3 @@ def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
             for lv in outcome.levels}
 
 
-@contextmanager
-def _captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterator[None]:
-    """Write the log captures when the block ends, however it ends (the server's log is
-    complete once the server, started inside the block, is stopped)."""
-    try:
-        yield
-    except BaseException:
-        try:
-            _write_captures(campaign, log_path, arm_dir)
-        except OSError:
-            pass  # the block's own failure is the news (a full disk fails both)
-        raise
-    _write_captures(campaign, log_path, arm_dir)
-
-
-def _write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
-    """Copy server log lines matching each named regex into captures/<name>.log."""
-    if not campaign.log_captures or not log_path.exists():
-        return
-    patterns = {name: re.compile(rx) for name, rx in campaign.log_captures.items()}
-    found: dict[str, list[str]] = {name: [] for name in patterns}
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            for name, rx in patterns.items():
-                if rx.search(line):
-                    found[name].append(secrets.scrub(line))
-    for name, lines in found.items():
-        atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))

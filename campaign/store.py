@@ -28,14 +28,13 @@ directories are described in `campaign.registration`.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import io
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,47 +42,19 @@ import pandas as pd
 
 from campaign import RESULTS_SCHEMA_VERSION, secrets
 from campaign.errors import ResultsError, SpecError
+from campaign.journal import (
+    PASS_COLUMNS,
+    dumps,
+    iso,
+    passes_from_journal,
+    read_journal,
+    rows_to_csv,
+    utcnow,
+)
 from campaign.registration import Registration
 from campaign.registration import rule_hash as rule_hash  # where report and tests get it
 from campaign.spec import Campaign, load_campaign
 from campaign.textfiles import atomic_write
-
-PASS_COLUMNS = [
-    "run", "pair", "pair_attempt", "arm", "slot", "started_at", "workload", "level",
-    "metric", "value", "valid", "attempt", "reason",
-]
-
-
-@dataclass(frozen=True)
-class PassRow:
-    """One tidy row of `passes.csv`."""
-
-    run: str
-    pair: int
-    pair_attempt: int
-    arm: str
-    slot: int
-    started_at: str
-    workload: str
-    level: str
-    metric: str
-    value: float
-    valid: bool
-    attempt: int
-    reason: str = ""
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def dumps(obj: Any) -> str:
-    """JSON for a results file (secret values of the runner's environment scrubbed)."""
-    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
 
 
 @dataclass
@@ -211,44 +182,6 @@ class RunStore:
         rows = passes_from_journal(self.read_journal())
         atomic_write(self.run_dir / "passes.csv", rows_to_csv(rows))
         return len(rows)
-
-
-def rows_to_csv(rows: Iterable[PassRow]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=PASS_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        d = asdict(row)
-        d["value"] = repr(float(d["value"]))
-        d["valid"] = "true" if d["valid"] else "false"
-        writer.writerow(d)
-    return buf.getvalue()
-
-
-def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """All complete journal lines (a torn last line from a crash is ignored)."""
-    path = run_dir / "journal.jsonl"
-    out = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def passes_from_journal(events: list[dict[str, Any]]) -> list[PassRow]:
-    rows: list[PassRow] = []
-    for ev in events:
-        if ev.get("event") == "pass":
-            rows.extend(PassRow(**r) for r in ev.get("rows", []))
-    return rows
 
 
 # -------------------------------------------------------------------- reading

@@ -15,8 +15,9 @@ import pytest
 
 from campaign import noise as nz
 from campaign.errors import ResultsError
+from campaign.journal import PassRow
 from campaign.spec import Preregistration
-from campaign.store import PassRow, RunStore
+from campaign.store import RunStore
 
 ARMS = ("control", "control-b")
 

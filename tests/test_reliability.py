@@ -25,11 +25,12 @@ from typer.testing import CliRunner
 from campaign import cleanup, lanelock, loadgen, runner, secrets
 from campaign.cli import app
 from campaign.errors import PreflightError, SpecError, StorageError
+from campaign.journal import read_journal
 from campaign.servers import ArmContext
 from campaign.servers.docker.plan import docker_run_line, plan_containers
 from campaign.servers.process import ProcessServer, child_env
 from campaign.spec import Campaign, DockerLaunch, LaunchModel, ProcessLaunch, load_campaign
-from campaign.store import load_run, read_journal
+from campaign.store import load_run
 
 __all__ = ["listener"]  # the fixture, imported from test_runner
 

@@ -21,8 +21,9 @@ from test_verdict import T0, frame
 from campaign import aa
 from campaign import report as rp
 from campaign.errors import EXIT_INCOMPLETE, ResultsError, UsageError
+from campaign.journal import PassRow
 from campaign.spec import Preregistration
-from campaign.store import PassRow, RunStore, load_run
+from campaign.store import RunStore, load_run
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
 UPDATE = os.environ.get("SPECAB_UPDATE_GOLDEN") == "1"

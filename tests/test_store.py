@@ -10,7 +10,8 @@ import pytest
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
-from campaign.store import PassRow, RunStore, load_run, load_runs, rule_hash
+from campaign.journal import PassRow
+from campaign.store import RunStore, load_run, load_runs, rule_hash
 
 CAMPAIGN = b"""\
 name: nightly

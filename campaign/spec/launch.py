@@ -29,6 +29,10 @@ class Readiness(Model):
     poll_interval_s: float = Field(
         0.05, gt=0, le=10, description="Polling interval while booting (seconds)."
     )
+    expected_boot_s: float | None = Field(
+        None, ge=0, description="How long this server usually takes to become ready "
+        "(seconds), for the duration estimate; default by backend (docker 420 s, process "
+        "5 s), and learned from the lane's earlier runs once there are some.")
 
 
 class Volume(Model):
