@@ -81,9 +81,8 @@ def measure_band(run_dir: Path | str, *,
     """The band an A/A results directory measured, judged under its registered rule."""
     run = loader(Path(run_dir))
     reg = run.registration
-    if not reg.rule_intact:
-        raise ResultsError(f"{run.run_dir / 'preregistration.json'}: the rule does not match "
-                           "its sha256", hint="measure the band on an unmodified A/A run")
+    # the same check as the report's: the rule refused when edited, band and arms hashed
+    reg.verify(run.run_dir / "preregistration.json", list(reg.arms))
     arms = reg.arm_order
     rule = parse_rule(reg.rule, reg.drift_band)
     table = tidy_tables(run.passes, [rule.metric]).get(run.run_id, RunTable(run=run.run_id))

@@ -34,6 +34,15 @@ def _speedup(launch: LaunchModel) -> float:
         return 1.0
 
 
+def boot_s(launch: LaunchModel) -> float:
+    """The boot time the estimate assumes: the launch's `readiness.expected_boot_s`, else
+    the backend's usual one."""
+    stated = launch.readiness.expected_boot_s
+    if stated is not None:
+        return stated
+    return BOOT_S["docker" if isinstance(launch, DockerLaunch) else launch.backend]
+
+
 def _decode_s(requests: int, concurrency: int, out_tokens: int, speed: float) -> float:
     waves = -(-requests // concurrency)
     return waves * out_tokens / speed
@@ -44,10 +53,7 @@ def estimate(campaign: Campaign) -> Estimate:
     per_arm: dict[str, float] = {}
     for arm, launch in campaign.launches.items():
         speed = STREAM_TOK_S * _speedup(launch)
-        boot = launch.readiness.expected_boot_s
-        if boot is None:
-            boot = BOOT_S["docker" if isinstance(launch, DockerLaunch) else launch.backend]
-        t = boot + launch.readiness.poll_interval_s
+        t = boot_s(launch) + launch.readiness.poll_interval_s
         for w in campaign.warmups(arm):
             t += AIPERF_STARTUP_S + _decode_s(w.requests, w.concurrency, w.output_tokens, speed)
         if wl.knee:

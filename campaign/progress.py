@@ -32,11 +32,11 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from campaign.duration import BOOT_S, estimate
+from campaign.duration import boot_s, estimate
 from campaign.fmt import clock as human
 from campaign.journal import read_journal
 from campaign.schedule import plan_slots
-from campaign.spec import Campaign, DockerLaunch
+from campaign.spec import Campaign
 
 log = logging.getLogger("campaign.run")
 
@@ -91,9 +91,8 @@ class Eta:
             if walls.get(arm):
                 self.per_arm[arm] = statistics.median(walls[arm])
             elif boots:
-                launch = campaign.launches[arm]
-                kind = "docker" if isinstance(launch, DockerLaunch) else launch.backend
-                self.per_arm[arm] = max(1.0, t - BOOT_S[kind] + statistics.median(boots))
+                assumed = boot_s(campaign.launches[arm])  # what the estimate put in
+                self.per_arm[arm] = max(1.0, t - assumed + statistics.median(boots))
             else:
                 self.per_arm[arm] = t
         self.position = 0

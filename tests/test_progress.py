@@ -50,6 +50,26 @@ def test_eta_learns_from_earlier_runs_of_the_lane(tmp_path: Path) -> None:
     assert eta.total() == 4 * 50.0
 
 
+def test_a_learned_boot_replaces_the_boot_the_estimate_assumed(tmp_path: Path) -> None:
+    # another campaign on the same lane booted in 2 s; this one states a 300 s boot, which
+    # the estimate put into each arm: the learned boot replaces exactly that
+    from campaign.duration import estimate
+
+    text = (ROOT / "examples" / "sim-pair.yaml").read_text()
+    path = tmp_path / "c.yaml"
+    path.write_text(text.replace("  readiness:\n", "  readiness:\n    expected_boot_s: 300\n", 1))
+    campaign = load_campaign(path)
+    earlier = tmp_path / "2026-01-01-other-x"
+    earlier.mkdir()
+    (earlier / "campaign.yaml").write_text("name: other\nlane: sim\n")
+    (earlier / "journal.jsonl").write_text(
+        json.dumps({"event": "slot_done", "arm": "a", "wall_s": 9.0, "boot_s": 2.0}) + "\n")
+    eta = Eta(campaign, tmp_path / "now-run")
+    est = estimate(campaign)
+    assert est.per_arm_s["control"] > 300
+    assert eta.per_arm["control"] == pytest.approx(est.per_arm_s["control"] - 300.0 + 2.0)
+
+
 def test_requests_done_from_the_success_counter() -> None:
     texts = iter([
         'vllm:request_success_total{finished_reason="stop"} 10.0\n'
