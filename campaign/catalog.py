@@ -18,13 +18,17 @@ class Metric:
     name: str
     unit: str
     direction: Direction
-    source: Literal["aiperf", "spec_decode", "pass"]
+    source: Literal["aiperf", "server", "spec_decode", "pass"]
     description: str
 
 
 _METRICS = [
     Metric("output_token_throughput", "tok/s", "higher", "aiperf",
            "output tokens per second over the whole pass (all streams)"),
+    Metric("output_token_throughput_server", "tok/s", "higher", "server",
+           "output_token_throughput on the server's token count (vllm:generation_tokens_total"
+           " ÷ AIPerf's re-tokenized count; one ratio per pass); absent without server "
+           "counters"),
     Metric("output_token_throughput_per_user", "tok/s", "higher", "aiperf",
            "output tokens per second seen by one stream (mean over requests)"),
     Metric("request_throughput", "req/s", "higher", "aiperf", "completed requests per second"),

@@ -23,6 +23,16 @@ request emits 1 + accepted tokens, so decode steps = generated − accepted):
     draft_coverage           = drafts ÷ decode steps      (n-gram drafts only on a match)
     tokens_per_decode_step   = generated ÷ decode steps   (the real gain per step)
 
+AIPerf counts output tokens by re-tokenizing the text it received, which can differ from
+what the server generated (`osl_mismatch_share`). Where the server counts, each level also
+gets its throughput on the server's count (`add_server_throughput`):
+
+    output_token_throughput_server = AIPerf's output_token_throughput
+                                     × generated ÷ AIPerf's output tokens (all levels)
+
+One pair of scrapes brackets the whole pass, so a multi-level pass (the knee) applies one
+pass-wide ratio to every level.
+
 A counter that went down between the two scrapes means the server restarted during the
 pass; that raises CounterReset instead of yielding a negative or truncated delta.
 """
@@ -378,3 +388,25 @@ def pass_delta(before: Snapshot, after: Snapshot) -> PassDelta:
     """Token and spec-decode deltas over one pass. Raises CounterReset on a restart."""
     return PassDelta(tokens=token_delta(before, after), spec=spec_decode_delta(before, after),
                      seconds=max(0.0, after.taken_at - before.taken_at))
+
+
+SERVER_THROUGHPUT = "output_token_throughput_server"
+
+
+def add_server_throughput(levels: Iterable[dict[str, float]],
+                          generation_tokens: float | None) -> float | None:
+    """Add `output_token_throughput_server` to each level's metrics (module docstring).
+
+    Returns the ratio used (server's tokens ÷ AIPerf's), or None when there is nothing to
+    scale: no server count, or AIPerf counted no output tokens.
+    """
+    levels = list(levels)
+    counted = sum(lv.get("output_tokens", 0.0) for lv in levels)
+    if generation_tokens is None or counted <= 0 or generation_tokens <= 0:
+        return None
+    ratio = generation_tokens / counted
+    for lv in levels:
+        if "output_token_throughput" in lv:
+            lv[SERVER_THROUGHPUT] = lv["output_token_throughput"] * ratio
+    return ratio
+

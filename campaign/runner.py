@@ -524,6 +524,9 @@ def _run_pass(campaign: Campaign, store: RunStore, rt: Runtime, server: Server,
             except metrics.CounterReset as exc:
                 died = f"server restarted during {name} ({exc})"
         figures = delta.as_metrics() if delta is not None else None
+        if delta is not None:  # throughput on the server's token count, where it counts
+            metrics.add_server_throughput((lv.metrics for lv in outcome.levels),
+                                          delta.tokens.generation_tokens)
         if died:
             problems.append(died)
         # A warm-up is thrown away: only "did it run" matters, not the measured-pass gate.

@@ -129,11 +129,11 @@ def judge_cell(
             )
     complete: list[tuple[int, float, float]] = []
     left: list[LeftOut] = []
-    # A spec-decode figure an arm's valid passes did not yield: its server has no such
-    # counters (spec decoding off, or a server without /metrics). Not applicable to that
-    # arm, not a pass left out.
+    # A figure from server counters an arm's valid passes did not yield: its server has no
+    # such counters (spec decoding off, or a server without /metrics). Not applicable to
+    # that arm, not a pass left out.
     info = catalog.METRICS.get(data.metric)
-    counters_only = info is not None and info.source == "spec_decode"
+    counters_only = info is not None and info.source in ("server", "spec_decode")
     not_applicable: set[str] = set()
     for pair in sorted(set(pairs) | set(data.values) | set(data.invalid)):
         vals = data.values.get(pair, {})

@@ -272,3 +272,21 @@ def test_real_vllm_cpu_ngram_capture() -> None:
     assert figures.tokens_per_decode_step == pytest.approx(1024 / (1024 - 369))
     assert figures.implied_a is not None
     assert figures.implied_a <= figures.acceptance_pos[0]
+
+
+def test_server_count_throughput_undoes_aiperfs_retokenized_count() -> None:
+    """The issue's case: vLLM generated 1,024 tokens, AIPerf counted 1,102 (+7.6%)."""
+    levels = [{"output_token_throughput": 110.2, "output_tokens": 1102.0}]
+    ratio = m.add_server_throughput(levels, 1024.0)
+    assert ratio == pytest.approx(1024 / 1102)
+    assert levels[0][m.SERVER_THROUGHPUT] == pytest.approx(102.4)
+    # a knee: one pass-wide ratio for every level
+    knee = [{"output_token_throughput": 50.0, "output_tokens": 600.0},
+            {"output_token_throughput": 150.0, "output_tokens": 600.0}]
+    m.add_server_throughput(knee, 1000.0)
+    assert [lv[m.SERVER_THROUGHPUT] for lv in knee] == pytest.approx([50 / 1.2, 150 / 1.2])
+    # nothing to scale: no server count, or AIPerf counted nothing
+    for levels, gen in (([{"output_token_throughput": 1.0, "output_tokens": 5.0}], None),
+                        ([{"output_token_throughput": 1.0, "output_tokens": 0.0}], 9.0)):
+        assert m.add_server_throughput(levels, gen) is None
+        assert m.SERVER_THROUGHPUT not in levels[0]

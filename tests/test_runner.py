@@ -125,6 +125,7 @@ class Metrics:
             f'vllm:spec_decode_num_drafts_total{{engine="0",model_name="m"}} {d}\n'
             f'vllm:spec_decode_num_draft_tokens_total{{engine="0",model_name="m"}} {5 * d}\n'
             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="m"}} {2 * d}\n'
+            f'vllm:generation_tokens_total{{engine="0",model_name="m"}} {19 * d}\n'
         )
 
 
@@ -506,3 +507,28 @@ def test_server_without_metrics_has_no_counters_not_an_invalid_pair(
     assert not (data.passes.metric == "acceptance_rate").any()
     assert (data.passes.metric == "output_token_throughput").any()
     assert not [e for e in data.journal if e["event"] == "pair_invalid"]
+
+
+def test_throughput_on_the_servers_token_count(campaign: Campaign, tmp_path: Path,
+                                               listener: int) -> None:
+    """AIPerf re-tokenizes what it receives; where the server counts its generated tokens
+    each level also gets its throughput on that count (one ratio per pass)."""
+    rt = make_rt(tmp_path, listener, Script(), [])
+    store = start(campaign, tmp_path, rt)
+    runner.execute(campaign, store, rt)
+    arm_dir = store.run_dir / "pairs" / "01" / "control"
+    from campaign import metrics as m
+    before = m.parse((arm_dir / "metrics" / "knee-before.prom").read_text())
+    after = m.parse((arm_dir / "metrics" / "knee-after.prom").read_text())
+    generated = m.token_delta(before, after).generation_tokens
+    assert generated
+    passes = load_run(store.run_dir).passes
+    rows = passes[(passes.pair == 1) & (passes.arm == "control")
+                  & (passes.workload == "knee")].to_dict("records")
+    aiperf = {r["level"]: r["value"] for r in rows if r["metric"] == "output_token_throughput"}
+    server = {r["level"]: r["value"] for r in rows
+              if r["metric"] == "output_token_throughput_server"}
+    counted = sum(r["value"] for r in rows if r["metric"] == "output_tokens")
+    assert set(server) == set(aiperf) and len(server) > 1
+    for level, value in aiperf.items():
+        assert server[level] == pytest.approx(value * generated / counted)

@@ -36,11 +36,12 @@ pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 VENV_PY = ROOT / ".venv-vllm" / "bin" / "python"
 MODEL = ROOT / ".cache" / "vllm-tiny-llama"
 SERVED = "tiny-llama"
+GENERATED = "vllm:generation_tokens_total"
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
-    "generation_tokens": "vllm:generation_tokens_total",
+    "generation_tokens": GENERATED,
 }
 
 
@@ -270,6 +271,15 @@ def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -
             assert stored["implied_a"] == pytest.approx(stored["accepted_tokens"] / trials)
             seen += 1
     assert seen == 4
+    # throughput on vLLM's own token count beside AIPerf's re-tokenized one
+    for arm in ("k2", "k4"):
+        mdir = three_arms.dir / "pairs" / "01" / arm / "metrics"
+        generated = (raw_counter((mdir / "agentfix-prose-after.prom").read_text(), GENERATED)
+                     - raw_counter((mdir / "agentfix-prose-before.prom").read_text(), GENERATED))
+        fix = rows[(rows.arm == arm) & (rows.workload == "agentfix")
+                   & (rows.level == "prose")].set_index("metric").value
+        assert fix["output_token_throughput_server"] == pytest.approx(
+            fix["output_token_throughput"] * generated / fix["output_tokens"]), arm
     # vLLM's own figures, from the manifest (GET /version) and the log captures
     manifest = json.loads((three_arms.dir / "manifest.json").read_text())
     assert manifest["servers"]["01/k4"]["server_version"] == "0.32.0"
