@@ -11,7 +11,9 @@ import pytest
 from campaign.sim.acceptance import (
     CLASSES,
     DEFAULT_DECAY,
+    accepted_at,
     classify,
+    keyed_uniform,
     per_position_a,
     reported_rate,
     sample_accepted,
@@ -44,6 +46,35 @@ def test_sampling_matches_the_model_rate() -> None:
     accepted = sum(sample_accepted(rng, a, DEFAULT_DECAY, 5) for _ in range(n))
     assert accepted / (5 * n) == pytest.approx(0.91, abs=0.01)
     assert sample_accepted(rng, a, DEFAULT_DECAY, 0) == 0
+
+
+@pytest.mark.parametrize("rate", [0.30, 0.91])
+def test_keyed_draws_match_the_model_rate_and_survival(rate: float) -> None:
+    """The draws fixed by (request key, position, draft) have the model's statistics: the
+    reported rate, and the survival to each position."""
+    a = per_position_a(rate)
+    n = 20_000
+    counts = [accepted_at(key, 7 * key % 997, a, DEFAULT_DECAY, 5) for key in range(n)]
+    assert sum(counts) / (5 * n) == pytest.approx(rate, abs=0.01)
+    for i, s in enumerate(survival(a, DEFAULT_DECAY, 5)):
+        assert sum(c > i for c in counts) / n == pytest.approx(s, abs=0.015)
+    u = [keyed_uniform(3, p, 0) for p in range(n)]
+    assert all(0.0 <= x < 1.0 for x in u)
+    assert sum(u) / n == pytest.approx(0.5, abs=0.01)
+
+
+def test_keyed_draws_are_fixed_and_a_shorter_verify_sees_their_prefix() -> None:
+    a = per_position_a(0.62)
+    for key in range(200):
+        for position in (0, 1, 50):
+            full = accepted_at(key, position, a, DEFAULT_DECAY, 5)
+            assert full == accepted_at(key, position, a, DEFAULT_DECAY, 5)
+            for v in range(6):
+                assert accepted_at(key, position, a, DEFAULT_DECAY, v) == min(full, v)
+    # another key or another position draws afresh
+    outcomes = {accepted_at(key, 0, a, DEFAULT_DECAY, 5) for key in range(50)}
+    assert len(outcomes) > 2
+    assert len({accepted_at(1, p, a, DEFAULT_DECAY, 5) for p in range(50)}) > 2
 
 
 EXAMPLES = {

@@ -147,6 +147,43 @@ def test_per_boot_drift_is_lognormal_and_seeded() -> None:
     assert c.drift == 1.07
 
 
+def test_a_request_key_is_the_seed_the_prompt_and_its_occurrence() -> None:
+    """The n-th sending of a prompt draws alike on every boot of one seed; a second
+    sending on the same boot, another prompt or another seed draws afresh."""
+    a, _ = make_engine(seed=5)
+    b, _ = make_engine(seed=5)
+    c, _ = make_engine(seed=6)
+    first, again = a.request_key("hello"), a.request_key("hello")
+    assert b.request_key("other") != first
+    assert b.request_key("hello") == first and b.request_key("hello") == again != first
+    assert c.request_key("hello") != first
+
+
+def test_same_seed_replays_a_request_whatever_its_batch() -> None:
+    """A prompt sent alone or among others emits the same tokens per step."""
+    def steps(engine: Engine, prompts: list[str]) -> list[int]:
+        async def go() -> list[int]:
+            task = asyncio.ensure_future(engine.run())
+            reqs = [engine.new_request(10, 60, 60, True, "prose", prompt=p) for p in prompts]
+            for r in reqs:
+                engine.submit(r)
+            got: list[int] = []
+            while True:
+                d = await asyncio.wait_for(reqs[0].queue.get(), timeout=5)
+                got.append(d.tokens)
+                if d.finish_reason:
+                    break
+            task.cancel()
+            return got
+        return asyncio.run(go())
+
+    alone = steps(make_engine(seed=5)[0], ["the prompt"])
+    crowded = steps(make_engine(seed=5)[0], ["the prompt", "a", "b", "c"])
+    other_seed = steps(make_engine(seed=6)[0], ["the prompt"])
+    assert alone == crowded
+    assert alone != other_seed
+
+
 def test_controller_verifies_less_for_low_acceptance_and_big_batches() -> None:
     engine, _ = make_engine(verify="adaptive", depth=8)
     table = engine.table

@@ -73,6 +73,43 @@ def sample_accepted(rng: random.Random, a: float, decay: float, verify: int) -> 
     return n
 
 
+# --- draws fixed by the request -------------------------------------------------------
+#
+# The engine does not draw acceptance from one shared stream: whether the draft at draft
+# position i of a step that starts at output position p is accepted is decided by a uniform
+# fixed by (request key, p, i), the key being the boot's seed, the prompt and how many
+# times this boot has seen that prompt. Like greedy decoding on a real lane, the same
+# requests replayed on a boot with the same seed accept the same drafts whatever the batch
+# they share or the order they arrive in (an A/A pair differs by its drift alone), and an
+# arm that verifies fewer drafts sees a prefix of the same outcomes (common random
+# numbers for A/B). With a random seed the draws are as independent as before.
+
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: a bijection of 64-bit integers that scatters every bit."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def keyed_uniform(key: int, position: int, slot: int) -> float:
+    """A uniform draw in [0, 1) fixed by (key, position, slot)."""
+    return (_mix64(key ^ _mix64((position << 8) | (slot & 0xFF))) >> 11) * 2.0**-53
+
+
+def accepted_at(key: int, position: int, a: float, decay: float, verify: int) -> int:
+    """`sample_accepted` with the draws fixed by the request key and the output position
+    the step starts at: draft i is accepted when keyed_uniform(key, position, i) < a·decay^i
+    (and every draft before it was)."""
+    n = 0
+    while n < verify and keyed_uniform(key, position, n) < a * decay**n:
+        n += 1
+    return n
+
+
 # --- classification -------------------------------------------------------------------
 #
 # A decision list on what the prompt asks the model to *write*, checked most specific first:

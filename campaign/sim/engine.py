@@ -3,10 +3,13 @@
 Each step, for every running stream: a new stream is prefilled and emits its first token;
 a decoding stream has k drafts proposed, verifies v of them (v = k, or the adaptive
 controller's choice), accepts the prefix the acceptance model samples and emits accepted + 1
-tokens.  The step lasts what the cost model says for that batch, scaled by per-boot drift,
-per-step noise, the `effect` knob and `time_scale`.  Steps are chained on absolute
-deadlines, so event-loop jitter does not accumulate and the mean measured step time equals
-the modelled one (the benchmark checks this within 2%).
+tokens. A request's draws (acceptance, natural length) are fixed by its key: the seed, the
+prompt and how often this boot has seen it (`acceptance.accepted_at`), so a boot with the
+same seed replays the same requests with the same acceptance.  The step lasts what the
+cost model says for that batch, scaled by per-boot drift, per-step noise, the `effect` knob
+and `time_scale`.  Steps are chained on absolute deadlines, so event-loop jitter does not
+accumulate and the mean measured step time equals the modelled one (the benchmark checks
+this within 2%).
 
 The clock is passed in (`Clock`), so unit tests step the engine without real sleeps.
 """
@@ -14,6 +17,7 @@ The clock is passed in (`Clock`), so unit tests step the engine without real sle
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import math
 import random
@@ -23,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from campaign.sim.acceptance import per_position_a, sample_accepted
+from campaign.sim.acceptance import accepted_at, keyed_uniform, per_position_a
 from campaign.sim.config import SimConfig
 from campaign.sim.controller import CostTable, choose_verify
 from campaign.sim.costmodel import CostParams, step_ms
@@ -31,6 +35,8 @@ from campaign.sim.telemetry import Telemetry
 
 PRIOR_A = 0.7
 PRIOR_WEIGHT = 4.0
+EOS_SLOT = 0xFF
+"""The keyed draw of a request's natural length (draft slots are 0..depth − 1)."""
 CHAIN_TOLERANCE_S = 0.05
 """A step that starts at most this late still starts at its deadline (the next one catches
 up), so a loaded host's scheduling delays do not leak into the mean step time."""
@@ -76,6 +82,8 @@ class Request:
     klass: str
     a: float
     arrival: float
+    key: int = 0
+    """Fixes the request's draws: seed, prompt and its occurrence on this boot."""
     queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
     produced: int = 0
     prefilled: bool = False
@@ -164,6 +172,7 @@ class Engine:
         self.hung = False
         self._wake = asyncio.Event()
         self._ids = itertools.count(1)
+        self._seen: dict[bytes, int] = {}
         self._last_end: float | None = None
         self._deadline: float | None = None
         if config.verify == "adaptive" and self.depth > 0:
@@ -195,14 +204,28 @@ class Engine:
 
     # --- requests -----------------------------------------------------------------------
 
+    def request_key(self, prompt: str) -> int:
+        """The key of a request's draws: this boot's seed, the prompt, and how many times
+        this boot has seen that prompt before (the n-th sending of a prompt draws alike on
+        every boot with the same seed; two sendings on one boot draw independently)."""
+        digest = hashlib.blake2b(prompt.encode("utf-8", "surrogatepass"),
+                                 digest_size=16).digest()
+        seen = self._seen.get(digest, 0)
+        self._seen[digest] = seen + 1
+        salt = f"{self.seed}\0{seen}\0".encode()
+        return int.from_bytes(hashlib.blake2b(salt + digest, digest_size=8).digest(), "little")
+
     def new_request(self, prompt_tokens: int, max_tokens: int, min_tokens: int,
-                    ignore_eos: bool, klass: str) -> Request:
-        """A request with its output length decided now (EOS never before min_tokens)."""
+                    ignore_eos: bool, klass: str, prompt: str = "") -> Request:
+        """A request with its output length decided now (EOS never before min_tokens).
+        `prompt` (its text) keys the request's draws (`request_key`)."""
         if self.dead:
             raise EngineDead(self.dead)
+        key = self.request_key(prompt)
         target, reason = max_tokens, "length"
         if not ignore_eos:
-            natural = 1 + int(self.rng.expovariate(1.0 / self.config.eos_mean_tokens))
+            u = keyed_uniform(key, 0, EOS_SLOT)
+            natural = 1 + int(-math.log1p(-u) * self.config.eos_mean_tokens)
             natural = max(natural, min_tokens)
             if natural < max_tokens:
                 target, reason = natural, "stop"
@@ -214,6 +237,7 @@ class Engine:
             klass=klass,
             a=self.a_by_class[klass],
             arrival=self.clock.now(),
+            key=key,
         )
 
     def submit(self, request: Request) -> None:
@@ -339,7 +363,8 @@ class Engine:
                 totals.prompt_tokens += req.prompt_tokens
                 tel.ttft.observe(now - req.arrival)
             else:
-                accepted = sample_accepted(self.rng, req.a, self.config.acceptance_decay, v)
+                accepted = accepted_at(req.key, req.produced, req.a,
+                                       self.config.acceptance_decay, v)
                 emit = accepted + 1
                 if v > 0:
                     tel.on_draft(v, accepted)

@@ -226,7 +226,8 @@ class SimServer:
                 raise ApiError(500, DEAD_MESSAGE, "EngineDeadError")
             params = self._parse(body, chat)
             req = self.engine.new_request(params.prompt_tokens, params.max_tokens,
-                                          params.min_tokens, params.ignore_eos, params.klass)
+                                          params.min_tokens, params.ignore_eos, params.klass,
+                                          prompt=params.prompt)
             self.engine.submit(req)
         except ApiError as err:
             return web.json_response(err.body(), status=err.status)
@@ -279,7 +280,7 @@ class SimServer:
         return Params(prompt_tokens=prompt_tokens, max_tokens=max_tokens, min_tokens=min_tokens,
                       ignore_eos=ignore_eos, stream=stream,
                       include_usage=bool(options.get("include_usage", False)),
-                      klass=klass, model=self.config.model)
+                      klass=klass, model=self.config.model, prompt="\n".join(texts))
 
     async def _whole(self, req: Request, params: Params, ident: str,
                      chat: bool) -> web.Response:
@@ -353,7 +354,9 @@ class Params:
 
     def __init__(self, *, prompt_tokens: int, max_tokens: int, min_tokens: int,
                  ignore_eos: bool, stream: bool, include_usage: bool, klass: str,
-                 model: str) -> None:
+                 model: str, prompt: str = "") -> None:
+        self.prompt = prompt
+        """The prompt's text (its turns joined): keys the request's draws."""
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
