@@ -195,10 +195,10 @@ def campaign(tmp_path: Path) -> Campaign:
 
 @pytest.fixture()
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 260 KiB tmpfs (root only), unmounted whatever happens."""
+    """A 400 KiB tmpfs (root only), unmounted whatever happens."""
     where = tmp_path / "disk"
     where.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=260k", "tmpfs", str(where)],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=400k", "tmpfs", str(where)],
                              capture_output=True, check=False)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
