@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_sim_engine import WORDS, FakeClock
 
 from campaign import stats as st
 from campaign.sim.acceptance import classify
@@ -29,24 +30,9 @@ from campaign.spec import Campaign, load_campaign
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "sim-pair.yaml"
-WORDS = tuple(f" w{i}" for i in range(32))
 PAIRS = 16
 AA_PAIRS = 4
 """The band is judged as a 4-pair A/A (`scripts/bench-aa`'s default) would recommend it."""
-
-
-class FakeClock:
-    """Time moves only when the engine sleeps."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, deadline: float) -> None:
-        self.t = max(self.t, deadline)
-        await asyncio.sleep(0)
 
 
 def decision_pass(campaign: Campaign) -> tuple[list[str], int, int]:
