@@ -15,7 +15,6 @@ overstates acceptance: 0.80 vs 0.43–0.47 on real text).
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Sequence
 
@@ -65,14 +64,6 @@ def per_position_a(rate: float, decay: float = DEFAULT_DECAY, k: int = REFERENCE
     return (lo + hi) / 2
 
 
-def sample_accepted(rng: random.Random, a: float, decay: float, verify: int) -> int:
-    """Number of verified drafts accepted: the prefix before the first rejection."""
-    n = 0
-    while n < verify and rng.random() < a * decay**n:
-        n += 1
-    return n
-
-
 # --- draws fixed by the request -------------------------------------------------------
 #
 # The engine does not draw acceptance from one shared stream: whether the draft at draft
@@ -101,8 +92,9 @@ def keyed_uniform(key: int, position: int, slot: int) -> float:
 
 
 def accepted_at(key: int, position: int, a: float, decay: float, verify: int) -> int:
-    """`sample_accepted` with the draws fixed by the request key and the output position
-    the step starts at: draft i is accepted when keyed_uniform(key, position, i) < a·decay^i
+    """Number of verified drafts accepted (the prefix before the first rejection), with
+    the draws fixed by the request key and the output position the step starts at: draft i
+    is accepted when keyed_uniform(key, position, i) < a·decay^i
     (and every draft before it was)."""
     n = 0
     while n < verify and keyed_uniform(key, position, n) < a * decay**n:
