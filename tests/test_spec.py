@@ -376,3 +376,55 @@ def test_shipped_files_are_package_data(repo_root: Path) -> None:
                 rel = f.relative_to(pkg).as_posix()
                 assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
     assert (repo_root / "fixtures").resolve() == (pkg / "fixtures").resolve()
+
+
+# --------------------------------------------------------------------------- lanes
+
+LANES = sub("lane: sim\n", """lanes:
+  station-a:
+    description: first box
+    server: {port: 18801, command: [--port, "18801"], env: {SPECAB_SIM_SEED: 1}}
+  station-b:
+    server: {port: 18802, command: [--port, "18802"]}
+""").replace('command: [spec-ab, sim, serve, --port, "18999"]', "command: [spec-ab, sim, serve]")
+
+
+def test_lanes_merge_before_the_arms(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, LANES))
+    assert c.sharded and c.lane_names == ["station-a", "station-b"] and not c.lane_chosen
+    a, b = c.for_lane("station-a"), c.for_lane("station-b")
+    assert (a.lane, b.lane) == ("station-a", "station-b") and a.lane_chosen
+    cand_a, cand_b = a.launches["depth7"], b.launches["depth7"]
+    assert isinstance(cand_a, ProcessLaunch) and isinstance(cand_b, ProcessLaunch)
+    assert cand_a.command == ["spec-ab", "sim", "serve", "--port", "18801"]
+    assert (cand_a.port, cand_b.port) == (18801, 18802)
+    # lane env merged under the arm's: the arm's depth wins, the lane's seed stays
+    assert cand_a.env == {"SPECAB_SIM_DEPTH": "7", "SPECAB_SIM_SEED": "1"}
+    assert cand_b.env == {"SPECAB_SIM_DEPTH": "7"}
+    assert a.server.port == 18801 and b.launches["control"].env == {"SPECAB_SIM_DEPTH": "5"}
+    # choosing at load time gives the same view
+    assert load_campaign(write(tmp_path, LANES), lane="station-b").launches == b.launches
+
+
+@pytest.mark.parametrize(("text", "lane", "expected"), [
+    (LANES, "station-c", ["--lane station-c: not a lane", "station-a, station-b"]),
+    (BASE, "other", ["--lane other: this campaign has no `lanes:`", "'sim'"]),
+    (LANES.replace("lanes:\n", "lane: sim\nlanes:\n"), None, ["`lane: sim` and `lanes:`"]),
+    (sub("lane: sim\n", ""), None, ["`lane:` is missing"]),
+    (LANES.replace("station-b:", "Station B:"), None, ["lane name 'Station B'"]),
+    (LANES.replace("server: {port: 18802,", "server: {gpus: all, port: 18802,"), None,
+     ["lanes.station-b.server.gpus", "not a field a lane"]),
+    (LANES.replace('command: [--port, "18802"]', 'command: [--port, "18803"]'), None,
+     ["--port 18803", "18802", "on lane 'station-b'"]),
+    (LANES.replace("{port: 18801,", "{port: 99999,"), None, ["lanes.station-a.server.port"]),
+])
+def test_lane_problems(tmp_path: Path, text: str, lane: str | None,
+                       expected: list[str]) -> None:
+    with pytest.raises(SpecError) as exc:
+        load_campaign(write(tmp_path, text), lane=lane)
+    assert any(all(e in p for e in expected) for p in exc.value.problems), exc.value.problems
+
+
+def test_the_one_lane_may_be_named(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, BASE), lane="sim")
+    assert c.lane == "sim" and not c.sharded and c.lane_names == ["sim"]

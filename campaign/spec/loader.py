@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import difflib
 import re
-import stat
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.tokens import AliasToken
 
 from campaign.errors import SpecError
 from campaign.spec.base import CONTROL
@@ -51,6 +47,7 @@ from campaign.spec.models import (
     Workloads,
     merge,
 )
+from campaign.spec.yamlread import read_yaml
 
 # --------------------------------------------------------------------------- loading
 
@@ -262,123 +259,21 @@ def _problem_lines(exc: ValidationError, data: Any, lines: _Lines, root: Any,
 
 MAX_FILE_BYTES = 1 << 20
 """A campaign file is a page of YAML: anything over 1 MiB is a mistake (a log, a dump)."""
-MAX_ALIASES = 100
-"""YAML aliases (`*name`) a campaign may use: enough to share blocks, too few for a bomb."""
-MAX_NODES = 100_000
-"""Values in the document once aliases are expanded (an alias bomb expands to billions)."""
-
-
-def _read_text(path: Path) -> str:
-    try:
-        st = path.stat()  # follows symlinks: a loop or a dangling link fails here
-    except FileNotFoundError:
-        if path.is_symlink():
-            raise SpecError(str(path), ["a symbolic link to a file that does not exist"]) from None
-        raise SpecError(str(path), ["file not found"]) from None
-    except OSError as exc:
-        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise SpecError(str(path), ["is a folder, not a campaign file"])
-    if not stat.S_ISREG(st.st_mode):
-        raise SpecError(str(path), ["not a regular file (a device, pipe or socket)"])
-    if st.st_size > MAX_FILE_BYTES:
-        raise SpecError(str(path), [f"the file is {st.st_size / (1 << 20):.1f} MiB; a campaign "
-                                    f"file may be at most {MAX_FILE_BYTES >> 20} MiB"])
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(str(path), [f"the file is larger than {MAX_FILE_BYTES >> 20} MiB"])
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(path), [f"not UTF-8 text (byte {exc.start})"]) from None
-
-
-def _count_aliases(yaml: YAML, text: str) -> int:
-    return sum(1 for tok in yaml.scan(text) if isinstance(tok, AliasToken))
-
-
-def _kids(node: Any) -> list[Any]:
-    if isinstance(node, Mapping):
-        return list(node.values())
-    return list(node) if isinstance(node, list) else []
-
-
-def _expanded_size(root: Any, limit: int) -> int | None:
-    """Values in the document with every alias expanded, or None when over `limit` or
-    when the document contains itself. Shared (aliased) nodes are sized once."""
-    sizes: dict[int, int] = {}
-    on_path = {id(root)}
-    stack: list[tuple[Any, Any]] = [(root, iter(_kids(root)))]
-    while stack:
-        node, it = stack[-1]
-        for kid in it:
-            if not isinstance(kid, Mapping | list) or id(kid) in sizes:
-                continue
-            if id(kid) in on_path:
-                return None
-            on_path.add(id(kid))
-            stack.append((kid, iter(_kids(kid))))
-            break
-        else:
-            stack.pop()
-            on_path.discard(id(node))
-            total = 1 + sum(sizes.get(id(k), 1) for k in _kids(node))
-            if total > limit:
-                return None
-            sizes[id(node)] = total
-    return sizes[id(root)]
-
-
-def _read_yaml(path: Path) -> Any:
-    yaml = YAML(typ="rt")
-    yaml.allow_duplicate_keys = False
-    text = _read_text(path)
-    try:
-        aliases = _count_aliases(yaml, text)
-    except MarkedYAMLError:
-        aliases = 0  # the load below reports the syntax error with its line
-    except Exception:  # ruamel raises several unrelated types for broken input
-        aliases = 0
-    if aliases > MAX_ALIASES:
-        raise SpecError(str(path), [f"YAML: {aliases} aliases (*name); a campaign file may use "
-                                    f"at most {MAX_ALIASES}"])
-    try:
-        data = yaml.load(text)
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        ln = f" (line {mark.line + 1})" if mark else ""
-        problem = (exc.problem or exc.context or "invalid YAML").strip()
-        raise SpecError(str(path), [f"YAML: {problem}{ln}"]) from None
-    except RecursionError:
-        raise SpecError(str(path), ["YAML: nested too deeply"]) from None
-    except Exception as exc:  # ruamel raises several unrelated types for broken input
-        raise SpecError(str(path), [f"YAML: {exc}"]) from None
-    if data is None:
-        raise SpecError(str(path), ["the file is empty"])
-    if not isinstance(data, Mapping):
-        raise SpecError(str(path), ["the top level must be a mapping of keys"])
-    if aliases and _expanded_size(data, MAX_NODES) is None:
-        raise SpecError(str(path), [f"YAML: the aliases expand to more than {MAX_NODES:,} "
-                                    "values, or the document contains itself"])
-    return data
-
-
 def load_campaign(path: Path | str, *, base_dir: Path | None = None,
-                  check_files: bool = True) -> Campaign:
+                  check_files: bool = True, lane: str | None = None) -> Campaign:
     """Read, validate and merge a campaign file. Raises `SpecError` with every problem.
 
     `base_dir` resolves relative paths when the file is a frozen copy (resume) that no
     longer sits beside the fixtures it names. `check_files=False` skips the checks that
     named files and folders exist (reading a frozen copy back for a report, where the
     fixtures may be long gone).
+
+    A campaign with a `lanes:` table is checked on every lane; `lane` picks the one it is
+    run on (`Campaign.for_lane`), else it is returned as written (`lane_chosen` False).
     """
     path = Path(path)
     context = {READ_BACK: not check_files}  # an old run's literal secret stays readable
-    raw = _read_yaml(path)
+    raw = read_yaml(path)
     lines = _Lines(raw)
     data = _plain(raw)
     problems: list[str] = []
@@ -408,8 +303,76 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
     campaign = campaign.with_source(path, base_dir)
 
     server_raw = _plain(raw["server"])
+    if not campaign.lanes:
+        launches = _arm_launches(campaign, server_raw, lines, context, problems)
+        problems.extend(_semantic_problems(campaign, launches, lines, check_files=check_files))
+        if problems:
+            raise SpecError(str(path), list(dict.fromkeys(problems)))  # each problem once
+        return _chosen(campaign.with_launches(launches), lane, path)
+    views: dict[str, Campaign] = {}
+    for name, spec in campaign.lanes.items():
+        lane_raw = _lane_server(campaign, name, spec.server, server_raw, lines, context,
+                                problems)
+        if lane_raw is None:
+            continue
+        view = campaign.model_copy(update={
+            "lane": name, "server": LAUNCH_ADAPTER.validate_python(lane_raw, context=context)})
+        launches = _arm_launches(view, lane_raw, lines, context, problems, lane=name)
+        problems.extend(_semantic_problems(view, launches, lines, check_files=check_files))
+        views[name] = view.with_launches(launches)
+    if problems:
+        raise SpecError(str(path), list(dict.fromkeys(problems)))
+    return _chosen(campaign.with_lane_views(views), lane, path)
+
+
+def _chosen(campaign: Campaign, lane: str | None, path: Path) -> Campaign:
+    """The campaign as run on `lane` (None: as written)."""
+    if lane is None:
+        return campaign
+    try:
+        return campaign.for_lane(lane)
+    except KeyError:
+        if campaign.sharded:
+            raise SpecError(str(path), [f"--lane {lane}: not a lane of this campaign (lanes: "
+                                        f"{', '.join(campaign.lane_names)})"]) from None
+        raise SpecError(str(path), [f"--lane {lane}: this campaign has no `lanes:` table; it "
+                                    f"runs on its one lane '{campaign.lane}' (leave out "
+                                    "--lane)"]) from None
+
+
+def _lane_server(campaign: Campaign, name: str, overrides: dict[str, Any],
+                 server_raw: dict[str, Any], lines: _Lines, context: dict[str, Any],
+                 problems: list[str]) -> dict[str, Any] | None:
+    """`server` with lane `name`'s overrides merged, validated (None, with problems, when
+    it is not a valid launch)."""
+    backend_fields = set(type(campaign.server).model_fields)
+    bad = [k for k in overrides if k not in backend_fields or k == "backend"]
+    for key in bad:
+        close = difflib.get_close_matches(key, sorted(backend_fields), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        problems.append(lines.problem(
+            ("lanes", name, "server", key),
+            f"not a field a lane of a {campaign.server.backend} server can override{hint}"))
+    if bad:
+        return None
+    merged: dict[str, Any] = merge(server_raw, overrides)
+    try:
+        LAUNCH_ADAPTER.validate_python(merged, context=context)
+    except ValidationError as exc:
+        problems.extend(_arm_problems(exc, merged, server_raw, overrides,
+                                      ("lanes", name, "server"), "", lines))
+        return None
+    return merged
+
+
+def _arm_launches(campaign: Campaign, server_raw: dict[str, Any], lines: _Lines,
+                  context: dict[str, Any], problems: list[str], *,
+                  lane: str = "") -> dict[str, LaunchModel]:
+    """Each arm's merged launch (`server_raw` plus its overrides), validated; problems
+    are appended to `problems`."""
     launches: dict[str, LaunchModel] = {}
     backend_fields = set(type(campaign.server).model_fields)
+    on_lane = f" on lane '{lane}'" if lane else ""
     for arm in campaign.arm_names:
         overrides = campaign.arms[arm].overrides
         bad = [k for k in overrides if k not in backend_fields or k == "backend"]
@@ -425,11 +388,10 @@ def load_campaign(path: Path | str, *, base_dir: Path | None = None,
         try:
             launches[arm] = LAUNCH_ADAPTER.validate_python(merged, context=context)
         except ValidationError as exc:
-            problems.extend(_arm_problems(exc, merged, server_raw, overrides, arm, lines))
-    problems.extend(_semantic_problems(campaign, launches, lines, check_files=check_files))
-    if problems:
-        raise SpecError(str(path), list(dict.fromkeys(problems)))  # each problem once
-    return campaign.with_launches(launches)
+            after = f" [after merging arm '{arm}'{on_lane}]" if arm != CONTROL or lane else ""
+            problems.extend(_arm_problems(exc, merged, server_raw, overrides,
+                                          ("arms", arm), after, lines))
+    return launches
 
 
 def _arm_problems(
@@ -437,10 +399,12 @@ def _arm_problems(
     merged: dict[str, Any],
     server_raw: dict[str, Any],
     overrides: dict[str, Any],
-    arm: str,
+    prefix: tuple[str | int, ...],
+    after: str,
     lines: _Lines,
 ) -> list[str]:
-    """Name the arm when the problem comes from its overrides, the server otherwise."""
+    """Name the arm (or lane: `prefix`) when the problem comes from its overrides, the
+    server otherwise (with `after`, e.g. " [after merging arm 'x']")."""
     out = []
     for err in exc.errors():
         loc = _clean_loc(tuple(err["loc"]), merged)
@@ -457,10 +421,10 @@ def _arm_problems(
                 from_arm = False
             else:
                 loc = (loc[0], loc[1] - base_len, *loc[2:])
-        prefix: tuple[str | int, ...] = ("arms", arm) if from_arm else ("server",)
-        line = lines.problem(prefix + loc, _message(err, loc, vocab))
+        where: tuple[str | int, ...] = prefix if from_arm else ("server",)
+        line = lines.problem(where + loc, _message(err, loc, vocab))
         if not from_arm:
-            line += f" [after merging arm '{arm}']" if arm != CONTROL else ""
+            line += after
         if line not in out:
             out.append(line)
     return out
@@ -546,8 +510,9 @@ def _port_problems(campaign: Campaign, launches: dict[str, LaunchModel],
             if path in seen or value == str(launch.port):
                 continue
             seen.add(path)
+            on_lane = f" on lane '{campaign.lane}'" if campaign.sharded else ""
             add(path, f"--port {value} in the command, but the runner waits on port "
-                      f"{launch.port} (server.port): make them the same")
+                      f"{launch.port} (server.port){on_lane}: make them the same")
 
 
 def band_over_margin(band: float, margin: float) -> str:

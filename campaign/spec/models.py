@@ -315,6 +315,18 @@ class ArmSpec(Model):
     )
 
 
+class LaneSpec(Model):
+    """One lane of a sharded campaign: a machine (or machine pair) that runs its own
+    pairs, started with `spec-ab run FILE --lane NAME`. Its server overrides are merged
+    into `server` before the arms' (lists appended, maps merged, scalars replaced)."""
+
+    description: str = Field("", description="What this lane is (host, GPUs).")
+    server: dict[str, Any] = Field(
+        default_factory=dict, description="Server fields this lane overrides (host, ports, "
+        "env, docker host, ...); every arm on this lane starts from the merged launch."
+    )
+
+
 # --------------------------------------------------------------------------- campaign
 
 
@@ -323,7 +335,14 @@ class Campaign(Model):
 
     name: str = Field(pattern=NAME_RE, description="Short name (lowercase, -_. allowed).")
     hypothesis: str = Field(description="What the candidate should change, and why.")
-    lane: str = Field(description="Lane label, e.g. `gb300-station` or `sim`.")
+    lane: str = Field("", description="Lane label, e.g. `gb300-station` or `sim` (the one "
+                      "lane of a campaign without `lanes:`).")
+    lanes: dict[str, LaneSpec] = Field(
+        default_factory=dict,
+        description="Optional: name → lane. The campaign is sharded: `spec-ab run FILE --lane "
+        "NAME` runs that lane's `preregistration.pairs` pairs; `spec-ab report` pools the "
+        "shards into one verdict. Leave `lane:` out when lanes are given.",
+    )
     preregistration: Preregistration = Field(
         default_factory=Preregistration, description="The rule, frozen before the runs."
     )
@@ -340,6 +359,8 @@ class Campaign(Model):
     results_dir: Path = Field(Path("results"), description="Where run directories go.")
 
     _launches: dict[str, LaunchModel] = PrivateAttr(default_factory=dict)
+    _lane_views: dict[str, Campaign] = PrivateAttr(default_factory=dict)
+    _lane_chosen: bool = PrivateAttr(False)
     _source: Path | None = PrivateAttr(None)
     _base_dir: Path | None = PrivateAttr(None)
 
@@ -349,6 +370,25 @@ class Campaign(Model):
         for pattern in v.values():
             check_regex(pattern)
         return v
+
+    @field_validator("lanes")
+    @classmethod
+    def _lane_names(cls, v: dict[str, LaneSpec]) -> dict[str, LaneSpec]:
+        for name in v:
+            if not re.match(NAME_RE, name):
+                raise ValueError(f"lane name '{name}' must match {NAME_RE}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_lane_or_a_table(self) -> Campaign:
+        if self.lanes and self.lane:
+            raise ValueError(
+                f"`lane: {self.lane}` and `lanes:` both given: with `lanes:` each shard's lane "
+                "is chosen by `spec-ab run FILE --lane NAME`; remove `lane:`")
+        if not self.lanes and not self.lane:
+            raise ValueError("`lane:` is missing: name the lane the campaign runs on (e.g. "
+                             "`lane: gb300-station`), or list several under `lanes:`")
+        return self
 
     @field_validator("arms")
     @classmethod
@@ -401,6 +441,43 @@ class Campaign(Model):
         """This campaign with each arm's merged server launch."""
         out = self.model_copy()
         out._launches = dict(launches)
+        return out
+
+    @property
+    def sharded(self) -> bool:
+        """The campaign has a `lanes:` table (each lane runs as its own shard)."""
+        return bool(self.lanes)
+
+    @property
+    def lane_names(self) -> list[str]:
+        """The lanes in file order (the one `lane:` of a campaign without `lanes:`)."""
+        return list(self.lanes) if self.lanes else [self.lane]
+
+    @property
+    def lane_chosen(self) -> bool:
+        """This view is of one lane: no `lanes:` table, or a lane picked by `for_lane`."""
+        return not self.lanes or self._lane_chosen
+
+    def for_lane(self, name: str) -> Campaign:
+        """This campaign as run on lane `name`: its `server` and launches are the lane's.
+        Raises KeyError for a lane the campaign does not list."""
+        if not self.lanes:
+            if name != self.lane:
+                raise KeyError(name)
+            return self
+        view = self._lane_views[name]
+        out = view.model_copy()
+        out._lane_views = self._lane_views
+        out._lane_chosen = True
+        return out
+
+    def with_lane_views(self, views: Mapping[str, Campaign]) -> Campaign:
+        """This campaign with each lane's view (`lane` set, `server` and launches merged);
+        until a lane is chosen it shows the first lane's launches."""
+        first = next(iter(views.values()))
+        out = first.model_copy(update={"lane": ""})
+        out._lane_views = dict(views)
+        out._lane_chosen = False
         return out
 
     def resolve(self, path: Path | str) -> Path:

@@ -1,0 +1,121 @@
+"""Reading a campaign file's YAML safely: size, encoding, aliases and syntax checked,
+line numbers kept (ruamel's round-trip nodes). `read_yaml(path)` raises `SpecError`."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.tokens import AliasToken
+
+from campaign.errors import SpecError
+
+MAX_FILE_BYTES = 1 << 20
+"""A campaign file is a page of YAML: anything over 1 MiB is a mistake (a log, a dump)."""
+MAX_ALIASES = 100
+"""YAML aliases (`*name`) a campaign may use: enough to share blocks, too few for a bomb."""
+MAX_NODES = 100_000
+"""Values in the document once aliases are expanded (an alias bomb expands to billions)."""
+
+
+def _read_text(path: Path) -> str:
+    try:
+        st = path.stat()  # follows symlinks: a loop or a dangling link fails here
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise SpecError(str(path), ["a symbolic link to a file that does not exist"]) from None
+        raise SpecError(str(path), ["file not found"]) from None
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SpecError(str(path), ["is a folder, not a campaign file"])
+    if not stat.S_ISREG(st.st_mode):
+        raise SpecError(str(path), ["not a regular file (a device, pipe or socket)"])
+    if st.st_size > MAX_FILE_BYTES:
+        raise SpecError(str(path), [f"the file is {st.st_size / (1 << 20):.1f} MiB; a campaign "
+                                    f"file may be at most {MAX_FILE_BYTES >> 20} MiB"])
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(str(path), [f"the file is larger than {MAX_FILE_BYTES >> 20} MiB"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(path), [f"not UTF-8 text (byte {exc.start})"]) from None
+
+
+def _count_aliases(yaml: YAML, text: str) -> int:
+    return sum(1 for tok in yaml.scan(text) if isinstance(tok, AliasToken))
+
+
+def _kids(node: Any) -> list[Any]:
+    if isinstance(node, Mapping):
+        return list(node.values())
+    return list(node) if isinstance(node, list) else []
+
+
+def _expanded_size(root: Any, limit: int) -> int | None:
+    """Values in the document with every alias expanded, or None when over `limit` or
+    when the document contains itself. Shared (aliased) nodes are sized once."""
+    sizes: dict[int, int] = {}
+    on_path = {id(root)}
+    stack: list[tuple[Any, Any]] = [(root, iter(_kids(root)))]
+    while stack:
+        node, it = stack[-1]
+        for kid in it:
+            if not isinstance(kid, Mapping | list) or id(kid) in sizes:
+                continue
+            if id(kid) in on_path:
+                return None
+            on_path.add(id(kid))
+            stack.append((kid, iter(_kids(kid))))
+            break
+        else:
+            stack.pop()
+            on_path.discard(id(node))
+            total = 1 + sum(sizes.get(id(k), 1) for k in _kids(node))
+            if total > limit:
+                return None
+            sizes[id(node)] = total
+    return sizes[id(root)]
+
+
+def read_yaml(path: Path) -> Any:
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    text = _read_text(path)
+    try:
+        aliases = _count_aliases(yaml, text)
+    except MarkedYAMLError:
+        aliases = 0  # the load below reports the syntax error with its line
+    except Exception:  # ruamel raises several unrelated types for broken input
+        aliases = 0
+    if aliases > MAX_ALIASES:
+        raise SpecError(str(path), [f"YAML: {aliases} aliases (*name); a campaign file may use "
+                                    f"at most {MAX_ALIASES}"])
+    try:
+        data = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        ln = f" (line {mark.line + 1})" if mark else ""
+        problem = (exc.problem or exc.context or "invalid YAML").strip()
+        raise SpecError(str(path), [f"YAML: {problem}{ln}"]) from None
+    except RecursionError:
+        raise SpecError(str(path), ["YAML: nested too deeply"]) from None
+    except Exception as exc:  # ruamel raises several unrelated types for broken input
+        raise SpecError(str(path), [f"YAML: {exc}"]) from None
+    if data is None:
+        raise SpecError(str(path), ["the file is empty"])
+    if not isinstance(data, Mapping):
+        raise SpecError(str(path), ["the top level must be a mapping of keys"])
+    if aliases and _expanded_size(data, MAX_NODES) is None:
+        raise SpecError(str(path), [f"YAML: the aliases expand to more than {MAX_NODES:,} "
+                                    "values, or the document contains itself"])
+    return data
