@@ -233,3 +233,18 @@ def trend_test(values: Sequence[float], positions: Sequence[float],
     slope = math.log1p(moved) / span
     z = slope / (sd / math.sqrt(sxx))
     return moved, float(2 * _sp.norm.sf(abs(z)))
+
+
+def lanes_test(d: Sequence[float], lanes: Sequence[str], sd: float) -> float | None:
+    """p-value of "every lane measures the same change": the lanes' mean pair changes
+    against their pooled mean, with a known per-pair noise `sd` (χ² test, one degree of
+    freedom per lane beyond the first: Σ nₗ (meanₗ − mean)² / sd²). Small p = the lanes
+    disagree by more than the noise explains. None with one lane or sd ≤ 0."""
+    groups: dict[str, list[float]] = {}
+    for v, lane in zip(d, lanes, strict=True):
+        groups.setdefault(lane, []).append(v)
+    if len(groups) < 2 or sd <= 0:
+        return None
+    mean = math.fsum(d) / len(d)
+    stat = math.fsum(len(g) * (math.fsum(g) / len(g) - mean) ** 2 for g in groups.values())
+    return float(_sp.chi2.sf(stat / sd**2, len(groups) - 1))

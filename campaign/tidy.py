@@ -99,6 +99,9 @@ class RunTable:
     pairs: list[int] = field(default_factory=list)
     started: dict[int, dict[str, dt.datetime | None]] = field(default_factory=dict)
     slots: dict[int, dict[str, int]] = field(default_factory=dict)
+    lanes: dict[int, str] = field(default_factory=dict)
+    """pair → lane, in a table pooled from the shards of a sharded campaign (else empty):
+    the noise flags then test each lane's window on its own and whether the lanes agree."""
 
 
 _KEY = ["run", "workload", "level", "metric", "pair", "arm"]
