@@ -33,21 +33,37 @@ def launch_lines(campaign: Campaign, arm: str) -> list[str]:
 
 def print_campaign(console: Console, campaign: Campaign) -> None:
     pre = campaign.preregistration
-    console.print(f"[bold]{escape(campaign.name)}[/] on lane [bold]{escape(campaign.lane)}[/]: "
-                  "valid")
+    if campaign.lane_chosen:
+        where = f"on lane [bold]{escape(campaign.lane)}[/]"
+    else:
+        where = (f"sharded over {len(campaign.lane_names)} lanes "
+                 f"([bold]{escape(', '.join(campaign.lane_names))}[/]), {pre.pairs} pairs "
+                 "each, pooled into one verdict")
+    console.print(f"[bold]{escape(campaign.name)}[/] {where}: valid")
     console.print(f"  hypothesis: {campaign.hypothesis.strip()}", markup=False)
     band = pre.drift_band if isinstance(pre.drift_band, float) else f"from {pre.drift_band.from_}"
     cells = ", ".join(f"{c.workload}/{c.level}" for c in pre.decision_cells)
     console.print(f"  rule: {pre.rule}, {pre.primary_metric} ({pre.metric_direction} is better) "
                   f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
-    for arm in campaign.arm_names:
-        desc = campaign.arms[arm].description
-        console.print(f"\n[bold]arm {escape(arm)}[/]" + (f" — {escape(desc)}" if desc else ""))
-        for line in launch_lines(campaign, arm):
-            console.print(f"  {line}", markup=False, soft_wrap=True)
+    lanes = ([campaign] if campaign.lane_chosen
+             else [campaign.for_lane(name) for name in campaign.lane_names])
+    for view in lanes:
+        if len(lanes) > 1:
+            desc = view.lanes[view.lane].description
+            console.print(f"\n[bold]lane {escape(view.lane)}[/]"
+                          + (f" — {escape(desc)}" if desc else "")
+                          + f" (spec-ab run FILE --lane {escape(view.lane)})")
+        for arm in campaign.arm_names:
+            desc = campaign.arms[arm].description
+            console.print(f"\n[bold]arm {escape(arm)}[/]" + (f" — {escape(desc)}" if desc else "")
+                          + (f" on lane {escape(view.lane)}" if len(lanes) > 1 else ""))
+            for line in launch_lines(view, arm):
+                console.print(f"  {line}", markup=False, soft_wrap=True)
     print_differences(console, campaign)
     slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
-    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, {len(slots)} arms):")
+    each = " on each lane" if len(lanes) > 1 else ""
+    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, {len(slots)} arms"
+                  f"{each}):")
     by_pair: dict[int, list[str]] = {}
     for s in slots:
         by_pair.setdefault(s.pair, []).append(s.arm)
@@ -57,12 +73,12 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     learned = Eta(campaign, campaign.resolve(campaign.results_dir) / "-")
     if learned.learned:  # the lane's earlier runs in this results folder say better
         per_arm = {a: learned.per_arm[a] for a in est.per_arm_s}
-        console.print(f"\n[bold]estimated duration[/] {human(learned.total())} "
+        console.print(f"\n[bold]estimated duration[/] {human(learned.total())}{each} "
                       f"({', '.join(f'{a} {human(s)}' for a, s in per_arm.items())} per "
                       "arm; learned from this lane's earlier runs in "
                       f"{campaign.results_dir})", markup=True)
         return
-    console.print(f"\n[bold]estimated duration[/] {human(est.total_s)} "
+    console.print(f"\n[bold]estimated duration[/] {human(est.total_s)}{each} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)
 

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import psutil
 from docker.errors import DockerException, NotFound
 
+from campaign.errors import PreflightError
 from campaign.markers import (
     ARM_ENV,
     LABEL_ARM,
@@ -427,3 +428,37 @@ __all__ = [
     "remove_leftovers",
     "runner_alive",
 ]
+
+
+def _no_note(text: str) -> None:
+    return None
+
+
+def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
+                     find: Callable[[Campaign], Scan] | None = None) -> None:
+    """PreflightError when containers or processes of dead runs are still around (they
+    hold the lane's GPUs and ports); notes on what could not be judged go to `on_note`."""
+    if find is None:
+        leftovers = find_leftovers(docker_hosts=campaign_docker_hosts(campaign),
+                                   quiet_hosts=() if uses_docker(campaign) else (None,))
+    else:
+        leftovers = find(campaign)
+    for note in leftovers.notes:
+        on_note(note)
+    found = [x for x in leftovers if x.kind != "tmpdir"]  # a folder holds nothing
+    if not found:
+        return
+    ports, hosts = lane_endpoints(campaign)
+    mine = [x for x in found if x.on_lane(campaign.lane, ports, hosts)]
+    if mine:
+        what = f"hold lane '{campaign.lane}'"
+        shown = mine + [x for x in found if x not in mine]
+    else:  # still refused: GPUs are shared machine-wide, and their pids may hold them
+        what = ("are still running on this machine (not on this lane's ports or docker "
+                "hosts, but they may hold its GPUs)")
+        shown = found
+    raise PreflightError(
+        f"{len(found)} leftover(s) of earlier runs {what}: "
+        + ", ".join(str(x) for x in shown[:5]),
+        hint="remove them with `spec-ab clean`",
+    )

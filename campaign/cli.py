@@ -11,7 +11,6 @@ import enum
 import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -148,6 +147,9 @@ def check(
     campaign_file: Annotated[Path, typer.Argument(help="Campaign YAML file.")],
     preflight: Annotated[bool, typer.Option(help="Also check this machine is ready "
                                             "(starts nothing).")] = True,
+    lane: Annotated[str | None, typer.Option(
+        "--lane", help="A sharded campaign: check this lane (its launches and this "
+        "machine); without it every lane is shown and no machine is checked.")] = None,
 ) -> None:
     """Validate a campaign file, show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready)."""
     from campaign import checkview
@@ -155,9 +157,13 @@ def check(
     from campaign.preflight import preflight as run_preflight
     from campaign.spec import load_campaign
 
-    campaign = load_campaign(campaign_file)
+    campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
     checkview.print_campaign(out, campaign)
+    if not campaign.lane_chosen and preflight:
+        out.print(f"\npreflight: each lane is its own machine; check it there with "
+                  f"`spec-ab check {campaign_file} --lane NAME`", markup=False)
+        return
     if not preflight:
         return
     facts, problems = run_preflight(campaign)
@@ -192,9 +198,12 @@ def run(
     redo_invalid: Annotated[bool, typer.Option(
         "--redo-invalid", help="With --resume: measure the pairs left invalid again (whole, "
         "both arms, as a new attempt in the same run directory).")] = False,
+    lane: Annotated[str | None, typer.Option(
+        "--lane", help="Run this lane's shard of a campaign with a `lanes:` table (its "
+        "pairs only; `spec-ab report` pools the shards).")] = None,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
-    from campaign import checkview, runner
+    from campaign import checkview, runner, stopping
     from campaign.progress import make_progress
     from campaign.spec import load_campaign
     from campaign.store import RunStore
@@ -213,12 +222,20 @@ def run(
     store: RunStore | None = None
     if resume is not None:
         store, campaign = runner.reopen_run(resume, rt)
+        if lane is not None and lane != campaign.lane:
+            raise UsageError(f"--lane {lane}: {resume} is the shard of lane "
+                             f"'{campaign.lane}'", hint=f"spec-ab run --resume {resume}")
         if campaign_file is not None:
             out.print(f"resuming {resume}: its frozen campaign.yaml is used, not "
                       f"{campaign_file}")
     else:
         assert campaign_file is not None
-        campaign = load_campaign(campaign_file)
+        campaign = load_campaign(campaign_file, lane=lane)
+        if not campaign.lane_chosen:
+            raise UsageError(
+                f"{campaign_file} is sharded over lanes ({', '.join(campaign.lane_names)}): "
+                "run one lane's shard per machine with --lane",
+                hint=f"spec-ab run {campaign_file} --lane {campaign.lane_names[0]}")
     if dry_run:
         checkview.print_dry_run(out, campaign)
         return
@@ -228,9 +245,7 @@ def run(
         out.print(f"run directory: {run.run_dir}")
         _announce_run_dir(run.run_dir, run_dir_file)
         rt.progress = make_progress(out, campaign, run.run_dir)
-        previous.update(_install_signal_handlers(rt.cancel))
-        rt.progress = make_progress(out)
-        previous.update(_install_signal_handlers(rt.cancel, lambda: rt.doing))
+        previous.update(stopping.install(rt.cancel, lambda: rt.doing, _say_stopping))
 
     try:
         result = runner.run_campaign(
@@ -241,7 +256,7 @@ def run(
         close = getattr(rt.progress, "close", None)
         if close:
             close()
-        _restore_signal_handlers(previous)
+        stopping.restore(previous)
     code = _print_summary(result.run_dir, [c.value for c in fail_on or []])
     if not result.complete:
         bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
@@ -266,30 +281,8 @@ def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:
             err.print(f"note: cannot append to $GITHUB_OUTPUT ({exc.strerror or exc})")
 
 
-def _install_signal_handlers(cancel: Any,
-                             doing: Callable[[], str] = lambda: "") -> dict[int, Any]:
-    """First Ctrl-C/SIGTERM: stop gracefully (AIPerf, server, journal), saying at once what
-    it waits for. Second: at once."""
-    previous: dict[int, Any] = {}
-
-    def handler(signum: int, frame: Any) -> None:
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        cancel.set()
-        now = doing()
-        waiting = (f"waiting for {now} to stop" if now
-                   else "waiting for AIPerf and the server to stop")
-        err.print(f"\nstopping: {waiting}; press Ctrl-C again to stop at once",
-                  style="yellow", markup=False, highlight=False)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    return previous
-
-
-def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-    for sig, h in previous.items():
-        signal.signal(sig, h)
+def _say_stopping(text: str) -> None:
+    err.print(text, style="yellow", markup=False, highlight=False)
 
 
 def _print_summary(run_dir: Path, fail_on: list[str]) -> int:

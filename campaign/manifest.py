@@ -65,6 +65,7 @@ def collect(campaign: Campaign) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "gpus": gpu_facts(),
         "campaign": {"name": campaign.name, "lane": campaign.lane,
+                     **({"lanes": campaign.lane_names} if campaign.sharded else {}),
                      "source": str(campaign.source), "hypothesis": campaign.hypothesis},
         "bind_mounts": bind_mount_hashes(campaign),
         "arm_env": envs,

@@ -24,8 +24,10 @@ FLAG_MEANING = {
     "invalid-pass": "pairs left out",
     "incomplete": "fewer complete pairs than pre-registered",
     "one-pair": "no spread, no window check",
+    "lanes-disagree": "the lanes measured different changes",
 }
-GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete", "one-pair"})
+GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete", "one-pair",
+                          "lanes-disagree"})
 """Flags that stop a decision cell from adopting (it is `inconclusive` instead)."""
 
 

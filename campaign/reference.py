@@ -31,6 +31,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("server (backend: external)", spec.ExternalLaunch),
     ("server.readiness", spec.Readiness),
     ("arms.<name>", spec.ArmSpec),
+    ("lanes.<name>", spec.LaneSpec),
     ("workloads", spec.Workloads),
     ("workloads.warmup[]", spec.WarmupPass),
     ("workloads.knee", spec.KneeWorkload),

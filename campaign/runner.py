@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import os
 import shutil
 import threading
@@ -99,7 +100,9 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
     band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
     facts = manifest.collect(campaign)
     try:
-        store = RunStore.create(out_root, campaign.name, campaign_text, clock=rt.clock)
+        # a shard's folder names its lane: shards of one night gathered in one folder
+        name = f"{campaign.name}-{campaign.lane}" if campaign.sharded else campaign.name
+        store = RunStore.create(out_root, name, campaign_text, clock=rt.clock)
     except OSError as exc:
         if exc.errno not in STORAGE_ERRNOS:
             raise
@@ -110,7 +113,8 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
                                 drift_band=band)
         store.write_manifest(facts)
         store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
-                      base_dir=str(campaign.base_dir))
+                      base_dir=str(campaign.base_dir), lane=campaign.lane,
+                      **({"lanes": campaign.lane_names} if campaign.sharded else {}))
         store.rebuild_passes_csv()
     except OSError as exc:
         # Nothing is measured yet: a half-registered folder would only be an orphan.
@@ -216,49 +220,35 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
 
 def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
                      find: Callable[[Campaign], Scan] | None = None) -> None:
-    """PreflightError when containers or processes of dead runs are still around (they
-    hold the lane's GPUs and ports); notes on what could not be judged go to `on_note`."""
-    if find is None:
-        from campaign import cleanup
-
-        leftovers = cleanup.find_leftovers(
-            docker_hosts=cleanup.campaign_docker_hosts(campaign),
-            quiet_hosts=() if cleanup.uses_docker(campaign) else (None,))
-    else:
-        leftovers = find(campaign)
-    for note in leftovers.notes:
-        on_note(note)
-    found = [x for x in leftovers if x.kind != "tmpdir"]  # a folder holds nothing
-    if not found:
-        return
+    """PreflightError when containers or processes of dead runs are still around
+    (`cleanup.refuse_leftovers`; imported here late, with docker)."""
     from campaign import cleanup
 
-    ports, hosts = cleanup.lane_endpoints(campaign)
-    mine = [x for x in found if x.on_lane(campaign.lane, ports, hosts)]
-    if mine:
-        what = f"hold lane '{campaign.lane}'"
-        shown = mine + [x for x in found if x not in mine]
-    else:  # still refused: GPUs are shared machine-wide, and their pids may hold them
-        what = ("are still running on this machine (not on this lane's ports or docker "
-                "hosts, but they may hold its GPUs)")
-        shown = found
-    raise PreflightError(
-        f"{len(found)} leftover(s) of earlier runs {what}: "
-        + ", ".join(str(x) for x in shown[:5]),
-        hint="remove them with `spec-ab clean`",
-    )
+    cleanup.refuse_leftovers(campaign, on_note=on_note, find=find)
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
     """Reopen a run for `--resume`: the frozen campaign file, never the edited one."""
     store = RunStore.open(run_dir, clock=rt.clock)
     events = store.read_journal()
-    base = next((Path(e["base_dir"]) for e in events if e.get("event") == "registered"), None)
-    campaign = load_campaign(run_dir / "campaign.yaml", base_dir=base)
+    registered = next((e for e in events if e.get("event") == "registered"), {})
+    base = Path(registered["base_dir"]) if registered.get("base_dir") else None
+    lane = registered.get("lane") or _manifest_lane(run_dir)
+    campaign = load_campaign(run_dir / "campaign.yaml", base_dir=base, lane=lane)
     if any(e.get("event") == "finished" and e.get("complete") for e in events):
         raise ResultsError(f"{run_dir} is already complete; nothing to resume",
                            hint=f"spec-ab report {run_dir}")
     return store, campaign
+
+
+def _manifest_lane(run_dir: Path) -> str | None:
+    """The lane the manifest records (runs registered before the journal named it)."""
+    try:
+        doc = json.loads((run_dir / "manifest.json").read_text())
+        lane = doc["campaign"]["lane"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return lane if isinstance(lane, str) and lane else None
 
 
 def pair_status(events: list[dict[str, Any]]) -> dict[int, tuple[int, str]]:
@@ -294,7 +284,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         # passes.csv follows the journal: a session stopped between the two (a full disk,
         # a kill) left it behind, and it is rebuilt before anything else is measured.
         store.rebuild_passes_csv()
-        store.journal("run_start", pid=_pid(), resumed=bool(status),
+        store.journal("run_start", pid=_pid(), resumed=bool(status), lane=campaign.lane,
                       **({"redo_invalid": True} if redo_invalid else {}))
         started = rt.monotonic()
         done_slots = 0

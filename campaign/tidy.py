@@ -175,6 +175,7 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
         cols = ["run", "pair", "arm"]
         has_start = "started_at" in df.columns
         has_slot = "slot" in df.columns
+        has_lane = "lane" in df.columns  # a run pooled from shards (`campaign.pool`)
         first = df.drop_duplicates(cols)
         for rec in first.to_dict("records"):
             t = table(str(rec["run"]))
@@ -186,6 +187,8 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
             )
             if has_slot:
                 t.slots.setdefault(pair, {})[rec["arm"]] = int(rec["slot"])
+            if has_lane:
+                t.lanes[pair] = str(rec["lane"])
         for t in tables.values():
             t.pairs.sort()
     return tables

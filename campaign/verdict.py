@@ -33,12 +33,12 @@ import datetime as dt
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from campaign import catalog
 from campaign import stats as st
 from campaign.decide import best_by_level, decide_candidate, rank
-from campaign.fmt import abs_pct, fmt_gain, pct, span
+from campaign.fmt import abs_pct, pct, span
 from campaign.guardrails import guardrail_targets
 from campaign.outcome import (
     GATING_FLAGS,
@@ -49,6 +49,7 @@ from campaign.outcome import (
     PairGain,
     RunVerdict,
 )
+from campaign.reasons import change_text, describe_reason, label_reason
 from campaign.rule import (
     DEFAULT_PASS_SD,
     EPS,
@@ -57,11 +58,9 @@ from campaign.rule import (
     Rule,
     adopts_ci,
     adopts_point,
-    better_d,
     change_of,
     describe,
     label_of,
-    worse_d,
 )
 from campaign.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
@@ -87,20 +86,8 @@ class Context:
     """Level of each noise flag's test (the family's 5% shared over the decision cells)."""
     candidates: int = 1
     """Candidates compared in the run (raises the bar: see `Rule.bar_d`)."""
-
-
-def change_text(c: Cell | None = None, *, d: float | None = None,
-                direction: st.Direction = "higher", kind: st.Kind = "ratio") -> str:
-    """A change on the metric's own scale with its sense: "−18.4% (better)"."""
-    if c is not None:
-        if c.stats is None:
-            return "—"
-        d, direction, kind = c.stats.mean, c.direction, c.kind
-    assert d is not None
-    shown = fmt_gain(change_of(d, direction, kind), kind)
-    if abs(d) <= EPS or shown in ("+0.0%", "+0"):
-        return shown
-    return f"{shown} ({'better' if d > 0 else 'worse'})"
+    lanes: Mapping[int, str] = field(default_factory=dict)
+    """pair → lane in a run pooled from shards (`tidy.RunTable.lanes`), else empty."""
 
 
 def judge_cell(
@@ -182,11 +169,11 @@ def judge_cell(
             adopts = (adopts_point(stats_, bar, band, direction) if rule.prereg.rule == "point"
                       else adopts_ci(stats_, bar, rule.ci_alpha(ctx.candidates)))
             verdict = label_of(stats_, band, adopts, direction)
-            reasons.insert(0, _label_reason(verdict, stats_, rule, band, bar, direction,
+            reasons.insert(0, label_reason(verdict, stats_, rule, band, bar, direction,
                                             rule.ci_alpha(ctx.candidates)))
         else:
             verdict = describe(stats_)
-            reasons.insert(0, _describe_reason(verdict, stats_, direction))
+            reasons.insert(0, describe_reason(verdict, stats_, direction))
         if stats_.ci is None:
             reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
     elif not_applicable and not left:
@@ -223,21 +210,15 @@ def judge_cell(
                     f"noise explains (p={p_rep:.2g})")
     trend = None
     if kind == "ratio":
-        ctrl = sorted(
-            (ctx.slots.get(p_, {}).get(control, p_), v[control].value)
-            for p_, v in data.values.items()
-            if control in v and v[control].value > 0
-        )
-        tested = (st.trend_test([v for _, v in ctrl], [s for s, _ in ctrl], rule.control_sd)
-                  if len(ctrl) >= 2 else None)
-        if tested is not None:
-            trend, p_trend = tested
-            if abs(trend) > rule.window_limit + EPS and p_trend < ctx.flag_alpha:
-                flags.append("window-drift")
-                reasons.append(
-                    f"window-drift: the control itself moved {pct(trend)} across the window "
-                    f"(limit ±{abs_pct(rule.window_limit)}, beyond its noise: p={p_trend:.2g})"
-                    ": the window was not stable")
+        trend, drifted = _window_drift(data, control, rule, ctx)
+        if drifted:
+            flags.append("window-drift")
+            reasons.append(drifted)
+    if decision and stats_ is not None and kind == "ratio" and ctx.lanes:
+        disagree = _lanes_disagree(stats_, [p_ for p_, _, _ in complete], rule, ctx, direction)
+        if disagree:
+            flags.append("lanes-disagree")
+            reasons.append(disagree)
     small = _small_sample(ctx, gates.min_output_tokens, gates.min_completed_requests,
                           [p_ for p_, _, _ in complete], (control, arm))
     if small:
@@ -297,6 +278,71 @@ def judge_cell(
     )
 
 
+def _window_drift(data: CellData, control: str, rule: Rule,
+                  ctx: Context) -> tuple[float | None, str]:
+    """The control's movement across the window and, when it is beyond the limit and its
+    noise, the flag's reason. A pooled run is tested lane by lane (each lane is its own
+    window, on its own machine), at the flag's level shared over the lanes; the movement
+    shown is the largest."""
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for p_, v in data.values.items():
+        if control in v and v[control].value > 0:
+            groups.setdefault(ctx.lanes.get(p_, ""), []).append(
+                (ctx.slots.get(p_, {}).get(control, p_), v[control].value))
+    alpha = ctx.flag_alpha / max(1, len(groups))
+    trend: float | None = None
+    worst: tuple[float, float, str] | None = None
+    for lane, points in sorted(groups.items()):
+        points.sort()
+        tested = (st.trend_test([v for _, v in points], [s for s, _ in points],
+                                rule.control_sd) if len(points) >= 2 else None)
+        if tested is None:
+            continue
+        moved, p_trend = tested
+        if trend is None or abs(moved) > abs(trend):
+            trend = moved
+        if (abs(moved) > rule.window_limit + EPS and p_trend < alpha
+                and (worst is None or abs(moved) > abs(worst[0]))):
+            worst = (moved, p_trend, lane)
+    if worst is None:
+        return trend, ""
+    moved, p_trend, lane = worst
+    where = f" on lane {lane}" if lane else ""
+    return trend, (f"window-drift: the control itself moved {pct(moved)} across the window"
+                   f"{where} (limit ±{abs_pct(rule.window_limit)}, beyond its noise: "
+                   f"p={p_trend:.2g}): the window was not stable")
+
+
+def lane_changes(cell: Cell, lanes: Mapping[int, str]) -> list[tuple[str, int, float]]:
+    """(lane, pairs, change) of a pooled cell, lane by lane in first-seen order: the
+    change is the lane's mean pair change on the metric's own scale."""
+    if cell.stats is None:
+        return []
+    groups: dict[str, list[float]] = {}
+    for pg, d in zip(cell.pairs, cell.stats.d, strict=True):
+        groups.setdefault(lanes.get(pg.pair, "?"), []).append(d)
+    return [(lane, len(ds), change_of(math.fsum(ds) / len(ds), cell.direction, cell.kind))
+            for lane, ds in groups.items()]
+
+
+def _lanes_disagree(p: st.Paired, pairs: Sequence[int], rule: Rule, ctx: Context,
+                    direction: st.Direction) -> str:
+    """The lanes-disagree flag's reason when the lanes' mean changes differ by more than
+    the lane's noise explains (`stats.lanes_test`), else ""."""
+    lanes = [ctx.lanes.get(pair, "?") for pair in pairs]
+    p_lanes = st.lanes_test(p.d, lanes, rule.pair_sd)
+    if p_lanes is None or p_lanes >= ctx.flag_alpha:
+        return ""
+    groups: dict[str, list[float]] = {}
+    for d, lane in zip(p.d, lanes, strict=True):
+        groups.setdefault(lane, []).append(d)
+    per_lane = ", ".join(
+        f"{lane} {change_text(d=math.fsum(ds) / len(ds), direction=direction)} "
+        f"({len(ds)} pair{'s' if len(ds) > 1 else ''})" for lane, ds in groups.items())
+    return (f"lanes-disagree — not one change: {per_lane}; they differ by more than the "
+            f"lane's noise explains (p={p_lanes:.2g}), so the pooled change is no one lane's")
+
+
 def _own_values(data: CellData, arm: str, verdict: Label) -> float | None:
     """A not-applicable cell still shows the arm that has the figure (its own mean)."""
     if verdict != "not-applicable":
@@ -310,52 +356,6 @@ def _centre(values: Sequence[float], kind: st.Kind) -> float | None:
     if kind == "ratio":
         return math.exp(math.fsum(math.log(v) for v in values) / len(values))
     return math.fsum(values) / len(values)
-
-
-def _label_reason(verdict: Label, p: st.Paired, rule: Rule, band: float, bar: float,
-                  direction: st.Direction, alpha: float) -> str:
-    def ch(d: float) -> str:
-        return fmt_gain(change_of(d, direction, p.kind), p.kind)
-
-    pairs = ", ".join(ch(v) for v in p.d)
-    g = change_text(d=p.mean, direction=direction, kind=p.kind)
-    bar_text = ch(bar)
-    up, down = ch(better_d(band, direction, p.kind)), ch(worse_d(band, direction, p.kind))
-    lo = None
-    if p.sd is not None:
-        t = st.t_critical(1 - alpha / 2, p.n - 1)
-        lo = p.mean - t * p.sd / math.sqrt(p.n)
-    ci = f"CI's worse end {ch(lo)}" if lo is not None else "no CI with one pair"
-    if verdict == "adopt":
-        if rule.prereg.rule == "point":
-            return f"adopt: {g} clears {bar_text} and every pair clears {up} (pairs {pairs})"
-        return f"adopt: {ci} clears {bar_text} (change {g}, pairs {pairs})"
-    if verdict == "gain-below-bar":
-        if rule.prereg.rule == "ci" and p.mean >= bar - EPS:
-            return f"gain-below-bar: {ci} does not clear {bar_text} (change {g}, pairs {pairs})"
-        return (f"gain-below-bar: every pair beyond {up} but {g} does not clear {bar_text} "
-                f"(pairs {pairs})")
-    if verdict == "within-drift":
-        return f"within-drift: {g} is inside the ±{abs_pct(band)} band (pairs {pairs})"
-    if verdict == "loss":
-        return f"loss: every pair beyond {down} ({g}; pairs {pairs})"
-    if verdict == "mixed":
-        return (f"mixed: some pairs beyond {up} and some beyond {down} — they disagree beyond "
-                f"the ±{abs_pct(band)} band ({g}; pairs {pairs})")
-    return (f"unclear: {g} is beyond the ±{abs_pct(band)} band but not every pair is "
-            f"(pairs {pairs})")
-
-
-def _describe_reason(verdict: Label, p: st.Paired, direction: st.Direction) -> str:
-    g = change_text(d=p.mean, direction=direction, kind=p.kind)
-    if verdict in ("better", "worse"):
-        lo, hi = (change_of(v, direction, p.kind) for v in p.mean_ci)
-        a, b = min(lo, hi), max(lo, hi)
-        return (f"{verdict}: {g}; its {p.confidence:.0%} CI {fmt_gain(a, p.kind)} … "
-                f"{fmt_gain(b, p.kind)} excludes no change")
-    if p.n < 2:
-        return f"no-clear-change: {g} on one pair (no CI)"
-    return f"no-clear-change: {g}; its {p.confidence:.0%} CI includes no change"
 
 
 def _repeat_spread(
@@ -556,4 +556,4 @@ def _context(table: RunTable, workload: str, level: str, alpha: float,
         return dict(total)
 
     return Context(sizes("output_tokens"), sizes("requests_completed"), table.started,
-                   table.slots, alpha, candidates)
+                   table.slots, alpha, candidates, table.lanes)

@@ -22,7 +22,7 @@ import pytest
 from test_runner import CAMPAIGN, FakeServer, Metrics, Script, _campaign, listener, make_rt
 from typer.testing import CliRunner
 
-from campaign import cleanup, lanelock, loadgen, runner, secrets
+from campaign import cleanup, lanelock, loadgen, runner, secrets, stopping
 from campaign.cli import app
 from campaign.errors import PreflightError, SpecError, StorageError
 from campaign.journal import read_journal
@@ -388,13 +388,13 @@ def test_ctrl_c_says_at_once_what_it_waits_for(campaign: Campaign, tmp_path: Pat
         campaign, campaign.source.read_bytes(), tmp_path / "r", rt), rt)  # type: ignore[union-attr]
     assert doing[0].startswith("AIPerf (warmup-1, control, pair 1; up to 15 s")
     cancel = threading.Event()
-    previous = cli._install_signal_handlers(cancel, lambda: doing[0])
+    previous = stopping.install(cancel, lambda: doing[0], cli._say_stopping)
     try:
         handler = signal.getsignal(signal.SIGINT)
         assert callable(handler)
         handler(signal.SIGINT, None)
     finally:
-        cli._restore_signal_handlers(previous)
+        stopping.restore(previous)
     assert cancel.is_set()
     err = capsys.readouterr().err
     assert "stopping: waiting for AIPerf (warmup-1, control, pair 1" in err

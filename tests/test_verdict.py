@@ -17,6 +17,7 @@ from campaign import rule as rl
 from campaign import tidy as td
 from campaign import verdict as vd
 from campaign.errors import UsageError
+from campaign.reasons import change_text
 from campaign.spec import Preregistration
 
 T0 = dt.datetime(2026, 11, 28, 22, 0, tzinfo=dt.UTC)
@@ -184,7 +185,7 @@ def test_the_table_and_the_guardrail_line_read_the_same_change() -> None:
               rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
     c = cell(v, metric="ttft_p99")
     assert c.change == pytest.approx(-0.184)
-    assert vd.change_text(c) == "-18.4% (better)"
+    assert change_text(c) == "-18.4% (better)"
     assert "18.4% better" in v.candidates[0].guardrails[0].reason
 
 

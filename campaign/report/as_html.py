@@ -15,6 +15,7 @@ from campaign.report.rows import (
     guardrail_summary,
     headline,
     history_rows,
+    lane_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -65,6 +66,11 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
             f"<td class='n'>{e(r.ci)}</td><td>{e(r.pairs)}</td>"
             f"<td class='{r.verdict}'>{e(r.verdict)}</td><td>{e(', '.join(r.flags))}</td></tr>")
     parts.append("</table>")
+    lanes = lane_lines(run)
+    if lanes:
+        parts.append("<p>Lanes (shards pooled into this verdict):</p><ul>" + "".join(
+            f"<li class='{'loss' if 'DISAGREE' in line else ''}'>{e(line)}</li>"
+            for line in lanes) + "</ul>")
     broken, held = guardrail_summary(run)
     parts.append(f"<p class='{'loss' if broken else ''}'>Guardrails: {e(held)}</p>")
     if broken:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from campaign import catalog
 from campaign.outcome import Cell
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
+from campaign.verdict import lane_changes
 
 
 def _num(x: float | None) -> float | None:
@@ -22,7 +24,8 @@ def _num(x: float | None) -> float | None:
     return float(f"{x:.9g}")
 
 
-def cell_dict(c: Cell) -> dict[str, Any]:
+def cell_dict(c: Cell, lanes: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """One cell; `lanes` (pair → lane of a pooled run) adds each pair's `lane`."""
     s = c.stats
     return {
         "workload": c.workload,
@@ -45,7 +48,8 @@ def cell_dict(c: Cell) -> dict[str, Any]:
                     else "one pair: no confidence interval"),
         "confidence": None if s is None else s.confidence,
         "pairs": [{"pair": p.pair, "control": _num(p.control), "candidate": _num(p.candidate),
-                   "change": _num(p.change), "gain": _num(p.gain)} for p in c.pairs],
+                   "change": _num(p.change), "gain": _num(p.gain),
+                   **({"lane": lanes.get(p.pair)} if lanes else {})} for p in c.pairs],
         "left_out": [{"pair": lo.pair, "arm": lo.arm, "reason": lo.reason} for lo in c.left_out],
         "verdict": c.verdict,
         "flags": list(c.flags),
@@ -80,7 +84,9 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         },
         "metrics_shown": (None if run.shown_metrics is None
                           else sorted(run.shown_metrics)),
-        "cells": [cell_dict(c) for cv in v.candidates for c in cv.cells if run.shows(c)],
+        "cells": [cell_dict(c, run.lane_of) for cv in v.candidates for c in cv.cells
+                  if run.shows(c)],
+        "lanes": lanes_dict(run),
         "guardrails_held": sum(not g.broken for cv in v.candidates for g in cv.guardrails),
         "guardrails_broken": sum(g.broken for cv in v.candidates for g in cv.guardrails),
         "guardrails": [
@@ -122,6 +128,28 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "aa": None if run.aa is None else {
             "recommended_drift_band": run.aa.band, "n": run.aa.n, "rms": _num(run.aa.rms),
             "largest": _num(run.aa.largest), "text": run.aa.text},
+    }
+
+
+def lanes_dict(run: RunReport) -> dict[str, Any] | None:
+    """A pooled run's lanes: every lane the campaign lists, the shards given (with their
+    pooled pair numbers), the lanes with no shard, and each decision cell lane by lane."""
+    pooled = run.pooled
+    if pooled is None:
+        return None
+    return {
+        "lanes": list(pooled.lanes),
+        "shards": [{"lane": s.lane, "run_id": s.run_id, "run_dir": str(s.run_dir),
+                    "complete": s.complete, "pairs": list(s.pairs),
+                    "shard_pairs": list(s.shard_pairs)} for s in pooled.shards],
+        "missing": list(pooled.missing_lanes),
+        "decision_cells": [
+            {"arm": c.arm, "workload": c.workload, "level": c.level, "metric": c.metric,
+             "agree": "lanes-disagree" not in c.flags,
+             "by_lane": [{"lane": lane, "n": n, "change": _num(ch)}
+                         for lane, n, ch in lane_changes(c, pooled.lane_of)]}
+            for c in run.decision_cells()
+        ],
     }
 
 

@@ -13,6 +13,7 @@ from campaign.report.rows import (
     guardrail_summary,
     headline,
     history_rows,
+    lane_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -43,6 +44,10 @@ def render_markdown(report: Report) -> str:
     for r in decision_rows(run):
         lines.append(_row((f"**{r.cell}**", r.control, r.candidate, r.change, r.ci, r.pairs,
                            f"**{r.verdict}**", ", ".join(r.flags))))
+    lanes = lane_lines(run)
+    if lanes:
+        lines += ["", "**Lanes** (shards pooled into this verdict):", ""]
+        lines += [f"- {_md_escape(line)}" for line in lanes]
     broken, held = guardrail_summary(run)
     lines += ["", f"**Guardrails:** {_md_escape(held)}", ""]
     lines += [f"- ✗ {_md_escape(b)}" for b in broken]

@@ -23,6 +23,7 @@ from campaign.report.rows import (
     guardrail_summary,
     headline,
     history_rows,
+    lane_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -102,6 +103,10 @@ def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableTy
     for line in decision_lines(run):
         out.append(Text(f"  {line}", style="yellow" if line.startswith("note:") else ""))
     out.append(_decision_table(run, compact=compact))
+    lanes = lane_lines(run)
+    if lanes:
+        out.append(Text("Lanes (shards pooled into this verdict):"))
+        out += [Text(f"  {line}", style="red" if "DISAGREE" in line else "") for line in lanes]
     broken, held = guardrail_summary(run)
     out.append(Text(f"Guardrails: {held}", style="red" if broken else ""))
     for b in broken:

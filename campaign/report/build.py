@@ -11,6 +11,7 @@ Honesty rules kept here: a rule edited in `campaign.yaml` after registration is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from campaign import aa, catalog
+from campaign import aa, catalog, pool
 from campaign import outcome as oc
 from campaign import rule as rl
 from campaign import tidy as td
@@ -68,9 +69,14 @@ def build_report(
         runs = load_runs([Path(d) for d in run_dirs])
     else:
         runs = [loader(Path(d)) for d in run_dirs]
+    pooled = pool.pool(runs)  # shards of one sharded campaign: one run (or refused)
+    if pooled is not None:
+        runs = [pooled.run]
     overrides = dict(rule_overrides or {})
     cache: dict[Any, Any] = {}
     prepared = [_prepare(run, overrides, cache) for run in runs]
+    if pooled is not None:
+        prepared = [_pooled_rule(prepared[0], pooled)]
     newest = max(range(len(runs)), key=lambda i: (
         runs[i].registration.registered_at, runs[i].run_id))
     picked = _picked_metrics(metrics)
@@ -104,7 +110,7 @@ def build_report(
             verdict = vd.judge_run(
                 table, rule, arms, level_order=order, levels=_levels(run.campaign),
                 metrics=shown if i == newest else (),
-                resume_command=f"spec-ab run --resume {run.run_dir}")
+                resume_command=_resume_command(run, pooled))
         except oc.DataProblem as exc:
             raise ResultsError(f"{csv_path}: {exc}",
                                hint="the file is damaged or the pass never measured it") from None
@@ -120,7 +126,8 @@ def build_report(
             run_dir=run.run_dir,
             campaign=reg.campaign,
             hypothesis="" if frozen is None else frozen.hypothesis.strip(),
-            lane="" if frozen is None else frozen.lane,
+            lane=(", ".join(s.lane for s in pooled.shards) if pooled is not None
+                  else "" if frozen is None else frozen.lane),
             registered_at=reg.registered_at,
             complete=bool(run.complete),
             arms=tuple(arms),
@@ -139,9 +146,32 @@ def build_report(
             shown_metrics=None if picked is None else frozenset(picked),
             slots={p: dict(a) for p, a in table.slots.items()} if i == newest else {},
             measurements=_measurements(table) if i == newest else {},
+            pooled=pooled,
         ))
     out.sort(key=lambda r: (r.registered_at, r.run_id))
     return Report(runs=tuple(out))
+
+
+def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
+    """The registered rule over the pooled pairs: `pairs` counts per lane, so the pooled
+    run is owed pairs × lanes."""
+    per_lane = prep.rule.prereg.pairs
+    lanes = len(pooled.lanes)
+    rule = dataclasses.replace(prep.rule, prereg=prep.rule.prereg.model_copy(
+        update={"pairs": per_lane * lanes}))
+    given = ", ".join(f"{s.lane} ({s.run_id})" for s in pooled.shards)
+    note = (f"pooled {len(pooled.shards)} of {lanes} lanes' shards of one registration "
+            f"(same campaign file, rule and values): {given}; {per_lane} pairs per lane × "
+            f"{lanes} lanes = {per_lane * lanes} pre-registered pairs")
+    return dataclasses.replace(prep, rule=rule, notes=(note, *prep.notes))
+
+
+def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
+    if pooled is None:
+        return f"spec-ab run --resume {run.run_dir}"
+    todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]
+    todo += [f"spec-ab run CAMPAIGN --lane {lane}" for lane in pooled.missing_lanes]
+    return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
 
 
 PLOTTED = frozenset({"output_token_throughput", "acceptance_rate",

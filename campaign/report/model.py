@@ -14,6 +14,7 @@ from typing import Any, Literal
 from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign.aa import BandRecommendation
 from campaign.outcome import Cell, RunVerdict
+from campaign.pool import Pooled
 from campaign.rule import Decision, Rule
 from campaign.store import RunDir
 
@@ -28,7 +29,9 @@ REPORT_SCHEMA_VERSION = 2
    guardrails carry `pair_worsening`; `best_by_level`.
    Added since (no older key changed meaning): `metrics_shown` (`--metrics`: the metrics
    `cells` holds beside the decision and guardrail metrics; null = the default set) and
-   `guardrails_held` / `guardrails_broken` (counts). docs/report.schema.json describes
+   `guardrails_held` / `guardrails_broken` (counts); `lanes` (a run pooled from the
+   shards of a sharded campaign, else null) and each pooled pair's `lane`.
+   docs/report.schema.json describes
    version 2 (JSON Schema draft 2020-12)."""
 
 Format = Literal["table", "markdown", "json", "html"]
@@ -87,6 +90,13 @@ class RunReport:
         default_factory=dict)
     """(workload, level, metric) → pair → arm → value, for the plots: knee throughput,
     acceptance rate and per-position acceptance (whatever `--metrics` shows)."""
+    pooled: Pooled | None = None
+    """The shards this run was pooled from (a sharded campaign), else None."""
+
+    @property
+    def lane_of(self) -> dict[int, str]:
+        """pair → lane of a pooled run (empty otherwise)."""
+        return self.pooled.lane_of if self.pooled is not None else {}
 
     @property
     def exploratory(self) -> bool:

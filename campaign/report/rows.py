@@ -13,9 +13,10 @@ from dataclasses import dataclass, replace
 from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
 from campaign.outcome import CandidateVerdict, Cell, GuardrailCheck
+from campaign.reasons import change_text
 from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.rule import change_of
-from campaign.verdict import change_text
+from campaign.verdict import lane_changes
 
 
 def decision_label(run: RunReport, *, upper: bool = True) -> str:
@@ -135,6 +136,29 @@ def decision_lines(run: RunReport) -> list[str]:
     """What follows the headline: each reason, then the notes."""
     v = run.verdict
     return [*(f"- {r}" for r in v.reasons), *(f"note: {n}" for n in (*run.notes, *v.notes))]
+
+
+def lane_lines(run: RunReport) -> list[str]:
+    """A pooled run, lane by lane: each shard and its pairs, the lanes with no shard, then
+    each decision cell's change on each lane (and whether the lanes agree)."""
+    pooled = run.pooled
+    if pooled is None:
+        return []
+    out = [f"{s.lane}: {len(s.pairs)} pair(s) (pooled {', '.join(map(str, s.pairs)) or '—'})"
+           f", {'complete' if s.complete else 'INCOMPLETE'}, run {s.run_id}"
+           for s in pooled.shards]
+    out += [f"{lane}: no shard given" for lane in pooled.missing_lanes]
+    many = len(run.arms) > 2
+    for c in run.decision_cells():
+        by_lane = lane_changes(c, pooled.lane_of)
+        if not by_lane:
+            continue
+        agree = ("the lanes DISAGREE (lanes-disagree)" if "lanes-disagree" in c.flags
+                 else "the lanes agree within their noise" if len(by_lane) > 1 else "one lane")
+        out.append((f"{c.arm}: " if many else "") + f"{c.where} {c.metric} by lane: "
+                   + ", ".join(f"{lane} {fmt_gain(ch, c.kind)} ({n} pair{'s' if n > 1 else ''})"
+                               for lane, n, ch in by_lane) + f" — {agree}")
+    return out
 
 
 DECISION_HEADERS = ("cell", "control", "candidate", "change", "CI", "pairs", "verdict",
