@@ -123,13 +123,13 @@ def runner_alive(pid: int, started: float | None = None) -> bool:
 
 
 def uses_docker(campaign: Campaign) -> bool:
-    return any(isinstance(launch, DockerLaunch) for launch in campaign.launches.values())
+    return any(isinstance(launch, DockerLaunch) for launch in campaign.every_launch())
 
 
 def campaign_docker_hosts(campaign: Campaign) -> list[str | None]:
     """Every docker engine a campaign uses (None = the local one, always looked at)."""
     hosts: list[str | None] = [None]
-    for launch in campaign.launches.values():
+    for launch in campaign.every_launch():
         if isinstance(launch, DockerLaunch):
             hosts += [h for h in docker_hosts(launch) if h not in hosts]
     return hosts

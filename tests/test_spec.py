@@ -428,3 +428,9 @@ def test_lane_problems(tmp_path: Path, text: str, lane: str | None,
 def test_the_one_lane_may_be_named(tmp_path: Path) -> None:
     c = load_campaign(write(tmp_path, BASE), lane="sim")
     assert c.lane == "sim" and not c.sharded and c.lane_names == ["sim"]
+
+
+def test_every_launch_is_every_lane_until_one_is_chosen(tmp_path: Path) -> None:
+    c = load_campaign(write(tmp_path, LANES))
+    assert sorted(x.port for x in c.every_launch()) == [18801, 18801, 18802, 18802]
+    assert {x.port for x in c.for_lane("station-b").every_launch()} == {18802}

@@ -458,6 +458,12 @@ class Campaign(Model):
         """This view is of one lane: no `lanes:` table, or a lane picked by `for_lane`."""
         return not self.lanes or self._lane_chosen
 
+    def every_launch(self) -> list[LaunchModel]:
+        """Every arm's launch on this lane, or on every lane when none is chosen (what
+        `spec-ab clean FILE` must look for)."""
+        views = [self] if self.lane_chosen else list(self._lane_views.values())
+        return [launch for view in views for launch in view.launches.values()]
+
     def for_lane(self, name: str) -> Campaign:
         """This campaign as run on lane `name`: its `server` and launches are the lane's.
         Raises KeyError for a lane the campaign does not list."""
