@@ -7,6 +7,7 @@ multiples of the Monte Carlo's own standard error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -28,9 +29,9 @@ QUIET = NoiseModel(0.0, 0.0, 0.0, "no noise")
 
 
 def campaign_file(tmp_path: Path, tokenizer_dir: Path, *, levels: tuple[int, ...] = (1,),
-                  **pre: Any) -> Campaign:
+                  lanes: int = 0, **pre: Any) -> Campaign:
     """A small process-backend campaign written to a file (JSON is YAML) and loaded like a
-    user's file."""
+    user's file; `lanes` > 0 shards it over that many lanes (a `lanes:` table)."""
     rule = {"margin": 0.10, "drift_band": 0.03, "rule": "point", "pairs": 2, "order": "AB",
             "seed": 3, "decision_cells": [{"workload": "knee", "level": "*"}], **pre}
     doc = {
@@ -45,6 +46,11 @@ def campaign_file(tmp_path: Path, tokenizer_dir: Path, *, levels: tuple[int, ...
         "workloads": {"model": "m", "tokenizer": str(tokenizer_dir),
                       "knee": {"concurrency": list(levels), "requests_per_level": 8}},
     }
+    if lanes:
+        del doc["lane"]
+        doc["lanes"] = {f"station-{i}": {"description": f"box {i}",
+                                         "server": {"port": 18801 + i}}
+                        for i in range(lanes)}
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -311,6 +317,14 @@ def test_json_holds_the_table(tmp_path: Path, tokenizer_dir: Path) -> None:
     assert doc["table"][0]["flags"]["any_false_alarm"] is None  # one pair: no test
     assert set(doc["recommendation"]) >= {"pairs", "alternatives", "power_at", "false_at"}
     assert doc["effects"][3] == {"name": "1.5m", "effect": pytest.approx(0.15)}
+    assert [x["lanes"] for x in doc["lanes"]] == [1, 2, 4]
+    assert set(doc["lanes"][1]) == {"lanes", "pairs_total", "night_s",
+                                    "false_adopt_half_margin", "power_at_1_5m", "campaign",
+                                    "sims"}
+    assert [x["campaign"] for x in doc["lanes"]] == [True, False, False]
+    assert [x["pairs_total"] for x in doc["lanes"]] == [2, 4, 8]
+    assert set(doc["lanes"][2]["power_at_1_5m"]) == {"p", "lo", "hi", "k", "n"}
+    assert doc["lanes"][2]["night_s"] == doc["lanes"][0]["night_s"] > 0
 
 
 # --------------------------------------------------------------------------- what is modelled
@@ -425,3 +439,110 @@ def test_cli_plan_prints_the_plan(tmp_path: Path, tokenizer_dir: Path) -> None:
     assert "per-boot sd 1.98%" in res.output
     bad = CliRunner().invoke(app, ["plan", str(tmp_path / "c.yaml"), "--sims", "5"])
     assert bad.exit_code == 2
+
+
+# --------------------------------------------------------------------------- lanes
+
+
+def test_one_lane_is_the_registered_row(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """The lanes section's one-lane row is the table's registered row, draw for draw; the
+    night does not grow with lanes (they run in parallel) but the pairs do."""
+    c = campaign_file(tmp_path, tokenizer_dir, pairs=3)
+    result = plan.plan_campaign(c, effect=0.15, noise_run=None, drift=0.02, sims=600)
+    assert [x.lanes for x in result.lanes] == [1, 2, 4]
+    one = result.lanes[0]
+    assert one.campaign and not any(x.campaign for x in result.lanes[1:])
+    assert (one.false_adopt.k, one.false_adopt.n) == (result.rate("m/2").k, 600)
+    assert (one.power.k, one.power.n) == (result.rate("1.5m").k, 600)
+    assert 0 < one.power.k < 600  # not trivially equal
+    assert [x.pairs_total for x in result.lanes] == [3, 6, 12]
+    assert {x.night_s for x in result.lanes} == {result.estimate.total_s}
+
+
+def test_pooling_lanes_buys_power_under_ci(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """Under `ci` the pooled verdict's power at 1.5m rises with lanes (more pairs narrow the
+    interval) and its false adopt at m/2 does not rise beyond the Monte Carlo's error."""
+    spec = spec_of(tmp_path, tokenizer_dir, rule="ci", pairs=3)
+    noise = NoiseModel(0.02, 0.01, 0.0, "test")
+    m = spec.prereg.margin
+    got = {n: plan.lane_rates(spec, noise, n, [0.5 * m, 1.5 * m], sims=2000, seed=1,
+                              invalid_rate=0.0) for n in (1, 2, 4)}
+    power = [got[n][1].p for n in (1, 2, 4)]
+    assert power[0] + 0.05 < power[1] < power[2] - 0.02, power
+    one = got[1][0]
+    for n in (2, 4):
+        se = math.sqrt(max(one.p * (1 - one.p), 1e-4) / one.n)
+        assert got[n][0].p <= one.p + 3 * se, (n, got[n][0].p, one.p)
+
+
+def test_lanes_disagree_gate_blocks_a_split_campaign(tmp_path: Path,
+                                                     tokenizer_dir: Path) -> None:
+    """Two lanes that both clear the rule but measure very different changes: pooled they
+    would adopt, the lanes-disagree gate makes the cell inconclusive. A lane whose control
+    drifts across its own window gates the pooled campaign too."""
+    spec = spec_of(tmp_path, tokenizer_dir, pairs=3)
+    lanes = plan.simulate_lanes(spec, QUIET, 2, sims=50, seed=0, invalid_rate=0.0)
+    shift = plan.effect_d(0.15, spec.rule)
+    assert plan.decide_lanes(lanes, shift, spec).all()
+    split = [lanes[0], dataclasses.replace(lanes[1], cand=lanes[1].cand + 0.25)]
+    assert not plan.decide_lanes(split, shift, spec).any()
+    assert plan.decide(split[1], shift, spec).all()  # that lane alone would adopt
+    # lane 2's control slides 30% across its window: its gate fires (at alpha / 2)
+    slots = lanes[1].slots[0].astype(float)
+    slide = np.log(1.3) * (slots - slots.mean()) / (slots.max() - slots.min())
+    moved = dataclasses.replace(lanes[1], ctrl=lanes[1].ctrl + slide[None, :, None],
+                                cand=lanes[1].cand + slide[None, :, None, None])
+    assert not plan.decide_lanes([lanes[0], moved], shift, spec).any()
+
+
+@pytest.mark.parametrize("d,lanes,disagree", [
+    ([0.10, 0.12, 0.11, 0.09], ["a", "a", "b", "b"], False),
+    ([0.10, 0.12, -0.05, -0.02], ["a", "a", "b", "b"], True),
+    ([0.10, 0.12, 0.15, 0.00, -0.04, 0.30, 0.31], ["a", "b", "a", "c", "c", "b", "b"], True),
+    ([0.10, 0.05, 0.12, 0.08, 0.11], ["b", "a", "b", "a", "a"], False),
+    ([0.05, 0.06, 0.07], ["a", "a", "a"], None),
+])
+def test_kernel_lanes_test_agrees_with_stats(tmp_path: Path, tokenizer_dir: Path,
+                                             d: list[float], lanes: list[str],
+                                             disagree: bool | None) -> None:
+    """`stats.lanes_test` and its vectorised twin: the same p and the same decision at the
+    flag alpha, with the rule's pair sd (equal and unequal lanes; one lane: no test)."""
+    rule = spec_of(tmp_path, tokenizer_dir).rule
+    alpha = plan.flag_alpha(1)
+    names = sorted(set(lanes))
+    lane_of = np.array([names.index(x) for x in lanes])
+    arr = np.array(d)[None, :, None]
+    want = st.lanes_test(d, lanes, rule.pair_sd)
+    got = plan.lanes_disagree_p(arr, lane_of, rule.pair_sd)
+    flags = plan.lanes_disagree_flags(arr, lane_of, rule, alpha)
+    if want is None:
+        assert got is None and disagree is None and not flags.any()
+        return
+    assert got is not None and got[0, 0] == pytest.approx(want, rel=1e-9, abs=1e-15)
+    assert bool(flags[0, 0]) == (want < alpha) == disagree
+    # many simulated campaigns at once: each row its own test
+    rows = np.stack([arr[0], arr[0][::-1], arr[0] + 0.3])
+    ps = plan.lanes_disagree_p(rows, lane_of, rule.pair_sd)
+    assert ps is not None
+    for i in range(3):
+        flat = [float(v) for v in rows[i, :, 0]]
+        assert ps[i, 0] == pytest.approx(st.lanes_test(flat, lanes, rule.pair_sd), rel=1e-9,
+                                         abs=1e-15)
+
+
+def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Path) -> None:
+    c = campaign_file(tmp_path, tokenizer_dir, lanes=3)
+    assert c.sharded and len(c.lane_names) == 3
+    result = plan.plan_campaign(c, effect=0.15, noise_run=None, drift=None, sims=200)
+    assert [x.lanes for x in result.lanes] == [1, 2, 3, 4]
+    assert [x.campaign for x in result.lanes] == [False, False, True, False]
+    assert result.lanes[2].pairs_total == 6
+    console = Console(record=True, width=200)
+    plan.print_plan(console, result)
+    text = console.export_text()
+    assert "lanes (pairs per lane: 2; lanes run in parallel" in text
+    own = [line for line in text.splitlines() if "this campaign" in line]
+    assert len(own) == 1 and own[0].split()[:4] == ["3", "lanes", "6", "pairs"], own
+    assert "for 2 pairs per lane" in text
+    doc = plan.plan_json(result)
+    assert [x["campaign"] for x in doc["lanes"]] == [False, False, True, False]

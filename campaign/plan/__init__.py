@@ -43,7 +43,9 @@ simulated campaign is too slow, so the counting is vectorised with numpy (`adopt
 arrays. Every plan then re-judges a sample of its simulated campaigns through
 `verdict.judge_run` itself (candidates, invalid passes, window-drift gate and flags; the
 guardrails through `guardrails.check_guardrail`) with the rule's `pairs` set to the
-simulated count, and refuses to print (a bug, exit 1) if a single decision differs.
+simulated count, and refuses to print (a bug, exit 1) if a single decision differs. The
+lanes rows of two or more lanes are not re-judged yet (`verdict.judge_run` on a pooled
+`RunTable` is still to come); their one-lane row is the table's registered row.
 
 `--rule point|ci` plans under the other rule: exploratory, marked so.
 
@@ -66,7 +68,10 @@ JSON (`--format json`) keys:
 - `recommendation`: {`pairs` (int or null), `power_at` (1.5m as a fraction), `power_min`,
   `false_at` (m/2), `false_max`, `wall_s`, `alternatives`: [{`change`, `pairs`}]};
 - `orders`: AB vs ABBA under a linear drift: [{`order`, `pairs`, `bias`, `null`,
-  `at_effect`}], `order_drift`; `wall_s_per_pair`; `notes`.
+  `at_effect`}], `order_drift`; `wall_s_per_pair` (one lane's); `notes`;
+- `lanes`: [{`lanes` (L), `pairs_total` (registered pairs × L), `night_s` (one lane's
+  wall time), `false_adopt_half_margin`: rate, `power_at_1_5m`: rate, `campaign` (bool:
+  the campaign's own number of lanes), `sims`}] for L in 1, 2, 4 and the campaign's own.
 
 A rate is {`p`, `lo`, `hi`, `k`, `n`}: k of n simulated campaigns with a 95%
 Clopper–Pearson interval (the Monte Carlo's own uncertainty).
@@ -112,9 +117,21 @@ from campaign.plan.kernel import (
     count_interval,
     flag_alpha,
     high_variance_flags,
+    lanes_disagree_flags,
+    lanes_disagree_p,
     rate_of,
     rule_spec,
     window_drift_flags,
+)
+from campaign.plan.lanes import (
+    LANE_COUNTS,
+    LaneRow,
+    decide_lanes,
+    lane_counts,
+    lane_rates,
+    lane_rows,
+    pooled_lane_of,
+    simulate_lanes,
 )
 from campaign.plan.render import (
     plan_json,
@@ -148,6 +165,7 @@ __all__ = [
     "FALSE_MAX",
     "GUARDRAIL_VIOLATION",
     "HV_POWER_AT",
+    "LANE_COUNTS",
     "MAX_SEARCH_SIMS",
     "MIN_TABLE_PAIRS",
     "MORE_PAIRS",
@@ -160,6 +178,7 @@ __all__ = [
     "Draws",
     "FlagRates",
     "GuardrailRow",
+    "LaneRow",
     "OrderRow",
     "PairRow",
     "PlanResult",
@@ -172,6 +191,7 @@ __all__ = [
     "campaign_rates",
     "count_interval",
     "decide",
+    "decide_lanes",
     "drift_offsets",
     "effect_d",
     "exact_adopts",
@@ -184,10 +204,16 @@ __all__ = [
     "guardrail_holds",
     "guardrail_log_ratios",
     "high_variance_flags",
+    "lane_counts",
+    "lane_rates",
+    "lane_rows",
+    "lanes_disagree_flags",
+    "lanes_disagree_p",
     "noise_for",
     "pairs_for_power",
     "plan_campaign",
     "plan_json",
+    "pooled_lane_of",
     "print_plan",
     "rate_of",
     "recommend",
@@ -195,5 +221,6 @@ __all__ = [
     "schedule_slots",
     "simulate",
     "simulate_arms",
+    "simulate_lanes",
     "window_drift_flags",
 ]

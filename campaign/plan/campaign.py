@@ -36,6 +36,7 @@ from campaign.plan.kernel import (
     rate_of,
     rule_spec,
 )
+from campaign.plan.lanes import LaneRow, lane_rows
 from campaign.plan.simulate import (
     FlagRates,
     _rng,
@@ -133,6 +134,10 @@ class PlanResult:
     estimate: duration.Estimate
     exact_checked: int
     notes: list[str] = field(default_factory=list)
+    lanes: list[LaneRow] = field(default_factory=list)
+    """The pooled verdict with 1, 2, 4 and the campaign's own number of lanes."""
+    lane_names: tuple[str, ...] = ()
+    """The campaign's lanes (its one `lane:` when it has no `lanes:` table)."""
 
     @property
     def exploratory(self) -> bool:
@@ -310,6 +315,12 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
             adopt_rate(spec, cmp_noise, effect, sims=search, seed=seed, pairs=n_cmp,
                        order=o)))
 
+    # a sharded campaign's night is one lane's (the lanes run in parallel)
+    estimate = duration.estimate(campaign.for_lane(campaign.lane_names[0]))
+    lanes = lane_rows(spec, noise, campaign_lanes=len(campaign.lane_names),
+                      night_s=estimate.total_s, sims=sims, seed=seed,
+                      invalid_rate=invalid_rate)
+
     notes = []
     if spec.prereg.rule != registered.prereg.rule:
         notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
@@ -332,5 +343,6 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         candidates=k, multi_candidates=kk, order=spec.order, noise=noise, effect=effect,
         invalid_rate=invalid_rate, sims=sims, seed=seed, effects=effects, rows=rows,
         recommended=recommended, alternatives=alts, orders=orders, order_drift=drift_w,
-        estimate=duration.estimate(campaign), exact_checked=checked, notes=notes,
+        estimate=estimate, exact_checked=checked, notes=notes, lanes=lanes,
+        lane_names=tuple(campaign.lane_names),
     )

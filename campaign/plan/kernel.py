@@ -214,3 +214,29 @@ def high_variance_flags(d: np.ndarray, rule: rl.Rule, alpha: float) -> np.ndarra
         return np.zeros((d.shape[0], d.shape[2]), dtype=bool)
     ss = np.sum((d - d.mean(axis=1, keepdims=True)) ** 2, axis=1)
     return np.asarray(sps.chi2.sf(ss / rule.pair_sd**2, n - 1) < alpha)
+
+
+def lanes_disagree_p(d: np.ndarray, lane_of: np.ndarray, sd: float) -> np.ndarray | None:
+    """`stats.lanes_test` on arrays: d[sim, pair, cell] the pooled pairs' log ratios,
+    lane_of[pair] each pair's lane (0…L−1). p[sim, cell] of "every lane measures the same
+    change" (Σ nₗ (meanₗ − mean)² / sd², χ² with one degree of freedom per lane beyond the
+    first); None with fewer than two lanes holding pairs, or sd ≤ 0."""
+    lanes = np.unique(lane_of)
+    if lanes.size < 2 or sd <= 0:
+        return None
+    onehot = (lane_of[:, None] == lanes[None, :]).astype(float)  # [pair, lane]
+    counts = onehot.sum(axis=0)
+    means = np.einsum("spc,pl->slc", d, onehot) / counts[None, :, None]
+    mean = d.mean(axis=1)
+    stat = np.einsum("l,slc->sc", counts, (means - mean[:, None, :]) ** 2)
+    return np.asarray(sps.chi2.sf(stat / sd**2, lanes.size - 1))
+
+
+def lanes_disagree_flags(d: np.ndarray, lane_of: np.ndarray, rule: rl.Rule,
+                         alpha: float) -> np.ndarray:
+    """The pooled verdict's `lanes-disagree` gate of each decision cell of one candidate:
+    `lanes_disagree_p` under the rule's pair sd below `alpha`. flags[sim, cell]."""
+    p = lanes_disagree_p(d, lane_of, rule.pair_sd)
+    if p is None:
+        return np.zeros((d.shape[0], d.shape[2]), dtype=bool)
+    return np.asarray(p < alpha)

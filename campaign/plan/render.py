@@ -83,6 +83,10 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                    for o in r.orders],
         "order_drift": r.order_drift,
         "wall_s_per_pair": r.wall_per_pair,
+        "lanes": [{"lanes": x.lanes, "pairs_total": x.pairs_total, "night_s": x.night_s,
+                   "false_adopt_half_margin": x.false_adopt.as_dict(),
+                   "power_at_1_5m": x.power.as_dict(), "campaign": x.campaign,
+                   "sims": x.power.n} for x in r.lanes],
         "notes": list(r.notes),
     }
 
@@ -177,7 +181,31 @@ def print_plan(console: Console, result: PlanResult) -> None:
             ot.add_row(o.order, str(o.pairs), fm.pct(o.bias, 2), _rate(o.null),
                        _rate(o.at_effect))
         console.print(ot)
-    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs "
-                  f"({fm.clock(r.wall_per_pair)} per pair; {r.estimate.assumptions})")
+    per_lane = " per lane" if len(r.lane_names) > 1 else ""
+    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs"
+                  f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
+                  f"{r.estimate.assumptions})")
+    print_lanes(console, r)
     for note in r.notes:
         console.print(f"note: {note}")
+
+
+def print_lanes(console: Console, r: PlanResult) -> None:
+    """The lanes block: pairs, night and the pooled verdict's false adopt and power for 1, 2,
+    4 lanes and the campaign's own."""
+    if not r.lanes:
+        return
+    sims = r.lanes[0].power.n
+    console.print(f"lanes (pairs per lane: {r.pairs}; lanes run in parallel; one pooled "
+                  f"verdict over every lane's pairs; {sims} campaigns per row, not yet "
+                  "re-judged by verdict.judge_run):")
+    for x in r.lanes:
+        mark = "  ← this campaign" if x.campaign else ""
+        word = "lane " if x.lanes == 1 else "lanes"
+        console.print(f"  {x.lanes:>2} {word} {x.pairs_total:>4} pairs  night ~"
+                      f"{fm.clock(x.night_s)}  false adopt at m/2 {_rate(x.false_adopt)}  "
+                      f"power at 1.5m {_rate(x.power)}{mark}", markup=False)
+    first, last = r.lanes[0], r.lanes[-1]
+    if r.rule == "point" and last.power.p < first.power.p:
+        console.print("  under `point` every pooled pair must clear the band: more lanes "
+                      "add chances for one to fall short (false adopts fall, so does power)")

@@ -1,0 +1,127 @@
+"""A sharded campaign (`lanes:`) as `spec-ab report` pools it: L lanes, each running the
+registered pairs on its own machine (its own boots, its own window and its drift across
+it), judged as one campaign over all L × pairs pairs.
+
+The pooled verdict, on arrays: the rule over every pooled pair (a decision cell short of
+its L × pairs cannot adopt); the `window-drift` gate tested per lane — each lane's control
+against its own slots — firing when any lane does at `flag_alpha / L`; and the
+`lanes-disagree` gate (`kernel.lanes_disagree_flags`, `stats.lanes_test`'s χ² of the lane
+means): a candidate whose decision cell has lanes that disagree below the flag alpha cannot
+adopt. With one lane it is the single-lane plan's draws and decision, unchanged.
+
+The lanes run in parallel, so the night is one lane's wall time, whatever L.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from campaign.noise import NoiseModel
+from campaign.plan.kernel import (
+    FALSE_AT,
+    POWER_AT,
+    Rate,
+    RuleSpec,
+    adopts,
+    flag_alpha,
+    lanes_disagree_flags,
+    rate_of,
+    window_drift_flags,
+)
+from campaign.plan.simulate import (
+    Draws,
+    _metric_log,
+    _rng,
+    effect_d,
+    schedule_slots,
+    simulate_arms,
+)
+
+LANE_COUNTS = (1, 2, 4)
+"""Lane counts every plan shows (with the campaign's own)."""
+LANE_KEY = 1000
+"""Random streams of lanes after the first: (seed, pairs, candidates, LANE_KEY + lane)."""
+
+
+@dataclass(frozen=True)
+class LaneRow:
+    """The pooled verdict of `lanes` lanes × the registered pairs each."""
+
+    lanes: int
+    pairs_total: int
+    night_s: float
+    """One lane's wall time for its pairs (the lanes run in parallel)."""
+    false_adopt: Rate
+    """P(the campaign adopts) at a true m/2."""
+    power: Rate
+    """P(the campaign adopts) at a true 1.5m."""
+    campaign: bool
+    """The campaign's own lane count."""
+
+
+def lane_counts(campaign_lanes: int) -> list[int]:
+    return sorted({*LANE_COUNTS, campaign_lanes})
+
+
+def simulate_lanes(spec: RuleSpec, noise: NoiseModel, lanes: int, *, sims: int, seed: int,
+                   invalid_rate: float) -> list[Draws]:
+    """Each lane's draws, as one lane is simulated (`campaign_rates`): the first lane's are
+    the single-lane plan's own (same stream), the others' from streams of their own, so
+    2 lanes are the first 2 of 4 (common random numbers)."""
+    n, k = spec.pairs, spec.candidates
+    slots = schedule_slots(n, spec.arms, spec.order, spec.prereg.seed)
+    return [simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
+                          slots=slots, invalid_rate=invalid_rate,
+                          rng=_rng(seed, n, k) if i == 0 else _rng(seed, n, k, LANE_KEY + i))
+            for i in range(lanes)]
+
+
+def pooled_lane_of(lanes: Sequence[Draws]) -> np.ndarray:
+    """lane_of[pooled pair]: pairs in lane order, each lane's in its own order."""
+    return np.concatenate([np.full(x.ctrl.shape[1], i) for i, x in enumerate(lanes)])
+
+
+def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.ndarray:
+    """Each candidate's pooled decision [sim, candidate] at a true effect `shift` (d): the
+    rule met over every pooled pair in every decision cell, every pair of every lane
+    complete, no lane's window-drift gate (at flag_alpha / L), no lanes-disagree gate."""
+    rule = spec.rule
+    n_lanes = len(lanes)
+    d = np.concatenate([x.d(shift) for x in lanes], axis=1)
+    k = d.shape[-1]
+    alpha = flag_alpha(len(spec.cells))
+    lane_of = pooled_lane_of(lanes)
+    met = np.stack([adopts(d[..., j], rule, k)
+                    & ~lanes_disagree_flags(d[..., j], lane_of, rule, alpha).any(axis=1)
+                    for j in range(k)], axis=-1)
+    complete = np.all(np.stack([x.complete() for x in lanes]), axis=0)
+    drift = np.zeros(d.shape[0], dtype=bool)
+    for x in lanes:
+        drift |= window_drift_flags(_metric_log(x.ctrl, rule), x.slots[0], rule,
+                                    alpha / n_lanes).any(axis=1)
+    return np.asarray(met & complete & ~drift[:, None])
+
+
+def lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int, effects: Sequence[float], *,
+               sims: int, seed: int, invalid_rate: float) -> list[Rate]:
+    """P(the pooled campaign adopts) at each true effect (a change of the metric)."""
+    draws = simulate_lanes(spec, noise, lanes, sims=sims, seed=seed,
+                           invalid_rate=invalid_rate)
+    return [rate_of(np.asarray(decide_lanes(draws, effect_d(e, spec.rule), spec).any(axis=1)))
+            for e in effects]
+
+
+def lane_rows(spec: RuleSpec, noise: NoiseModel, *, campaign_lanes: int, night_s: float,
+              sims: int, seed: int, invalid_rate: float) -> list[LaneRow]:
+    """The lanes section: 1, 2, 4 and the campaign's own number of lanes."""
+    m = spec.prereg.margin
+    rows = []
+    for n_lanes in lane_counts(campaign_lanes):
+        false, power = lane_rates(spec, noise, n_lanes, [FALSE_AT * m, POWER_AT * m],
+                                  sims=sims, seed=seed, invalid_rate=invalid_rate)
+        rows.append(LaneRow(n_lanes, spec.pairs * n_lanes, night_s, false, power,
+                            n_lanes == campaign_lanes))
+    return rows
