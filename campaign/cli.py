@@ -231,6 +231,11 @@ def run(
     else:
         assert campaign_file is not None
         campaign = load_campaign(campaign_file, lane=lane)
+        if campaign.sharded and fail_on:
+            raise UsageError(
+                "--fail-on judges a verdict, and a shard has none: the verdict pools every "
+                "lane's shard", hint="spec-ab report SHARD_DIR_A SHARD_DIR_B --fail-on "
+                f"{fail_on[0].value} (after every lane has run)")
         if not campaign.lane_chosen:
             raise UsageError(
                 f"{campaign_file} is sharded over lanes ({', '.join(campaign.lane_names)}): "

@@ -197,3 +197,36 @@ def test_the_lane_comes_from_the_journal_when_the_manifest_lacks_it(tmp_path: Pa
     a = make_shard(tmp_path, "a", gains(0.2, 0.2), lane_in_manifest=False)
     b = make_shard(tmp_path, "b", gains(0.2, 0.2), lane_in_manifest=False)
     assert rp.build_report([a, b]).latest.lane_of == {1: "a", 2: "b", 3: "a", 4: "b"}
+
+
+def test_a_shard_alone_has_no_verdict_of_its_own(tmp_path: Path) -> None:
+    a = make_shard(tmp_path, "a", gains(0.14, 0.16))
+    lines = rp.summary_lines(rp.build_report([a]))
+    assert lines[0] == ("Shard of lane a: 2 of 2 pairs, complete; no verdict until every "
+                        "lane's shard is pooled (a, b)")
+    assert "knee c1 output_token_throughput by lane: a +15.0% (2 pairs) — one lane" in lines[1]
+    assert lines[-1] == f"  pool: spec-ab report {a} <b's run directory>"
+    assert not any("Decision:" in line for line in lines)
+
+
+def test_lanes_that_disagree_are_unstable_and_shown_in_every_format(tmp_path: Path) -> None:
+    a = make_shard(tmp_path, "a", gains(0.24, 0.24))
+    b = make_shard(tmp_path, "b", gains(0.04, 0.04))
+    rep = rp.build_report([a, b])
+    assert rp.exit_code_for(rep, ["unstable"]) == 4
+    wanted = "a +24.0% (2 pairs), b +4.0% (2 pairs) — the lanes DISAGREE (lanes-disagree)"
+    for fmt in ("table", "markdown", "html"):
+        text = rp.render(rep, fmt, width=200)
+        assert wanted in text.replace("\n", " ").replace("  ", " "), fmt
+
+
+def test_the_window_plot_draws_each_lane_as_its_own_window(tmp_path: Path) -> None:
+    from campaign.report import plots
+
+    a = make_shard(tmp_path, "a", gains(0.14, 0.16))
+    b = make_shard(tmp_path, "b", [(140.0, 161.0), (141.0, 162.0)])
+    fig = plots.control_window(rp.build_report([a, b]).latest)
+    assert fig is not None
+    lines = {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}
+    assert lines == {"control (knee c1), lane a": [100.0, 100.0],
+                     "control (knee c1), lane b": [140.0, 141.0]}

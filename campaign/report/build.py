@@ -170,7 +170,10 @@ def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
     if pooled is None:
         return f"spec-ab run --resume {run.run_dir}"
     todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]
-    todo += [f"spec-ab run CAMPAIGN --lane {lane}" for lane in pooled.missing_lanes]
+    source = next((e.get("campaign_path") for e in run.journal
+                   if e.get("event") == "registered" and e.get("campaign_path")), None)
+    todo += [f"spec-ab run {source or 'CAMPAIGN_FILE'} --lane {lane}"
+             for lane in pooled.missing_lanes]
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
 
 
@@ -355,7 +358,8 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
     - `loss`: a decision cell of a candidate is labelled `loss`;
     - `keep-default`: the decision is keep-default;
     - `incomplete`: pairs are missing or left out, or the run did not finish;
-    - `unstable`: a decision cell is flagged `window-drift` or `high-variance`.
+    - `unstable`: a decision cell is flagged `window-drift`, `high-variance` or (pooled
+      lanes) `lanes-disagree`.
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
@@ -363,7 +367,7 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
         "loss": any(c.verdict == "loss" for c in run.decision_cells()),
         "keep-default": run.decision == "keep-default",
         "incomplete": run.incomplete,
-        "unstable": any({"window-drift", "high-variance"} & set(c.flags)
+        "unstable": any({"window-drift", "high-variance", "lanes-disagree"} & set(c.flags)
                         for c in run.decision_cells()),
     }
     return EXIT_INCOMPLETE if any(hits[c] for c in fail_on) else EXIT_OK

@@ -50,8 +50,9 @@ FAIL_ON: dict[str, str] = {
     "loss": "a decision cell of a candidate is labelled loss",
     "keep-default": "the decision is keep-default",
     "incomplete": "pairs are missing or left out, or the run did not finish",
-    "unstable": "a decision cell is flagged window-drift or high-variance (the lane moved "
-                "or is too noisy to size the change)",
+    "unstable": "a decision cell is flagged window-drift, high-variance or lanes-disagree "
+                "(the lane moved, is too noisy to size the change, or pooled lanes measured "
+                "different changes)",
 }
 """`--fail-on` conditions (each exits 4 when it holds for the newest run)."""
 

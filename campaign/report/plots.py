@@ -173,7 +173,9 @@ def pair_changes(run: RunReport) -> Figure | None:
         xs = [i + (j - (len(ys) - 1) / 2) * 0.12 for j in range(len(ys))]
         ax.scatter(xs, ys, color=color, s=30, zorder=3)
         for x, y, p in zip(xs, ys, c.pairs, strict=True):
-            ax.annotate(f"p{p.pair}", (x, y), textcoords="offset points", xytext=(5, 2),
+            lane = run.lane_of.get(p.pair)
+            ax.annotate(f"p{p.pair}" + (f" {lane}" if lane else ""), (x, y),
+                        textcoords="offset points", xytext=(5, 2),
                         fontsize=8)
         if c.change is not None:
             ax.scatter([i], [c.change * 100], marker="_", s=900, color=color, linewidth=2.5,
@@ -200,7 +202,8 @@ def pair_changes(run: RunReport) -> Figure | None:
 
 
 def control_window(run: RunReport) -> Figure | None:
-    """The control's value of each decision cell in slot order (run order in the window)."""
+    """The control's value of each decision cell in slot order (run order in the window);
+    a pooled run draws one line per lane (each lane is its own window)."""
     control = run.arms[0]
     cells = []
     seen = set()
@@ -214,14 +217,19 @@ def control_window(run: RunReport) -> Figure | None:
     fig = Figure(figsize=(8, 2.6 * len(cells) + 0.6))
     axes = fig.subplots(len(cells), 1, squeeze=False)[:, 0]
     for ax, c in zip(axes, cells, strict=True):
-        pts = sorted((slot[p.pair], p.control, p.pair) for p in c.pairs
-                     if slot.get(p.pair) is not None)
-        xs = [float(s) for s, _, _ in pts if s is not None]
-        ys = [v for _, v, _ in pts]
-        ax.plot(xs, ys, "-o", color=_color(0), label=f"{control} ({c.where})")
-        for x, y, (_, _, pair) in zip(xs, ys, pts, strict=True):
-            ax.annotate(f"p{pair}", (x, y), textcoords="offset points", xytext=(5, 4),
-                        fontsize=8)
+        lanes = run.lane_of
+        ticks: set[float] = set()
+        for i, lane in enumerate(dict.fromkeys(lanes.get(p.pair, "") for p in c.pairs)):
+            pts = sorted((slot[p.pair], p.control, p.pair) for p in c.pairs
+                         if slot.get(p.pair) is not None and lanes.get(p.pair, "") == lane)
+            xs = [float(s) for s, _, _ in pts if s is not None]
+            ys = [v for _, v, _ in pts]
+            ticks.update(xs)
+            ax.plot(xs, ys, "-o", color=_color(i),
+                    label=f"{control} ({c.where})" + (f", lane {lane}" if lane else ""))
+            for x, y, (_, _, pair) in zip(xs, ys, pts, strict=True):
+                ax.annotate(f"p{pair}", (x, y), textcoords="offset points", xytext=(5, 4),
+                            fontsize=8)
         if c.control is not None:
             lo, hi = c.control / (1 + run.rule.band), c.control * (1 + run.rule.band)
             ax.axhspan(lo, hi, color="#bbbbbb", alpha=0.3,
@@ -231,7 +239,7 @@ def control_window(run: RunReport) -> Figure | None:
                      f"{'stable' if stable else 'NOT stable (window-drift)'}", fontsize=10)
         ax.set_xlabel("slot (run order in the window)")
         ax.set_ylabel(f"{c.metric}\n({_unit(c.metric)})", fontsize=9)
-        ax.set_xticks(xs)
+        ax.set_xticks(sorted(ticks))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()

@@ -148,6 +148,15 @@ def lane_lines(run: RunReport) -> list[str]:
            f", {'complete' if s.complete else 'INCOMPLETE'}, run {s.run_id}"
            for s in pooled.shards]
     out += [f"{lane}: no shard given" for lane in pooled.missing_lanes]
+    return out + lane_cell_lines(run)
+
+
+def lane_cell_lines(run: RunReport) -> list[str]:
+    """Each decision cell of a pooled run, lane by lane, and whether the lanes agree."""
+    pooled = run.pooled
+    if pooled is None:
+        return []
+    out: list[str] = []
     many = len(run.arms) > 2
     for c in run.decision_cells():
         by_lane = lane_changes(c, pooled.lane_of)
@@ -333,9 +342,29 @@ def ranking_rows(run: RunReport) -> list[tuple[str, str, str, str, str]]:
             for r in run.verdict.ranking]
 
 
+def shard_summary_lines(report: Report) -> list[str]:
+    """The end of `spec-ab run --lane`: a shard has no verdict of its own (its campaign's
+    verdict pools every lane), so what it measured, lane by lane, and how to pool."""
+    run = report.latest
+    pooled = run.pooled
+    assert pooled is not None
+    (shard,) = pooled.shards
+    others = [lane for lane in pooled.lanes if lane != shard.lane]
+    per_lane = run.rule.prereg.pairs // max(1, len(pooled.lanes))
+    lines = [f"Shard of lane {shard.lane}: {len(shard.pairs)} of {per_lane} pairs, "
+             f"{'complete' if shard.complete else 'INCOMPLETE'}; no verdict until every "
+             f"lane's shard is pooled ({', '.join(pooled.lanes)})"]
+    lines += [f"  {line}" for line in lane_cell_lines(run)]
+    lines.append(f"  pool: spec-ab report {shard.run_dir} "
+                 + " ".join(f"<{lane}'s run directory>" for lane in others))
+    return lines
+
+
 def summary_lines(report: Report) -> list[str]:
     """A few plain lines for the end of `spec-ab run`."""
     run = report.latest
+    if run.pooled is not None and len(run.pooled.shards) == 1 and run.pooled.missing_lanes:
+        return shard_summary_lines(report)
     v = run.verdict
     head = headline(run)
     if run.exploratory:
