@@ -68,7 +68,7 @@ app = typer.Typer(
     help="Same-window A/B benchmark campaigns for speculative decoding on vLLM, judged by "
     "a rule fixed before the runs.",
     epilog="Workflow: init → check → plan → run → report (clean after a crash). Words "
-    "(lane, cell, knee, agentfix, `all`, implied_a): docs/glossary.md. Nightly CI: "
+    "(lane, shard, cell, knee, agentfix, `all`, implied_a): docs/glossary.md. Nightly CI: "
     "docs/nightly-ci.md.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

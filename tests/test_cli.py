@@ -182,7 +182,7 @@ def test_help_in_workflow_order_with_plain_flags_and_the_glossary() -> None:
 
 def test_glossary_names_every_word(repo_root: Path) -> None:
     text = (repo_root / "docs" / "glossary.md").read_text()
-    for word in ("lane", "cell", "knee", "agentfix", "`all`", "implied_a"):
+    for word in ("lane", "shard", "cell", "knee", "agentfix", "`all`", "implied_a"):
         assert f"**{word}**" in text, word
 
 
@@ -245,3 +245,19 @@ def test_readme_and_docs_links_resolve(repo_root: Path) -> None:
 
 def test_readme_fits_a_ten_minute_read(repo_root: Path) -> None:
     assert (repo_root / "README.md").stat().st_size <= 25 * 1024
+
+
+def test_a_sharded_campaign_runs_one_lane_at_a_time(repo_root: Path) -> None:
+    example = str(repo_root / "examples" / "sim-lanes.yaml")
+    code, out = invoke("run", example)
+    assert code == 2 and "sharded over lanes (sim-a, sim-b)" in out and "--lane sim-a" in out
+    code, out = invoke("run", example, "--lane", "sim-c")
+    assert code == 2 and "--lane sim-c: not a lane of this campaign" in out
+    code, out = invoke("run", example, "--lane", "sim-a", "--fail-on", "keep-default")
+    assert code == 2 and "a shard has none" in out
+    code, out = invoke("check", example)
+    assert code == 0 and "sharded over 2 lanes (sim-a, sim-b)" in out
+    assert "--port 18811" in out and "--port 18812" in out
+    assert "check it there with `spec-ab check" in out
+    code, out = invoke("run", example, "--lane", "sim-b", "--dry-run")
+    assert code == 0 and "--port 18812" in out and "--port 18811" not in out
