@@ -532,3 +532,23 @@ def test_throughput_on_the_servers_token_count(campaign: Campaign, tmp_path: Pat
     assert set(server) == set(aiperf) and len(server) > 1
     for level, value in aiperf.items():
         assert server[level] == pytest.approx(value * generated / counted)
+
+
+def test_a_shard_records_its_lane_and_resumes_on_it(tmp_path: Path, listener: int) -> None:
+    text = CAMPAIGN.replace("lane: fake-lane\n", "lanes:\n  east: {server: {env: {L: e}}}\n"
+                            "  west: {server: {env: {L: w}}}\n")
+    campaign = _campaign(tmp_path, text).for_lane("west")
+    rt = make_rt(tmp_path, listener, Script(interrupt_at=6), [])
+    store = start(campaign, tmp_path, rt)
+    assert store.run_id.split("-")[3:5] == ["fake", "west"]  # <date>-fake-west-<id>
+    with pytest.raises(Interrupted):
+        runner.execute(campaign, store, rt)
+    store2, resumed = runner.reopen_run(store.run_dir, make_rt(tmp_path, listener, Script(), []))
+    assert resumed.lane == "west" and resumed.launches["cand"].env == {"L": "w", "X": "1"}
+    assert runner.execute(resumed, store2, make_rt(tmp_path, listener, Script(), [])).complete
+    events = load_run(store.run_dir).journal
+    assert next(e for e in events if e["event"] == "registered")["lane"] == "west"
+    assert [e["lane"] for e in events if e["event"] == "run_start"] == ["west", "west"]
+    manifest = json.loads((store.run_dir / "manifest.json").read_text())
+    assert manifest["campaign"]["lane"] == "west"
+    assert manifest["campaign"]["lanes"] == ["east", "west"]
