@@ -99,6 +99,10 @@ def decide_candidate(
             moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
                               if "window-drift" in c.flags)
             fixes.append(f"a re-run in a stable window (the control moved {moved})")
+        if "lanes-disagree" in flags:
+            fixes.append("find what differs between the lanes (the change depends on the "
+                         "lane: see the report's lanes), then decide per lane or re-run "
+                         "on lanes that are alike")
         settle = "; ".join(fixes)
         reasons.insert(0, f"inconclusive: the rule is met on the pairs measured, but "
                        f"{', '.join(sorted(flags & GATING_FLAGS))}; to settle it: {settle}")

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def campaign(*, lanes: dict[str, dict[str, str]] | None, pairs: int, candidate_env: str,
-             control_depth: int = 5, name: str = "lanes") -> str:
+             control_depth: int = 5, name: str = "lanes", scale: int = 3,
+             requests: int = 16) -> str:
     """A small campaign deciding on knee c1; `lanes` maps a lane to its sim env (each lane
     gets its own free port), None makes it a plain one-lane campaign."""
     port = free_port()
@@ -50,7 +51,7 @@ server:
   backend: process
   command: {command}
   port: {port}
-  env: {{SPECAB_SIM_MODEL: m, SPECAB_SIM_TIME_SCALE: "20", SPECAB_SIM_SEED: "3",
+  env: {{SPECAB_SIM_MODEL: m, SPECAB_SIM_TIME_SCALE: "{scale}", SPECAB_SIM_SEED: "3",
         SPECAB_SIM_DRIFT_SIGMA: "0.003", SPECAB_SIM_DEPTH: "{control_depth}"}}
   readiness: {{timeout_s: 30}}
 arms:
@@ -60,7 +61,7 @@ workloads:
   model: m
   tokenizer: builtin:tokenizer
   warmup: []
-  knee: {{concurrency: [1], input_tokens: 64, output_tokens: 96, requests_per_level: 8}}
+  knee: {{concurrency: [1], input_tokens: 64, output_tokens: 96, requests_per_level: {requests}}}
 """
 
 
@@ -122,10 +123,12 @@ def test_two_lanes_in_parallel_pool_like_one_lane_of_as_many_pairs(tmp_path: Pat
                           capture_output=True, text=True, env=_env(), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:]
     (one_dir,) = (tmp_path / "one").iterdir()
-    one = decision(report_json(one_dir))
+    one_doc = report_json(one_dir)
+    one = decision(one_doc)
     # the same decision, and the same change within the lanes' noise (a few percent here;
     # each pair of a lane is one same-window comparison, wherever it ran)
-    assert pooled["decision"] == "adopt" and report_json(one_dir)["decision"] == "adopt"
+    assert (pooled["decision"], one_doc["decision"]) == ("adopt", "adopt"), (
+        pooled["reasons"], one_doc["reasons"])
     assert abs(cell["change"] - one["change"]) < 0.06, (cell["change"], one["change"])
     assert 0.15 < cell["change"] < 0.40
 

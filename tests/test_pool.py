@@ -113,8 +113,10 @@ def test_lanes_that_disagree_are_flagged_not_averaged_away(tmp_path: Path) -> No
     every pair beyond the band: pooled blindly it would adopt."""
     a = make_shard(tmp_path, "a", gains(0.24, 0.24))
     b = make_shard(tmp_path, "b", gains(0.04, 0.04))
-    cell = decision_cell(rp.build_report([a, b]))
+    rep = rp.build_report([a, b])
+    cell = decision_cell(rep)
     assert "lanes-disagree" in cell.flags and cell.verdict == "inconclusive"
+    assert "find what differs between the lanes" in rep.latest.verdict.settle
     assert any("lanes-disagree — not one change: a +24.0% (better) (2 pairs), b +4.0% "
                "(better) (2 pairs)" in r for r in cell.reasons)
     # the same pairs as one plain run adopt: the flag is what stops it
