@@ -546,3 +546,19 @@ def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Pat
     assert "for 2 pairs per lane" in text
     doc = plan.plan_json(result)
     assert [x["campaign"] for x in doc["lanes"]] == [False, False, True, False]
+
+
+def test_pooled_bar_of_several_candidates_is_the_pooled_pairs(tmp_path: Path,
+                                                              tokenizer_dir: Path) -> None:
+    """With several candidates the `point` bar is corrected with the pre-registered pairs'
+    standard error: a pooled report's rule has pairs × L, so its bar is lower than one
+    lane's, and a change between the two bars adopts pooled (as `judge_run` decides)."""
+    spec = spec_of(tmp_path, tokenizer_dir, pairs=1).at(candidates=3)
+    pooled = spec.pooled(2)
+    assert pooled.pairs == 2 and pooled.rule.band == spec.rule.band
+    low, high = pooled.rule.bar_d(3), spec.rule.bar_d(3)
+    assert low < high
+    lanes = plan.simulate_lanes(spec, QUIET, 2, sims=12, seed=0, invalid_rate=0.0)
+    shift = (low + high) / 2
+    decided = plan.decide_lanes(lanes, shift, spec)
+    assert decided.all()

@@ -87,8 +87,10 @@ def pooled_lane_of(lanes: Sequence[Draws]) -> np.ndarray:
 def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.ndarray:
     """Each candidate's pooled decision [sim, candidate] at a true effect `shift` (d): the
     rule met over every pooled pair in every decision cell, every pair of every lane
-    complete, no lane's window-drift gate (at flag_alpha / L), no lanes-disagree gate."""
-    rule = spec.rule
+    complete, no lane's window-drift gate (at flag_alpha / L), no lanes-disagree gate;
+    under the pooled rule (`RuleSpec.pooled`: with several candidates the `point` bar is
+    that of all L × pairs pairs, as in `spec-ab report`)."""
+    rule = spec.pooled(len(lanes)).rule
     n_lanes = len(lanes)
     d = np.concatenate([x.d(shift) for x in lanes], axis=1)
     k = d.shape[-1]
