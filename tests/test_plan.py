@@ -320,7 +320,7 @@ def test_json_holds_the_table(tmp_path: Path, tokenizer_dir: Path) -> None:
     assert [x["lanes"] for x in doc["lanes"]] == [1, 2, 4]
     assert set(doc["lanes"][1]) == {"lanes", "pairs_total", "night_s",
                                     "false_adopt_half_margin", "power_at_1_5m", "campaign",
-                                    "sims"}
+                                    "sims", "exact_checked"}
     assert [x["campaign"] for x in doc["lanes"]] == [True, False, False]
     assert [x["pairs_total"] for x in doc["lanes"]] == [2, 4, 8]
     assert set(doc["lanes"][2]["power_at_1_5m"]) == {"p", "lo", "hi", "k", "n"}
@@ -546,3 +546,117 @@ def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Pat
     assert "for 2 pairs per lane" in text
     doc = plan.plan_json(result)
     assert [x["campaign"] for x in doc["lanes"]] == [False, False, True, False]
+
+
+# --------------------------------------------------------------------------- lanes, exactly
+
+
+@pytest.mark.parametrize("rule,k,n_lanes,pairs", [
+    ("point", 1, 2, 2), ("point", 3, 2, 1), ("point", 3, 3, 2), ("ci", 1, 2, 2),
+    ("ci", 3, 4, 1),
+])
+def test_pooled_kernel_agrees_with_judge_run(tmp_path: Path, tokenizer_dir: Path,
+                                             rule: str, k: int, n_lanes: int, pairs: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Candidates, invalid passes, each lane's window drift, lanes that disagree: the
+    vectorised pooled decision of every candidate equals `judge_run`'s on the pooled table
+    under the pooled rule, on a sample of 40 campaigns per effect."""
+    monkeypatch.setattr(plan.exact, "EXACT_SAMPLE", 40)
+    spec = spec_of(tmp_path, tokenizer_dir, rule=rule, pairs=pairs, levels=(1, 4)).at(
+        candidates=k)
+    noise = NoiseModel(0.03, 0.01, 0.08, "test")
+    lanes = plan.simulate_lanes(spec, noise, n_lanes, sims=40, seed=2, invalid_rate=0.03)
+    split = [*lanes[:-1], dataclasses.replace(lanes[-1], cand=lanes[-1].cand + 0.08)]
+    seen = set()
+    for draws in (lanes, split):
+        for effect in (0.05, 0.15, 0.25):
+            shift = plan.effect_d(effect, spec.rule)
+            fast = plan.decide_lanes(draws, shift, spec)
+            seen |= set(fast.ravel().tolist())
+            assert plan.exact._cross_check_lanes(spec, draws, shift, fast, "test") == 40
+    assert seen == {True, False}
+
+
+def test_pooled_table_is_what_report_pools(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """The re-judged pooled campaign: every lane's pairs numbered in start order (the lanes
+    start together), each pair's lane and its own lane's slots, invalid passes left out."""
+    spec = spec_of(tmp_path, tokenizer_dir, pairs=3)
+    lanes = plan.simulate_lanes(spec, QUIET, 2, sims=3, seed=0, invalid_rate=0.0)
+    lanes[1].ctrl_ok[1, 2, 0] = False
+    ctrl, cand, ctrl_ok, cand_ok, slots, names = plan.exact.pooled_campaign(lanes, 1)
+    assert names == ["lane-1", "lane-2"] * 3
+    assert slots.tolist() == np.repeat(lanes[0].slots, 2, axis=1).tolist()
+    assert ctrl[5, 0] == lanes[1].ctrl[1, 2, 0] and not ctrl_ok[5, 0]
+    assert cand[2, 0, 0] == lanes[0].cand[1, 1, 0, 0]
+    v = plan.exact_judge(spec.pooled(2), ctrl, cand + 0.2, ctrl_ok, cand_ok, slots, names)
+    assert v.pairs_planned == 6
+    cell = next(c for c in v.candidates[0].cells if c.decision_cell)
+    assert [lo.pair for lo in cell.left_out] == [6] and "incomplete" in cell.flags
+    assert v.decision == "keep-default"
+
+
+def test_pooled_bar_of_several_candidates_is_the_pooled_pairs(tmp_path: Path,
+                                                              tokenizer_dir: Path) -> None:
+    """With several candidates the `point` bar is corrected with the pre-registered pairs'
+    standard error: a pooled report's rule has pairs × L, so its bar is lower than one
+    lane's, and a change between the two bars adopts pooled (as `judge_run` decides)."""
+    spec = spec_of(tmp_path, tokenizer_dir, pairs=1).at(candidates=3)
+    pooled = spec.pooled(2)
+    assert pooled.pairs == 2 and pooled.rule.band == spec.rule.band
+    low, high = pooled.rule.bar_d(3), spec.rule.bar_d(3)
+    assert low < high
+    lanes = plan.simulate_lanes(spec, QUIET, 2, sims=12, seed=0, invalid_rate=0.0)
+    shift = (low + high) / 2
+    decided = plan.decide_lanes(lanes, shift, spec)
+    assert decided.all()
+    assert plan.exact._cross_check_lanes(spec, lanes, shift, decided, "test") == 12
+
+
+def test_lanes_rows_are_cross_checked(tmp_path: Path, tokenizer_dir: Path) -> None:
+    """Every lanes row's sample is re-judged (both effects), counted in the plan's total,
+    and said so in the text and the JSON."""
+    c = campaign_file(tmp_path, tokenizer_dir, lanes=2)
+    result = plan.plan_campaign(c, effect=0.15, noise_run=None, drift=None, sims=200)
+    assert [x.exact_checked for x in result.lanes] == [2 * plan.EXACT_SAMPLE] * 3
+    assert result.exact_checked > sum(x.exact_checked for x in result.lanes)
+    doc = plan.plan_json(result)
+    assert [x["exact_checked"] for x in doc["lanes"]] == [2 * plan.EXACT_SAMPLE] * 3
+    console = Console(record=True, width=200)
+    plan.print_plan(console, result)
+    text = console.export_text()
+    assert "not yet re-judged" not in text
+    assert (f"{6 * plan.EXACT_SAMPLE} re-judged by verdict.judge_run, two or more lanes as "
+            "one pooled run, all agree") in text
+
+
+def _split_lanes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lanes after the first measure a change 0.25 (in d) larger: they disagree."""
+    simulate = plan.lanes.simulate_lanes
+
+    def split(*args: Any, **kw: Any) -> list[plan.Draws]:
+        draws = simulate(*args, **kw)
+        return [draws[0], *(dataclasses.replace(x, cand=x.cand + 0.25) for x in draws[1:])]
+
+    monkeypatch.setattr(plan.lanes, "simulate_lanes", split)
+
+
+def test_plan_refuses_when_the_lanes_kernel_drops_the_disagree_gate(
+        tmp_path: Path, tokenizer_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lanes that disagree: the kernel's gate keeps the pooled campaign from adopting, as
+    `judge_run` does, and the plan prints; a kernel without the gate is caught by the
+    cross-check and the plan refuses (a bug)."""
+    c = campaign_file(tmp_path, tokenizer_dir, lanes=2)
+    _split_lanes(monkeypatch)
+    result = plan.plan_campaign(c, effect=0.15, noise_run=None, drift=0.01, sims=200,
+                                invalid_rate=0.0)
+    assert result.lanes[0].power.k > 0
+    assert all(x.power.k == 0 and x.false_adopt.k == 0 for x in result.lanes[1:])
+
+    def never(d: np.ndarray, lane_of: np.ndarray, rule: rl.Rule,
+              alpha: float) -> np.ndarray:
+        return np.zeros((d.shape[0], d.shape[2]), dtype=bool)
+
+    monkeypatch.setattr(plan.lanes, "lanes_disagree_flags", never)
+    with pytest.raises(AssertionError, match=r"pooled rule disagrees with verdict\.judge_run"):
+        plan.plan_campaign(c, effect=0.15, noise_run=None, drift=0.01, sims=200,
+                           invalid_rate=0.0)

@@ -44,8 +44,10 @@ arrays. Every plan then re-judges a sample of its simulated campaigns through
 `verdict.judge_run` itself (candidates, invalid passes, window-drift gate and flags; the
 guardrails through `guardrails.check_guardrail`) with the rule's `pairs` set to the
 simulated count, and refuses to print (a bug, exit 1) if a single decision differs. The
-lanes rows of two or more lanes are not re-judged yet (`verdict.judge_run` on a pooled
-`RunTable` is still to come); their one-lane row is the table's registered row.
+lanes rows are cross-checked the same way: with two or more lanes on the pooled `RunTable`
+`spec-ab report` would build (every lane's pairs in start order, `RunTable.lanes`, each
+lane's own slots, invalid passes) under the pooled rule (`RuleSpec.pooled`: pairs × L);
+the one-lane row as a plain run (it is the table's registered row).
 
 `--rule point|ci` plans under the other rule: exploratory, marked so.
 
@@ -71,7 +73,9 @@ JSON (`--format json`) keys:
   `at_effect`}], `order_drift`; `wall_s_per_pair` (one lane's); `notes`;
 - `lanes`: [{`lanes` (L), `pairs_total` (registered pairs × L), `night_s` (one lane's
   wall time), `false_adopt_half_margin`: rate, `power_at_1_5m`: rate, `campaign` (bool:
-  the campaign's own number of lanes), `sims`}] for L in 1, 2, 4 and the campaign's own.
+  the campaign's own number of lanes), `sims`, `exact_checked` (int: this row's
+  simulated campaigns re-judged by `verdict.judge_run`, all agreeing — pooled with two or
+  more lanes)}] for L in 1, 2, 4 and the campaign's own.
 
 A rate is {`p`, `lo`, `hi`, `k`, `n`}: k of n simulated campaigns with a 95%
 Clopper–Pearson interval (the Monte Carlo's own uncertainty).

@@ -343,6 +343,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         candidates=k, multi_candidates=kk, order=spec.order, noise=noise, effect=effect,
         invalid_rate=invalid_rate, sims=sims, seed=seed, effects=effects, rows=rows,
         recommended=recommended, alternatives=alts, orders=orders, order_drift=drift_w,
-        estimate=estimate, exact_checked=checked, notes=notes, lanes=lanes,
+        estimate=estimate, exact_checked=checked + sum(x.exact_checked for x in lanes),
+        notes=notes, lanes=lanes,
         lane_names=tuple(campaign.lane_names),
     )

@@ -1,10 +1,14 @@
 """Exactness: simulated campaigns re-judged by `verdict.judge_run` and
 `guardrails.check_guardrail` themselves; any disagreement with the arrays is a bug.
+A sharded campaign's simulated lanes are re-judged as `spec-ab report` pools them: one
+`RunTable` of every lane's pairs, numbered in start order, each pair's lane and its lane's
+own slots, under the registered rule with pairs × lanes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,10 +28,13 @@ from campaign.plan.simulate import (
 
 def exact_judge(spec: RuleSpec, ctrl: np.ndarray, cand: np.ndarray,
                 ctrl_ok: np.ndarray | None = None, cand_ok: np.ndarray | None = None,
-                slots: np.ndarray | None = None) -> RunVerdict:
+                slots: np.ndarray | None = None,
+                lanes: Sequence[str] | None = None) -> RunVerdict:
     """One simulated campaign judged by `verdict.judge_run` itself: ctrl[pair, cell] and
     cand[pair, cell, candidate] on the better-signed log scale; invalid passes are recorded
-    as such; slots[arm, pair] are the arms' slot indices."""
+    as such; slots[arm, pair] are the arms' slot indices. With `lanes` (each pair's lane)
+    the table is a pooled one (`RunTable.lanes`): slots are then each lane's own, and the
+    rule's `pairs` should count every lane's (`RuleSpec.pooled`)."""
     rule = spec.rule
     sign = 1.0 if rule.direction == "higher" else -1.0
     n, _, k = cand.shape
@@ -37,6 +44,10 @@ def exact_judge(spec: RuleSpec, ctrl: np.ndarray, cand: np.ndarray,
     if slots is not None:
         table.slots = {p + 1: {a: int(slots[j, p]) for j, a in enumerate(arms)}
                        for p in range(n)}
+    if lanes is not None:
+        if len(lanes) != n:
+            raise ValueError(f"{len(lanes)} lanes given for {n} pairs")
+        table.lanes = {p + 1: lane for p, lane in enumerate(lanes)}
     for c, (w, lvl) in enumerate(spec.cells):
         data = td.CellData(w, lvl, rule.metric)
         for i in range(n):
@@ -94,5 +105,53 @@ def _cross_check_flags(spec: RuleSpec, draws: Draws, hv: np.ndarray, wd: np.ndar
             raise AssertionError(
                 f"plan's flags disagree with verdict.judge_run ({spec.pairs} pairs, simulated "
                 f"campaign {i}: {sorted(flags)}): a bug in campaign/plan.py")
+        checked += 1
+    return checked
+
+
+# --------------------------------------------------------------------------- pooled lanes
+
+
+def lane_name(lane: int) -> str:
+    return f"lane-{lane + 1}"
+
+
+def pooled_campaign(lanes: Sequence[Draws], i: int
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                               list[str]]:
+    """Simulated campaign `i` of every lane as `spec-ab report` pools its shards: (ctrl,
+    cand, ctrl_ok, cand_ok, slots, lane of each pair) with the pairs in start order — the
+    lanes start together, so a pair's start is its first slot in its own lane's schedule,
+    ties going by lane — and each pair's slots its own lane's (they overlap across
+    lanes)."""
+    lane_of = np.concatenate([np.full(x.ctrl.shape[1], j) for j, x in enumerate(lanes)])
+    slots = np.concatenate([x.slots for x in lanes], axis=1)
+    order = np.lexsort((lane_of, slots.min(axis=0)))
+
+    def pool(arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return np.concatenate(arrays, axis=0)[order]
+
+    return (pool([x.ctrl[i] for x in lanes]), pool([x.cand[i] for x in lanes]),
+            pool([x.ctrl_ok[i] for x in lanes]), pool([x.cand_ok[i] for x in lanes]),
+            slots[:, order], [lane_name(int(j)) for j in lane_of[order]])
+
+
+def _cross_check_lanes(spec: RuleSpec, lanes: Sequence[Draws], shift: float,
+                       decided: np.ndarray, what: str) -> int:
+    """Re-judge a sample of simulated pooled campaigns (decided[sim, candidate] by
+    `lanes.decide_lanes`) through `verdict.judge_run` on the pooled table under the pooled
+    rule (`RuleSpec.pooled`: the registered one with pairs × lanes); raise
+    on any disagreement. Returns the number checked."""
+    pooled = spec.pooled(len(lanes))
+    checked = 0
+    for i in range(min(EXACT_SAMPLE, decided.shape[0])):
+        ctrl, cand, ctrl_ok, cand_ok, slots, names = pooled_campaign(lanes, i)
+        v = exact_judge(pooled, ctrl, cand + shift, ctrl_ok, cand_ok, slots, names)
+        got = [cv.decision == "adopt" for cv in v.candidates]
+        if got != [bool(x) for x in decided[i]]:
+            raise AssertionError(
+                f"plan's vectorised pooled rule disagrees with verdict.judge_run ({what}, "
+                f"simulated campaign {i}: {got} vs {decided[i].tolist()}): a bug in "
+                "campaign/plan/lanes.py")
         checked += 1
     return checked

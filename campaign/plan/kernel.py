@@ -140,6 +140,14 @@ class RuleSpec:
         return dataclasses.replace(self, rule=rl.Rule(prereg=prereg, band=self.rule.band),
                                    arms=arms)
 
+    def pooled(self, lanes: int) -> RuleSpec:
+        """The rule a pooled report of `lanes` lanes judges under (`report.build.
+        _pooled_rule`): `pairs` counts per lane, so the pooled run is owed pairs × lanes —
+        and with several candidates the `point` bar (`Rule.bar_d`) is that of the pooled
+        pairs."""
+        prereg = self.prereg.model_copy(update={"pairs": self.pairs * lanes})
+        return dataclasses.replace(self, rule=dataclasses.replace(self.rule, prereg=prereg))
+
 
 def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
     pre = campaign.preregistration

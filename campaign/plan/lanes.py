@@ -9,6 +9,12 @@ against its own slots — firing when any lane does at `flag_alpha / L`; and the
 means): a candidate whose decision cell has lanes that disagree below the flag alpha cannot
 adopt. With one lane it is the single-lane plan's draws and decision, unchanged.
 
+Every row is cross-checked as the table is (`exact`): a sample of its simulated campaigns
+at each effect is re-judged by `verdict.judge_run` — with two or more lanes on the pooled
+`RunTable` (every lane's pairs in start order, each pair's lane, each lane's own slots,
+invalid passes) under the pooled rule (pairs × L), with one lane as a plain run — and a
+single decision that differs stops the plan (a bug).
+
 The lanes run in parallel, so the night is one lane's wall time, whatever L.
 """
 
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaign.noise import NoiseModel
+from campaign.plan.exact import _cross_check, _cross_check_lanes
 from campaign.plan.kernel import (
     FALSE_AT,
     POWER_AT,
@@ -60,6 +67,9 @@ class LaneRow:
     """P(the campaign adopts) at a true 1.5m."""
     campaign: bool
     """The campaign's own lane count."""
+    exact_checked: int = 0
+    """Simulated campaigns of this row re-judged by `verdict.judge_run` (both effects),
+    every one agreeing with the arrays."""
 
 
 def lane_counts(campaign_lanes: int) -> list[int]:
@@ -87,8 +97,10 @@ def pooled_lane_of(lanes: Sequence[Draws]) -> np.ndarray:
 def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.ndarray:
     """Each candidate's pooled decision [sim, candidate] at a true effect `shift` (d): the
     rule met over every pooled pair in every decision cell, every pair of every lane
-    complete, no lane's window-drift gate (at flag_alpha / L), no lanes-disagree gate."""
-    rule = spec.rule
+    complete, no lane's window-drift gate (at flag_alpha / L), no lanes-disagree gate;
+    under the pooled rule (`RuleSpec.pooled`: with several candidates the `point` bar is
+    that of all L × pairs pairs, as in `spec-ab report`)."""
+    rule = spec.pooled(len(lanes)).rule
     n_lanes = len(lanes)
     d = np.concatenate([x.d(shift) for x in lanes], axis=1)
     k = d.shape[-1]
@@ -108,20 +120,40 @@ def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.nda
 def lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int, effects: Sequence[float], *,
                sims: int, seed: int, invalid_rate: float) -> list[Rate]:
     """P(the pooled campaign adopts) at each true effect (a change of the metric)."""
+    return checked_lane_rates(spec, noise, lanes, effects, sims=sims, seed=seed,
+                              invalid_rate=invalid_rate)[0]
+
+
+def checked_lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int,
+                       effects: Sequence[float], *, sims: int, seed: int,
+                       invalid_rate: float) -> tuple[list[Rate], int]:
+    """`lane_rates`, and a sample of each effect's simulated campaigns re-judged by
+    `verdict.judge_run` (pooled with two or more lanes); raises AssertionError on any
+    disagreement. Returns the rates and the number re-judged."""
     draws = simulate_lanes(spec, noise, lanes, sims=sims, seed=seed,
                            invalid_rate=invalid_rate)
-    return [rate_of(np.asarray(decide_lanes(draws, effect_d(e, spec.rule), spec).any(axis=1)))
-            for e in effects]
+    rates, checked = [], 0
+    for e in effects:
+        shift = effect_d(e, spec.rule)
+        decided = decide_lanes(draws, shift, spec)
+        what = f"{lanes} lane(s) × {spec.pairs} pairs, {spec.candidates} candidate(s), " \
+               f"effect {e:+.4g}"
+        checked += (_cross_check(spec, draws[0], shift, decided, what) if lanes == 1 else
+                    _cross_check_lanes(spec, draws, shift, decided, what))
+        rates.append(rate_of(np.asarray(decided.any(axis=1))))
+    return rates, checked
 
 
 def lane_rows(spec: RuleSpec, noise: NoiseModel, *, campaign_lanes: int, night_s: float,
               sims: int, seed: int, invalid_rate: float) -> list[LaneRow]:
-    """The lanes section: 1, 2, 4 and the campaign's own number of lanes."""
+    """The lanes section: 1, 2, 4 and the campaign's own number of lanes, each row
+    cross-checked against `verdict.judge_run`."""
     m = spec.prereg.margin
     rows = []
     for n_lanes in lane_counts(campaign_lanes):
-        false, power = lane_rates(spec, noise, n_lanes, [FALSE_AT * m, POWER_AT * m],
-                                  sims=sims, seed=seed, invalid_rate=invalid_rate)
+        (false, power), checked = checked_lane_rates(
+            spec, noise, n_lanes, [FALSE_AT * m, POWER_AT * m], sims=sims, seed=seed,
+            invalid_rate=invalid_rate)
         rows.append(LaneRow(n_lanes, spec.pairs * n_lanes, night_s, false, power,
-                            n_lanes == campaign_lanes))
+                            n_lanes == campaign_lanes, checked))
     return rows

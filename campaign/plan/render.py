@@ -86,7 +86,7 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "lanes": [{"lanes": x.lanes, "pairs_total": x.pairs_total, "night_s": x.night_s,
                    "false_adopt_half_margin": x.false_adopt.as_dict(),
                    "power_at_1_5m": x.power.as_dict(), "campaign": x.campaign,
-                   "sims": x.power.n} for x in r.lanes],
+                   "sims": x.power.n, "exact_checked": x.exact_checked} for x in r.lanes],
         "notes": list(r.notes),
     }
 
@@ -196,9 +196,11 @@ def print_lanes(console: Console, r: PlanResult) -> None:
     if not r.lanes:
         return
     sims = r.lanes[0].power.n
+    checked = sum(x.exact_checked for x in r.lanes)
     console.print(f"lanes (pairs per lane: {r.pairs}; lanes run in parallel; one pooled "
-                  f"verdict over every lane's pairs; {sims} campaigns per row, not yet "
-                  "re-judged by verdict.judge_run):")
+                  f"verdict over every lane's pairs; {sims} campaigns per row; {checked} "
+                  "re-judged by verdict.judge_run, two or more lanes as one pooled run, "
+                  "all agree):")
     for x in r.lanes:
         mark = "  ← this campaign" if x.campaign else ""
         word = "lane " if x.lanes == 1 else "lanes"
