@@ -77,6 +77,15 @@ def exact_adopts(d: np.ndarray, spec: RuleSpec) -> bool:
     return bool(exact_judge(spec, ctrl, cand).decision == "adopt")
 
 
+def _agree(v: RunVerdict, decided: np.ndarray, what: str, rule: str, where: str) -> None:
+    """Raise (a bug) when `verdict.judge_run`'s decisions differ from the vectorised ones."""
+    got = [cv.decision == "adopt" for cv in v.candidates]
+    if got != [bool(x) for x in decided]:
+        raise AssertionError(
+            f"plan's vectorised {rule} disagrees with verdict.judge_run ({what}: {got} vs "
+            f"{decided.tolist()}): a bug in {where}")
+
+
 def _cross_check(spec: RuleSpec, draws: Draws, shift: float, decided: np.ndarray,
                  what: str) -> int:
     """Re-judge a sample of simulated campaigns through `verdict.judge_run`; raise on any
@@ -86,12 +95,7 @@ def _cross_check(spec: RuleSpec, draws: Draws, shift: float, decided: np.ndarray
     for i in range(min(EXACT_SAMPLE, sims)):
         v = exact_judge(spec, draws.ctrl[i], draws.cand[i] + shift, draws.ctrl_ok[i],
                         draws.cand_ok[i], draws.slots)
-        got = [cv.decision == "adopt" for cv in v.candidates]
-        if got != [bool(x) for x in decided[i]]:
-            raise AssertionError(
-                f"plan's vectorised rule disagrees with verdict.judge_run ({what}, "
-                f"simulated campaign {i}: {got} vs {decided[i].tolist()}): a bug in "
-                "campaign/plan.py")
+        _agree(v, decided[i], f"{what}, simulated campaign {i}", "rule", "campaign/plan/")
         checked += 1
     return checked
 
@@ -147,11 +151,7 @@ def _cross_check_lanes(spec: RuleSpec, lanes: Sequence[Draws], shift: float,
     for i in range(min(EXACT_SAMPLE, decided.shape[0])):
         ctrl, cand, ctrl_ok, cand_ok, slots, names = pooled_campaign(lanes, i)
         v = exact_judge(pooled, ctrl, cand + shift, ctrl_ok, cand_ok, slots, names)
-        got = [cv.decision == "adopt" for cv in v.candidates]
-        if got != [bool(x) for x in decided[i]]:
-            raise AssertionError(
-                f"plan's vectorised pooled rule disagrees with verdict.judge_run ({what}, "
-                f"simulated campaign {i}: {got} vs {decided[i].tolist()}): a bug in "
-                "campaign/plan/lanes.py")
+        _agree(v, decided[i], f"{what}, simulated campaign {i}", "pooled rule",
+               "campaign/plan/lanes.py")
         checked += 1
     return checked
