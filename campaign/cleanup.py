@@ -420,16 +420,6 @@ def _pgid(pid: int) -> int | None:
         return None
 
 
-__all__ = [
-    "Leftover",
-    "Scan",
-    "campaign_docker_hosts",
-    "find_leftovers",
-    "remove_leftovers",
-    "runner_alive",
-]
-
-
 def _no_note(text: str) -> None:
     return None
 
@@ -462,3 +452,15 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
         + ", ".join(str(x) for x in shown[:5]),
         hint="remove them with `spec-ab clean`",
     )
+
+
+__all__ = [
+    "Leftover",
+    "Scan",
+    "campaign_docker_hosts",
+    "find_leftovers",
+    "refuse_leftovers",
+    "remove_leftovers",
+    "runner_alive",
+]
+

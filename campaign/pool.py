@@ -145,12 +145,12 @@ def _first_start(passes: pd.DataFrame) -> dict[int, dt.datetime | None]:
 
 def _pooled(shards: Sequence[tuple[RunDir, str]], lanes: tuple[str, ...]) -> Pooled:
     # every pair of every lane, numbered in the order it started (lane order breaks ties)
-    keys: list[tuple[float, int, int, int]] = []
+    keys: list[tuple[float, int, int]] = []
     for i, (run, _lane) in enumerate(shards):
         for pair, t in sorted(_first_start(run.passes).items()):
-            keys.append((t.timestamp() if t is not None else float("inf"), i, pair, i))
+            keys.append((t.timestamp() if t is not None else float("inf"), i, pair))
     keys.sort()
-    number = {(i, pair): n for n, (_t, i, pair, _) in enumerate(keys, start=1)}
+    number = {(i, pair): n for n, (_t, i, pair) in enumerate(keys, start=1)}
     frames = []
     out_shards = []
     lane_of: dict[int, str] = {}
