@@ -147,6 +147,8 @@ def test_normal_campaign_complete_results(tmp_path: Path, out: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = run_dir_of(out)
     assert "Decision:" in proc.stdout and f"spec-ab report {run_dir}" in proc.stdout
+    # the live status knows the campaign: a total up front, what is left after each arm
+    assert "in all (the estimate)" in proc.stdout and "to go" in proc.stdout
     # every file of the results directory
     assert (run_dir / "campaign.yaml").read_text() == path.read_text()
     prereg = json.loads((run_dir / "preregistration.json").read_text())
