@@ -15,7 +15,7 @@ from campaign.loadgen import aiperf_command
 from campaign.markers import run_labels
 from campaign.passes import arm_passes
 from campaign.progress import Eta
-from campaign.schedule import plan_slots
+from campaign.schedule import Slot, plan_slots
 from campaign.servers import ArmContext, make_server
 from campaign.spec import Campaign
 
@@ -29,6 +29,14 @@ def _ctx(campaign: Campaign, arm: str) -> ArmContext:
 def launch_lines(campaign: Campaign, arm: str) -> list[str]:
     server = make_server(campaign.launches[arm], _ctx(campaign, arm))
     return [secrets.scrub(line) for line in server.describe()]
+
+
+def _blocks(slots: list[Slot]) -> dict[int, list[str]]:
+    """pair → its arms in the order they run."""
+    by_pair: dict[int, list[str]] = {}
+    for s in slots:
+        by_pair.setdefault(s.pair, []).append(s.arm)
+    return by_pair
 
 
 def print_campaign(console: Console, campaign: Campaign) -> None:
@@ -60,15 +68,20 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
             for line in launch_lines(view, arm):
                 console.print(f"  {line}", markup=False, soft_wrap=True)
     print_differences(console, campaign)
-    slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
     each = " on each lane" if len(lanes) > 1 else ""
-    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, {len(slots)} arms"
-                  f"{each}):")
-    by_pair: dict[int, list[str]] = {}
-    for s in slots:
-        by_pair.setdefault(s.pair, []).append(s.arm)
-    for pair, arms in by_pair.items():
-        console.print(f"  pair {pair}: {' → '.join(arms)}", markup=False)
+    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, "
+                  f"{pre.pairs * len(campaign.arm_names)} arms{each}):")
+    schedules = {view.lane: [f"pair {pair}: {' → '.join(arms)}" for pair, arms in
+                             _blocks(plan_slots(pre.pairs, campaign.arm_names, pre.order,
+                                                pre.seed, view.lane_index)).items()]
+                 for view in lanes}
+    if len({tuple(lines) for lines in schedules.values()}) == 1:  # every lane alike
+        schedules = {"": next(iter(schedules.values()))}
+    for lane, lines in schedules.items():
+        if lane:
+            console.print(f"  lane {lane}:", markup=False)
+        for line in lines:
+            console.print(("    " if lane else "  ") + line, markup=False)
     est = estimate(campaign)
     learned = Eta(campaign, campaign.resolve(campaign.results_dir) / "-")
     if learned.learned:  # the lane's earlier runs in this results folder say better

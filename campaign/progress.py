@@ -82,7 +82,8 @@ class Eta:
     def __init__(self, campaign: Campaign, run_dir: Path | None = None) -> None:
         pre = campaign.preregistration
         self.slots = [(s.pair, s.arm) for s in
-                      plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)]
+                      plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed,
+                                 campaign.lane_index)]
         est = estimate(campaign)
         walls, boots = _earlier_runs(campaign, run_dir)
         self.learned = bool(walls or boots)

@@ -271,7 +271,8 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
     caller holds it: `locked`). `redo_invalid`: pairs left invalid by an earlier session
     (a dead server, invalid passes) are measured again, whole, as a new pair attempt."""
     pre = campaign.preregistration
-    slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed)
+    slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed,
+                       campaign.lane_index)
     by_pair: dict[int, list[Slot]] = {}
     for s in slots:
         by_pair.setdefault(s.pair, []).append(s)

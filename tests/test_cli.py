@@ -261,3 +261,19 @@ def test_a_sharded_campaign_runs_one_lane_at_a_time(repo_root: Path) -> None:
     assert "check it there with `spec-ab check" in out
     code, out = invoke("run", example, "--lane", "sim-b", "--dry-run")
     assert code == 0 and "--port 18812" in out and "--port 18811" not in out
+
+
+def test_check_shows_each_lanes_own_schedule(repo_root: Path, tmp_path: Path) -> None:
+    """ABBA starts every other lane with BA; `check` shows what each lane will run (one
+    listing when every lane runs the same, as under AB)."""
+    example = repo_root / "examples" / "sim-lanes.yaml"
+    code, out = invoke("check", str(example))
+    assert code == 0 and "lane sim-a:" not in out
+    assert out.count("pair 1: control → adaptive") == 1
+    abba = tmp_path / "abba-lanes.yaml"
+    abba.write_text(example.read_text().replace("order: AB", "order: ABBA"))
+    code, out = invoke("check", str(abba))
+    assert code == 0
+    lane_a, lane_b = out.split("lane sim-a:")[1].split("lane sim-b:")
+    assert "pair 1: control → adaptive" in lane_a and "pair 2: adaptive → control" in lane_a
+    assert "pair 1: adaptive → control" in lane_b.split("estimated")[0]

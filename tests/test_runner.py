@@ -534,6 +534,23 @@ def test_throughput_on_the_servers_token_count(campaign: Campaign, tmp_path: Pat
         assert server[level] == pytest.approx(value * generated / counted)
 
 
+def test_a_second_lane_runs_its_own_abba_order(tmp_path: Path, listener: int) -> None:
+    """ABBA with two pairs a lane: the first lane runs AB, BA; the second BA, AB."""
+    text = CAMPAIGN.replace("lane: fake-lane\n", "lanes:\n  east: {}\n  west: {}\n")
+    text = text.replace("  pairs: 2\n", "  pairs: 2\n  order: ABBA\n")
+    orders = {}
+    for lane in ("east", "west"):
+        (tmp_path / lane).mkdir()
+        campaign = _campaign(tmp_path / lane, text).for_lane(lane)
+        rt = make_rt(tmp_path / lane, listener, Script(), [])
+        store = start(campaign, tmp_path / lane, rt)
+        assert runner.execute(campaign, store, rt).complete
+        orders[lane] = [(e["pair"], e["arm"]) for e in load_run(store.run_dir).journal
+                        if e["event"] == "slot_start"]
+    assert orders["east"] == [(1, "control"), (1, "cand"), (2, "cand"), (2, "control")]
+    assert orders["west"] == [(1, "cand"), (1, "control"), (2, "control"), (2, "cand")]
+
+
 def test_a_shard_records_its_lane_and_resumes_on_it(tmp_path: Path, listener: int) -> None:
     text = CAMPAIGN.replace("lane: fake-lane\n", "lanes:\n  east: {server: {env: {L: e}}}\n"
                             "  west: {server: {env: {L: w}}}\n")

@@ -45,8 +45,41 @@ def test_slot_indices_and_positions() -> None:
     assert slots[2].key == "02/b"
 
 
+def test_every_other_lane_starts_abba_with_ba() -> None:
+    """Three pairs a lane in ABBA: one lane alone puts the control first twice in three;
+    two lanes pooled put it first in exactly half their pairs."""
+    def arms(lane: int) -> list[list[str]]:
+        out: dict[int, list[str]] = {}
+        for s in plan_slots(3, ["control", "b"], "ABBA", lane=lane):
+            out.setdefault(s.pair, []).append(s.arm)
+        return [out[p] for p in sorted(out)]
+    assert arms(0) == arms_by_pair(3, ["control", "b"], "ABBA")
+    assert arms(1) == [["b", "control"], ["control", "b"], ["b", "control"]]
+    assert arms(2) == arms(0)
+    firsts = [block[0] for lane in (0, 1) for block in arms(lane)]
+    assert firsts.count("control") == 3
+
+
+def test_each_lane_shuffles_from_a_stream_of_its_own() -> None:
+    def arms(lane: int) -> list[tuple[str, ...]]:
+        out: dict[int, list[str]] = {}
+        for s in plan_slots(12, ["control", "b", "c"], "random", 5, lane):
+            out.setdefault(s.pair, []).append(s.arm)
+        return [tuple(out[p]) for p in sorted(out)]
+    assert arms(0) == [tuple(b) for b in arms_by_pair(12, ["control", "b", "c"], "random", 5)]
+    assert len({tuple(arms(lane)) for lane in range(4)}) == 4
+    assert arms(1) == arms(1)  # seeded, not drawn at run time
+    assert [a for a in plan_slots(2, ["control", "b"], "AB", lane=3)] == \
+        plan_slots(2, ["control", "b"], "AB")
+
+
 @pytest.mark.parametrize("pairs, arms", [(0, ["control", "b"]), (1, ["control"]),
                                          (1, ["control", "control"])])
 def test_bad_input(pairs: int, arms: list[str]) -> None:
     with pytest.raises(ValueError):
         plan_slots(pairs, arms, "AB")
+
+
+def test_a_negative_lane_is_refused() -> None:
+    with pytest.raises(ValueError, match="lane"):
+        plan_slots(2, ["control", "b"], "AB", lane=-1)

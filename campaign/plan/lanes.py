@@ -80,11 +80,12 @@ def simulate_lanes(spec: RuleSpec, noise: NoiseModel, lanes: int, *, sims: int, 
                    invalid_rate: float) -> list[Draws]:
     """Each lane's draws, as one lane is simulated (`campaign_rates`): the first lane's are
     the single-lane plan's own (same stream), the others' from streams of their own, so
-    2 lanes are the first 2 of 4 (common random numbers)."""
+    2 lanes are the first 2 of 4 (common random numbers); each lane in its own schedule
+    (`schedule.plan_slots`, as `spec-ab run --lane` runs it)."""
     n, k = spec.pairs, spec.candidates
-    slots = schedule_slots(n, spec.arms, spec.order, spec.prereg.seed)
     return [simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
-                          slots=slots, invalid_rate=invalid_rate,
+                          slots=schedule_slots(n, spec.arms, spec.order, spec.prereg.seed, i),
+                          invalid_rate=invalid_rate,
                           rng=_rng(seed, n, k) if i == 0 else _rng(seed, n, k, LANE_KEY + i))
             for i in range(lanes)]
 

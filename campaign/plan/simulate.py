@@ -59,9 +59,11 @@ class Draws:
         return np.asarray(np.all(ok, axis=(1, 2)))
 
 
-def schedule_slots(pairs: int, arms: Sequence[str], order: Order, seed: int) -> np.ndarray:
-    """slots[arm, pair]: each arm's slot index in the campaign's own schedule."""
-    idx = {(s.pair, s.arm): s.index for s in plan_slots(pairs, list(arms), order, seed)}
+def schedule_slots(pairs: int, arms: Sequence[str], order: Order, seed: int,
+                   lane: int = 0) -> np.ndarray:
+    """slots[arm, pair]: each arm's slot index in the campaign's own schedule (on the lane
+    in place `lane`)."""
+    idx = {(s.pair, s.arm): s.index for s in plan_slots(pairs, list(arms), order, seed, lane)}
     return np.array([[idx[(p, a)] for p in range(1, pairs + 1)] for a in arms], dtype=int)
 
 

@@ -137,9 +137,11 @@ class Preregistration(Model):
         "is better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
     )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the CIs.")
-    pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs.")
+    pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs "
+                       "(on each lane, with `lanes:`).")
     order: Literal["AB", "ABBA", "random"] = Field(
-        "AB", description="Order of arms within pairs: AB, ABBA (alternating), random."
+        "AB", description="Order of arms within pairs: AB, ABBA (alternating; every other "
+        "lane starts with BA), random (seeded; each lane its own stream)."
     )
     seed: int = Field(0, description="Seed of the `random` order and of the load generator.")
     decision_cells: list[DecisionCell] = Field(
@@ -452,6 +454,14 @@ class Campaign(Model):
     def lane_names(self) -> list[str]:
         """The lanes in file order (the one `lane:` of a campaign without `lanes:`)."""
         return list(self.lanes) if self.lanes else [self.lane]
+
+    @property
+    def lane_index(self) -> int:
+        """This view's lane's place in the file, from 0 (0 for a campaign without lanes or
+        with no lane chosen): each lane's pairs run in their own order (`schedule`)."""
+        if not self.lanes or not self._lane_chosen:
+            return 0
+        return list(self.lanes).index(self.lane)
 
     @property
     def lane_chosen(self) -> bool:
