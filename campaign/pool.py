@@ -15,7 +15,6 @@ Pure over loaded `RunDir`s: nothing is written.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from campaign.errors import UsageError
-from campaign.store import RunDir
+from campaign.store import RunDir, recorded_lane
+from campaign.textfiles import sha256_file
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,12 @@ def shard_lane(run: RunDir) -> str | None:
     """The lane of a shard (a run of a campaign with a `lanes:` table), else None."""
     if run.campaign is None or not run.campaign.sharded:
         return None
-    lane = (run.manifest.get("campaign") or {}).get("lane") if isinstance(
-        run.manifest.get("campaign"), dict) else None
-    if not lane:
-        lane = next((e.get("lane") for e in run.journal if e.get("event") == "registered"),
-                    None)
-    return str(lane) if lane else "?"
+    return recorded_lane(run.journal, run.manifest) or "?"
 
 
 def _file_sha(path: Path) -> str:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_file(path)
     except OSError:
         return "(unreadable)"
 
@@ -166,7 +161,7 @@ def _pooled(shards: Sequence[tuple[RunDir, str]], lanes: tuple[str, ...]) -> Poo
         out_shards.append(Shard(lane, run.run_id, run.run_dir, bool(run.complete),
                                 pooled_pairs, tuple(own)))
     first = shards[0][0]
-    passes = pd.concat(frames, ignore_index=True) if frames else first.passes
+    passes = pd.concat(frames, ignore_index=True)
     given = {lane for _, lane in shards}
     notes = [f"{lane}: {note}" for run, lane in shards for note in run.notes]
     missing = [lane for lane in lanes if lane not in given]
@@ -175,7 +170,6 @@ def _pooled(shards: Sequence[tuple[RunDir, str]], lanes: tuple[str, ...]) -> Poo
                      "missing from the pooled verdict")
     run = replace(
         first,
-        run_dir=first.run_dir,
         run_id="+".join(r.run_id for r, _ in shards),
         passes=passes,
         complete=all(r.complete for r, _ in shards) and not missing,

@@ -47,7 +47,7 @@ from campaign.servers import ArmContext, Server, make_server
 from campaign.servers.base import serving
 from campaign.serverwatch import captures_after, scrape, unhealthy
 from campaign.spec import Campaign, LaunchModel, load_campaign
-from campaign.store import RunStore
+from campaign.store import RunStore, recorded_lane
 
 if TYPE_CHECKING:
     from campaign.cleanup import Scan
@@ -233,7 +233,7 @@ def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
     events = store.read_journal()
     registered = next((e for e in events if e.get("event") == "registered"), {})
     base = Path(registered["base_dir"]) if registered.get("base_dir") else None
-    lane = registered.get("lane") or _manifest_lane(run_dir)
+    lane = recorded_lane(events, _manifest(run_dir))
     campaign = load_campaign(run_dir / "campaign.yaml", base_dir=base, lane=lane)
     if any(e.get("event") == "finished" and e.get("complete") for e in events):
         raise ResultsError(f"{run_dir} is already complete; nothing to resume",
@@ -241,14 +241,14 @@ def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
     return store, campaign
 
 
-def _manifest_lane(run_dir: Path) -> str | None:
-    """The lane the manifest records (runs registered before the journal named it)."""
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    """The run's manifest, or {} when it is missing or damaged (it only describes the
+    machine; resuming does not need it)."""
     try:
         doc = json.loads((run_dir / "manifest.json").read_text())
-        lane = doc["campaign"]["lane"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return lane if isinstance(lane, str) and lane else None
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def pair_status(events: list[dict[str, Any]]) -> dict[int, tuple[int, str]]:

@@ -33,7 +33,7 @@ import io
 import json
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,18 @@ def _registered_base_dir(run_dir: Path) -> Path | None:
     if isinstance(ev, dict) and ev.get("event") == "registered" and ev.get("base_dir"):
         return Path(str(ev["base_dir"]))
     return None
+
+
+def recorded_lane(events: Sequence[Mapping[str, Any]],
+                  manifest: Mapping[str, Any]) -> str | None:
+    """The lane a run was registered on: its journal's `registered` event says it, else
+    its manifest's `campaign.lane` (runs registered before the journal named it); None
+    when neither does."""
+    lane = next((e.get("lane") for e in events if e.get("event") == "registered"), None)
+    if not lane:
+        facts = manifest.get("campaign")
+        lane = facts.get("lane") if isinstance(facts, Mapping) else None
+    return lane if isinstance(lane, str) and lane else None
 
 
 def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
