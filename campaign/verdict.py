@@ -313,16 +313,22 @@ def _window_drift(data: CellData, control: str, rule: Rule,
                    f"p={p_trend:.2g}): the window was not stable")
 
 
+def _lane_means(d: Sequence[float], lanes: Sequence[str]) -> list[tuple[str, int, float]]:
+    """(lane, pairs, mean d) of pooled pairs' log changes, lane by lane in first-seen
+    order."""
+    groups: dict[str, list[float]] = {}
+    for v, lane in zip(d, lanes, strict=True):
+        groups.setdefault(lane, []).append(v)
+    return [(lane, len(ds), math.fsum(ds) / len(ds)) for lane, ds in groups.items()]
+
+
 def lane_changes(cell: Cell, lanes: Mapping[int, str]) -> list[tuple[str, int, float]]:
     """(lane, pairs, change) of a pooled cell, lane by lane in first-seen order: the
     change is the lane's mean pair change on the metric's own scale."""
     if cell.stats is None:
         return []
-    groups: dict[str, list[float]] = {}
-    for pg, d in zip(cell.pairs, cell.stats.d, strict=True):
-        groups.setdefault(lanes.get(pg.pair, "?"), []).append(d)
-    return [(lane, len(ds), change_of(math.fsum(ds) / len(ds), cell.direction, cell.kind))
-            for lane, ds in groups.items()]
+    return [(lane, n, change_of(mean, cell.direction, cell.kind)) for lane, n, mean in
+            _lane_means(cell.stats.d, [lanes.get(pg.pair, "?") for pg in cell.pairs])]
 
 
 def _lanes_disagree(p: st.Paired, pairs: Sequence[int], rule: Rule, ctx: Context,
@@ -333,12 +339,9 @@ def _lanes_disagree(p: st.Paired, pairs: Sequence[int], rule: Rule, ctx: Context
     p_lanes = st.lanes_test(p.d, lanes, rule.pair_sd)
     if p_lanes is None or p_lanes >= ctx.flag_alpha:
         return ""
-    groups: dict[str, list[float]] = {}
-    for d, lane in zip(p.d, lanes, strict=True):
-        groups.setdefault(lane, []).append(d)
     per_lane = ", ".join(
-        f"{lane} {change_text(d=math.fsum(ds) / len(ds), direction=direction)} "
-        f"({len(ds)} pair{'s' if len(ds) > 1 else ''})" for lane, ds in groups.items())
+        f"{lane} {change_text(d=mean, direction=direction)} ({n} pair{'s' if n > 1 else ''})"
+        for lane, n, mean in _lane_means(p.d, lanes))
     return (f"lanes-disagree — not one change: {per_lane}; they differ by more than the "
             f"lane's noise explains (p={p_lanes:.2g}), so the pooled change is no one lane's")
 
