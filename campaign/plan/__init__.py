@@ -134,7 +134,6 @@ from campaign.plan.lanes import (
     lane_counts,
     lane_rates,
     lane_rows,
-    pooled_lane_of,
     simulate_lanes,
 )
 from campaign.plan.render import (
@@ -156,6 +155,7 @@ from campaign.plan.simulate import (
     guardrail_holds,
     guardrail_log_ratios,
     pairs_for_power,
+    pooled_lane_of,
     schedule_slots,
     simulate,
     simulate_arms,

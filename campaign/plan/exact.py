@@ -21,6 +21,7 @@ from campaign.plan.kernel import (
 )
 from campaign.plan.simulate import (
     Draws,
+    pooled_lane_of,
 )
 
 # --------------------------------------------------------------------------- exactness
@@ -128,7 +129,7 @@ def pooled_campaign(lanes: Sequence[Draws], i: int
     lanes start together, so a pair's start is its first slot in its own lane's schedule,
     ties going by lane — and each pair's slots its own lane's (they overlap across
     lanes)."""
-    lane_of = np.concatenate([np.full(x.ctrl.shape[1], j) for j, x in enumerate(lanes)])
+    lane_of = pooled_lane_of(lanes)
     slots = np.concatenate([x.slots for x in lanes], axis=1)
     order = np.lexsort((lane_of, slots.min(axis=0)))
 

@@ -43,6 +43,7 @@ from campaign.plan.simulate import (
     _metric_log,
     _rng,
     effect_d,
+    pooled_lane_of,
     schedule_slots,
     simulate_arms,
 )
@@ -88,11 +89,6 @@ def simulate_lanes(spec: RuleSpec, noise: NoiseModel, lanes: int, *, sims: int, 
                           invalid_rate=invalid_rate,
                           rng=_rng(seed, n, k) if i == 0 else _rng(seed, n, k, LANE_KEY + i))
             for i in range(lanes)]
-
-
-def pooled_lane_of(lanes: Sequence[Draws]) -> np.ndarray:
-    """lane_of[pooled pair]: pairs in lane order, each lane's in its own order."""
-    return np.concatenate([np.full(x.ctrl.shape[1], i) for i, x in enumerate(lanes)])
 
 
 def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.ndarray:

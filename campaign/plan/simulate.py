@@ -59,6 +59,11 @@ class Draws:
         return np.asarray(np.all(ok, axis=(1, 2)))
 
 
+def pooled_lane_of(lanes: Sequence[Draws]) -> np.ndarray:
+    """lane_of[pooled pair]: each lane's draws one after the other (lane 0, 1, …)."""
+    return np.concatenate([np.full(x.ctrl.shape[1], i) for i, x in enumerate(lanes)])
+
+
 def schedule_slots(pairs: int, arms: Sequence[str], order: Order, seed: int,
                    lane: int = 0) -> np.ndarray:
     """slots[arm, pair]: each arm's slot index in the campaign's own schedule (on the lane
