@@ -340,20 +340,31 @@ def _chosen(campaign: Campaign, lane: str | None, path: Path) -> Campaign:
                                     "--lane)"]) from None
 
 
+def _unknown_overrides(overrides: Mapping[str, Any], fields: set[str], suggest: set[str],
+                       where: tuple[str | int, ...], who: str, lines: _Lines) -> list[str]:
+    """A problem for each key of `overrides` that is not a server field `who` (an arm, a
+    lane) can override, with the closest of `suggest` as a hint."""
+    out = []
+    for key in overrides:
+        if key in fields and key != "backend":
+            continue
+        close = difflib.get_close_matches(key, sorted(suggest), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        out.append(lines.problem((*where, key), f"not a field {who} can override{hint}"))
+    return out
+
+
 def _lane_server(campaign: Campaign, name: str, overrides: dict[str, Any],
                  server_raw: dict[str, Any], lines: _Lines, context: dict[str, Any],
                  problems: list[str]) -> dict[str, Any] | None:
     """`server` with lane `name`'s overrides merged, validated (None, with problems, when
     it is not a valid launch)."""
     backend_fields = set(type(campaign.server).model_fields)
-    bad = [k for k in overrides if k not in backend_fields or k == "backend"]
-    for key in bad:
-        close = difflib.get_close_matches(key, sorted(backend_fields), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        problems.append(lines.problem(
-            ("lanes", name, "server", key),
-            f"not a field a lane of a {campaign.server.backend} server can override{hint}"))
+    bad = _unknown_overrides(overrides, backend_fields, backend_fields,
+                             ("lanes", name, "server"),
+                             f"a lane of a {campaign.server.backend} server", lines)
     if bad:
+        problems.extend(bad)
         return None
     merged: dict[str, Any] = merge(server_raw, overrides)
     try:
@@ -375,14 +386,10 @@ def _arm_launches(campaign: Campaign, server_raw: dict[str, Any], lines: _Lines,
     on_lane = f" on lane '{lane}'" if lane else ""
     for arm in campaign.arm_names:
         overrides = campaign.arms[arm].overrides
-        bad = [k for k in overrides if k not in backend_fields or k == "backend"]
-        for key in bad:
-            close = difflib.get_close_matches(key, sorted(backend_fields | ARM_OWN_FIELDS), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            problems.append(lines.problem(
-                ("arms", arm, key),
-                f"not a field a {campaign.server.backend} arm can override{hint}"))
+        bad = _unknown_overrides(overrides, backend_fields, backend_fields | ARM_OWN_FIELDS,
+                                 ("arms", arm), f"a {campaign.server.backend} arm", lines)
         if bad:
+            problems.extend(bad)
             continue
         merged = merge(server_raw, overrides)
         try:
