@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from runs import record_passes
 
 from campaign import noise as nz
 from campaign.errors import ResultsError
@@ -44,10 +45,7 @@ def aa_run(root: Path, values: Callable[[int, int], float], *, pairs: int,
                 # a metric the noise model must ignore
                 rows.append(dataclasses.replace(rows[-1], metric="ttft_p99", value=1.0 + slot))
             slot += 1
-    store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
-    store.rebuild_passes_csv()
-    store.journal("finished", complete=True)
-    return store.run_dir
+    return record_passes(store, rows)
 
 
 def test_pure_linear_trend(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ lanes-disagree gate, pairs owed per lane)."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import math
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from runs import record_passes
 from test_report import TPUT
 from test_verdict import T0, frame
 
@@ -65,11 +65,7 @@ def make_shard(root: Path, lane: str, values: list[tuple[float, float]], *,
     df["started_at"] = [(dt.datetime.fromisoformat(t.replace("Z", "+00:00")) + shift)
                         .isoformat().replace("+00:00", "Z") for t in df["started_at"]]
     rows = [PassRow(**r) for r in df.to_dict("records")]  # type: ignore[arg-type]
-    store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
-    store.rebuild_passes_csv()
-    if complete:
-        store.journal("finished", complete=True)
-    return store.run_dir
+    return record_passes(store, rows, complete=complete)
 
 
 def gains(*changes: float, base: float = 100.0) -> list[tuple[float, float]]:

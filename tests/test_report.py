@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from runs import record_passes
 from test_verdict import T0, frame
 
 from campaign import aa
@@ -67,11 +68,7 @@ def make_run(
     if edit is not None:
         df = edit(df)
     rows = [PassRow(**r) for r in df.to_dict("records")]  # type: ignore[arg-type]
-    store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
-    store.rebuild_passes_csv()
-    if complete:
-        store.journal("finished", complete=True)
-    return store.run_dir
+    return record_passes(store, rows, complete=complete)
 
 
 def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+from runs import record_passes
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
@@ -29,11 +29,7 @@ def make_run(root: Path, i: int, *, finished: bool = True) -> Path:
     rows = [PassRow(store.run_id, pair, 1, arm, slot, "t", "knee", "c1",
                     "output_token_throughput", 100.0 + i + pair, True, 1)
             for slot, (pair, arm) in enumerate([(1, "control"), (1, "b"), (2, "control")])]
-    store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
-    store.rebuild_passes_csv()
-    if finished:
-        store.journal("finished", complete=True)
-    return store.run_dir
+    return record_passes(store, rows, complete=finished)
 
 
 def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
