@@ -417,6 +417,13 @@ def test_lanes_merge_before_the_arms(tmp_path: Path) -> None:
     (LANES.replace('command: [--port, "18802"]', 'command: [--port, "18803"]'), None,
      ["--port 18803", "18802", "on lane 'station-b'"]),
     (LANES.replace("{port: 18801,", "{port: 99999,"), None, ["lanes.station-a.server.port"]),
+    # a whole command restated in a lane would be appended to the server's: refused
+    (LANES.replace('command: [--port, "18802"]', 'command: [spec-ab, sim, serve, --port, '
+                   '"18802"]'), None,
+     ["lanes.station-b.server.command: starts with server.command's own program (spec-ab)",
+      "under `args:`"]),
+    (LANES.replace("  depth7:\n", "  depth7:\n    command: [spec-ab, sim, serve]\n"), None,
+     ["arms.depth7.command: starts with server.command's own program"]),
 ])
 def test_lane_problems(tmp_path: Path, text: str, lane: str | None,
                        expected: list[str]) -> None:

@@ -354,6 +354,21 @@ def _unknown_overrides(overrides: Mapping[str, Any], fields: set[str], suggest: 
     return out
 
 
+def _restated_command(overrides: Mapping[str, Any], server_raw: Mapping[str, Any],
+                      where: tuple[str | int, ...], lines: _Lines) -> list[str]:
+    """A problem when an override's `command` starts with the server command's own
+    program: lists are appended, so the whole command would run twice in one argv."""
+    base, extra = server_raw.get("command"), overrides.get("command")
+    if not (isinstance(base, list) and base and isinstance(extra, list) and extra):
+        return []
+    if str(extra[0]) != str(base[0]):
+        return []
+    return [lines.problem((*where, "command"),
+                          f"starts with server.command's own program ({base[0]}): lists are "
+                          "appended to the server's, so the command would run twice in one "
+                          "argv; give only the arguments to add, under `args:`")]
+
+
 def _lane_server(campaign: Campaign, name: str, overrides: dict[str, Any],
                  server_raw: dict[str, Any], lines: _Lines, context: dict[str, Any],
                  problems: list[str]) -> dict[str, Any] | None:
@@ -363,6 +378,7 @@ def _lane_server(campaign: Campaign, name: str, overrides: dict[str, Any],
     bad = _unknown_overrides(overrides, backend_fields, backend_fields,
                              ("lanes", name, "server"),
                              f"a lane of a {campaign.server.backend} server", lines)
+    bad += _restated_command(overrides, server_raw, ("lanes", name, "server"), lines)
     if bad:
         problems.extend(bad)
         return None
@@ -388,6 +404,7 @@ def _arm_launches(campaign: Campaign, server_raw: dict[str, Any], lines: _Lines,
         overrides = campaign.arms[arm].overrides
         bad = _unknown_overrides(overrides, backend_fields, backend_fields | ARM_OWN_FIELDS,
                                  ("arms", arm), f"a {campaign.server.backend} arm", lines)
+        bad += _restated_command(overrides, server_raw, ("arms", arm), lines)
         if bad:
             problems.extend(bad)
             continue
