@@ -6,7 +6,8 @@ without them these tests skip (with CI=true they fail). vLLM boots take 30-90 s 
 cores, so the file boots as few servers as it can: one 3-arm campaign (spec decoding off,
 k = 2, k = 4) serves tests a and b, a 2-arm campaign with an EngineCore kill serves c, and
 d/e stop their runner while the first server is still booting (its renamed EngineCore
-and Worker already exist).
+and Worker already exist); f runs one campaign as two lanes' shards (two ports, one after
+the other) and pools them.
 """
 
 from __future__ import annotations
@@ -418,3 +419,48 @@ def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
     cleanup.remove_leftovers([x for x in scan if x.run_id == run.name], grace_s=10)
     _, alive = psutil.wait_procs(members, timeout=15)
     assert not alive, [p.pid for p in alive]
+
+
+# ------------------------------------------------------------------ f: two lanes, pooled
+
+
+def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
+    """A sharded campaign on a real vLLM: each lane's shard runs on its own port, the two
+    pool into one verdict whose decision cell holds both lanes' pairs, and each lane's
+    change in the pooled report is the one that shard shows on its own."""
+    ports = {"cpu-a": free_port(), "cpu-b": free_port()}
+    text = campaign_text("vllm-cpu-lanes", ports["cpu-a"], {"control": [], "k2": ngram(2)},
+                         warmup=False, knee="{concurrency: [2], input_tokens: 128, "
+                         "output_tokens: 48, requests_per_level: 8}", agentfix=False,
+                         decision_level="c2")
+    text = text.replace(f', "--port", "{ports["cpu-a"]}"', "")  # each lane gives its own
+    lanes = "".join(f'  {lane}: {{server: {{port: {port}, args: [--port, "{port}"]}}}}\n'
+                    for lane, port in ports.items())
+    text = re.sub(r"lane: .*\n", "lanes:\n" + lanes, text, count=1)
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text)
+    shards = []
+    for lane in ports:
+        run = spec_ab("run", str(path), "--lane", lane, "--out", str(tmp_path / lane),
+                      timeout=600)
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert f"Shard of lane {lane}: 1 of 1 pairs, complete" in run.stdout, run.stdout
+        shards.append(run_dir_of(tmp_path / lane, deadline_s=1))
+    alone = {}
+    for lane, shard in zip(ports, shards, strict=True):
+        own = spec_ab("report", str(shard), "-f", "json", "--fail-on", "incomplete")
+        assert own.returncode == 4, own.stdout + own.stderr  # the other lane is missing
+        (cell,) = [c for c in json.loads(own.stdout)["cells"] if c["decision_cell"]]
+        alone[lane] = cell["change"]
+    out = spec_ab("report", *map(str, shards), "-f", "json", "--fail-on", "incomplete")
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    assert report["lanes"]["lanes"] == ["cpu-a", "cpu-b"] and not report["lanes"]["missing"]
+    (cell,) = [c for c in report["cells"] if c["decision_cell"]]
+    assert sorted(p["lane"] for p in cell["pairs"]) == ["cpu-a", "cpu-b"]
+    (by_cell,) = report["lanes"]["decision_cells"]
+    by_lane = {x["lane"]: x["change"] for x in by_cell["by_lane"]}
+    assert by_lane == pytest.approx(alone)
+    assert report["decision"] in ("adopt", "keep-default")
+    print(f"\ntwo vLLM lanes pooled: {report['decision']}, " + ", ".join(
+        f"{lane} {change:+.1%}" for lane, change in by_lane.items()))
