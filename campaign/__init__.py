@@ -10,4 +10,4 @@ __version__ = "0.1.0"
 RESULTS_SCHEMA_VERSION = 2
 """Version of the results-directory layout written by `store` (bumped on any change of
 file names, keys or columns; older versions are migrated in memory when read, newer ones
-refused with how to upgrade). History and migrations: `campaign.registration`."""
+refused with how to upgrade). History and migrations: `campaign.results.registration`."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Direction = Literal["higher", "lower"]
+Kind = Literal["ratio", "absolute"]
+"""How two arms' values are compared: by their ratio, or by their difference (metrics often 0)."""
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,9 @@ One place, so a gain reads the same in the terminal table, Markdown, JSON reason
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from campaign import catalog
-
-if TYPE_CHECKING:
-    from campaign.stats import Kind
+from campaign.catalog import Kind
 
 
 def pct(x: float | None, digits: int = 1) -> str:

@@ -8,6 +8,8 @@ import tempfile
 from collections import deque
 from pathlib import Path
 
+from campaign.errors import UsageError
+
 
 def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> None:
     """Write via a temp file + fsync + rename, so a crash never leaves half a file.
@@ -53,3 +55,24 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def check_output_path(path: Path, flag: str) -> None:
+    """An output file named on the command line: its folder must exist and the path must
+    not be a folder (UsageError, exit 2, naming `flag`)."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        what = "is a file" if path.parent.exists() else "does not exist"
+        raise UsageError(f"{flag} {path}: the folder {path.parent} {what}",
+                         hint=f"create it first (mkdir -p {path.parent}) or pick another path")
+
+
+def write_output(path: Path, text: str, flag: str) -> None:
+    """Write an output file named on the command line (`check_output_path`, then the
+    text; a write error is a UsageError naming `flag`)."""
+    check_output_path(path, flag)
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None

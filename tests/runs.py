@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
-from campaign.journal import PassRow
-from campaign.store import RunStore
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore
 
 
 def record_passes(store: RunStore, rows: Iterable[PassRow], *, complete: bool = True) -> Path:

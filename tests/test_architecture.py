@@ -1,6 +1,14 @@
-"""The shape rules of docs/architecture.md, checked on the code itself: no import circle,
-nothing imports the CLI, only the CLI imports the report package, no module over 600
-lines."""
+"""The shape rules of docs/architecture.md, checked on the code itself.
+
+- no import circle between modules;
+- folders import only the folders below them (`ALLOWED`: the flow of a campaign, cli →
+  plan / run / report → verdict → results / servers → campaignfile / sim → the ground floor);
+- nothing imports the CLI, only the CLI imports the report package (a renderer);
+- at most `MAX_GROUND` modules directly under `campaign/`;
+- no module over `MAX_LINES` lines, no function over `MAX_FUNCTION_LINES` outside
+  `LONG_FUNCTIONS` (each entry says why);
+- docs/architecture.md names every folder and every ground-floor module.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +19,40 @@ import pytest
 
 PKG = Path(__file__).resolve().parent.parent / "campaign"
 MAX_LINES = 600
+MAX_FUNCTION_LINES = 80
+MAX_GROUND = 10
+
+GROUND = "ground"
+ALLOWED: dict[str, set[str]] = {
+    "cli": {"plan", "run", "report", "verdict", "results", "servers", "campaignfile", "sim",
+            "templates", GROUND},
+    "plan": {"verdict", "results", "campaignfile", GROUND},
+    "run": {"verdict", "results", "servers", "campaignfile", GROUND},
+    "report": {"verdict", "results", "campaignfile", GROUND},
+    "verdict": {"results", "campaignfile", GROUND},
+    "results": {"campaignfile", GROUND},
+    "servers": {"campaignfile", GROUND},
+    "templates": {GROUND},
+    "campaignfile": {GROUND},
+    "sim": {GROUND},
+    GROUND: {GROUND},
+}
+"""Folder → the folders it may import (besides itself): each arrow points down the flow."""
+
+LONG_FUNCTIONS: dict[str, str] = {
+    "campaign.cli.run:run": "split pending",
+    "campaign.plan.campaign:plan_campaign": "split pending",
+    "campaign.plan.render:print_plan": "split pending",
+    "campaign.report.as_html:render_html": "split pending",
+    "campaign.report.build:build_report": "split pending",
+    "campaign.run.loadgen:run_pass": "split pending",
+    "campaign.run.runner:_run_pass": "split pending",
+    "campaign.verdict.decide:decide_candidate": "split pending",
+    "campaign.verdict.judge:judge_cell": "split pending",
+    "campaign.verdict.judge:judge_run": "split pending",
+    "campaign.verdict.tidy:tidy_tables": "split pending",
+}
+"""`module:function` → why it may exceed MAX_FUNCTION_LINES (keep this short)."""
 
 
 def _module(path: Path) -> str:
@@ -19,6 +61,17 @@ def _module(path: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _unit(module: str) -> str:
+    """The folder a module lives in (`campaign.verdict.rule` → verdict), or the ground floor
+    for the modules directly under `campaign/` (and the package's face)."""
+    parts = module.split(".")
+    if module == "campaign.__main__":
+        return "cli"  # `python -m campaign` is the CLI's entry
+    if len(parts) >= 2 and (PKG / parts[1]).is_dir():
+        return parts[1]
+    return GROUND
 
 
 def _imports() -> dict[str, set[str]]:
@@ -63,13 +116,53 @@ def test_no_import_circle() -> None:
             visit(node)
 
 
+def test_every_folder_imports_only_the_folders_below_it() -> None:
+    folders = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert folders <= set(ALLOWED), (
+        f"folders missing from ALLOWED (give them a place in the flow): {folders - set(ALLOWED)}")
+    upward = []
+    for name, deps in _imports().items():
+        here = _unit(name)
+        for dep in deps:
+            there = _unit(dep)
+            if dep != "campaign" and there != here and there not in ALLOWED[here]:
+                upward.append(f"{name} → {dep} ({here} may not import {there})")
+    assert not upward, "imports against the flow:\n" + "\n".join(sorted(upward))
+
+
+def test_the_table_itself_points_down() -> None:
+    """ALLOWED has no circle between folders: the flow is a hierarchy."""
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(unit: str, path: tuple[str, ...]) -> None:
+        if unit in path:
+            pytest.fail("folders import each other: " + " → ".join((*path, unit)))
+        if unit in seen:
+            return
+        for below in ALLOWED[unit] - {unit}:
+            visit(below, (*path, unit))
+        seen.add(unit)
+        order.append(unit)
+
+    for unit in ALLOWED:
+        visit(unit, ())
+
+
 def test_nothing_imports_the_cli_and_only_the_cli_imports_the_report() -> None:
     for name, deps in _imports().items():
-        if name.startswith("campaign.report") or name in ("campaign.cli", "campaign.__main__"):
+        if name.startswith(("campaign.report", "campaign.cli")) or name == "campaign.__main__":
             continue
-        assert "campaign.cli" not in deps, f"{name} imports the CLI"
+        assert not any(d.startswith("campaign.cli") for d in deps), f"{name} imports the CLI"
         assert not any(d.startswith("campaign.report") for d in deps), (
             f"{name} imports the report package (a renderer)")
+
+
+def test_few_modules_sit_on_the_ground_floor() -> None:
+    ground = sorted(p.name for p in PKG.glob("*.py"))
+    assert len(ground) <= MAX_GROUND, (
+        f"{len(ground)} modules directly under campaign/ (at most {MAX_GROUND}): {ground}; "
+        "give each a folder along the flow")
 
 
 def test_no_module_is_over_600_lines() -> None:
@@ -78,7 +171,33 @@ def test_no_module_is_over_600_lines() -> None:
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
-def test_the_architecture_page_names_every_module() -> None:
+def test_no_function_is_longer_than_a_reader_can_hold() -> None:
+    long = []
+    for path in PKG.rglob("*.py"):
+        module = _module(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                key = f"{module}:{node.name}"
+                if lines > MAX_FUNCTION_LINES and key not in LONG_FUNCTIONS:
+                    long.append(f"{key} ({lines} lines)")
+    assert not long, (f"functions over {MAX_FUNCTION_LINES} lines (split them, or add them "
+                      "to LONG_FUNCTIONS with the reason): " + ", ".join(sorted(long)))
+
+
+def test_the_allow_list_is_not_stale() -> None:
+    present = set()
+    for path in PKG.rglob("*.py"):
+        module = _module(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES:
+                    present.add(f"{module}:{node.name}")
+    stale = set(LONG_FUNCTIONS) - present
+    assert not stale, f"LONG_FUNCTIONS names functions that are short now: {sorted(stale)}"
+
+
+def test_the_architecture_page_names_every_folder_and_ground_module() -> None:
     doc = (PKG.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     missing = [p.name for p in PKG.glob("*.py")
                if p.stem not in ("__init__", "__main__") and f"`{p.name}`" not in doc]

@@ -6,7 +6,7 @@ length — on the simulated engine under the demo's own sim settings (its server
 fake clock: no wall time, no AIPerf, so the figure is the lane's simulated noise alone (the
 per-boot drift, the step noise averaged over the pass's steps, the acceptance draws), and
 the same on every machine. A pair is two boots of the very same launch; the band a 4-pair
-A/A would recommend from that spread (`campaign.aa.aa_band`'s formula) must sit well
+A/A would recommend from that spread (`campaign.verdict.aa.aa_band`'s formula) must sit well
 inside the registered band. `scripts/bench-aa` measures the same thing on the real lane.
 """
 
@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from test_sim_engine import WORDS, FakeClock
 
-from campaign import stats as st
+from campaign.campaignfile import Campaign, load_campaign
 from campaign.sim.acceptance import classify
 from campaign.sim.config import SimConfig, env_knobs
 from campaign.sim.engine import Engine
 from campaign.sim.telemetry import Telemetry
-from campaign.spec import Campaign, load_campaign
+from campaign.verdict import stats as st
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "sim-pair.yaml"

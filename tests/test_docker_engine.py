@@ -24,12 +24,12 @@ import pytest
 from conftest import require
 from docker.models.containers import ContainerCollection
 
-from campaign import cleanup, readiness
+from campaign.campaignfile import DockerLaunch, merge
 from campaign.errors import ServerError
 from campaign.markers import LABEL_RUN
+from campaign.run import cleanup, readiness
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import DockerServer, describe_state, runner_labels
-from campaign.spec import DockerLaunch, merge
 from campaign.textfiles import tail_lines
 
 pytestmark = pytest.mark.docker

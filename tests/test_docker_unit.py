@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 import pytest
 from docker.errors import DockerException, ImageNotFound, NotFound
 
-from campaign import cleanup
+from campaign.campaignfile import DockerLaunch, parse_volume
 from campaign.markers import LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN
+from campaign.run import cleanup
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import (
     DockerServer,
@@ -27,7 +28,6 @@ from campaign.servers.docker import (
     preflight,
     resolve_volume,
 )
-from campaign.spec import DockerLaunch, parse_volume
 
 GB300 = {
     "backend": "docker", "image": "vllm/vllm-openai:v0.11.0", "port": 8000, "network": "host",

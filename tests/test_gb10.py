@@ -30,10 +30,10 @@ from conftest import require
 from ruamel.yaml import YAML
 from sshbox import URL, SSHBox, free_port
 
+from campaign.campaignfile import load_campaign
 from campaign.markers import LABEL_RUN
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import DockerServer, default_client
-from campaign.spec import load_campaign
 
 pytestmark = pytest.mark.gb10
 

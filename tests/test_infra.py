@@ -13,13 +13,13 @@ import httpx
 import psutil
 import pytest
 
-from campaign import lanelock, manifest
+from campaign.campaignfile import ExternalLaunch, ProcessLaunch, Readiness
 from campaign.errors import PreflightError, ServerError
-from campaign.readiness import wait_ready
+from campaign.run import lanelock, manifest
+from campaign.run.readiness import wait_ready
 from campaign.servers import ArmContext
 from campaign.servers.external import ExternalServer
 from campaign.servers.process import ProcessServer
-from campaign.spec import ExternalLaunch, ProcessLaunch, Readiness
 from campaign.textfiles import atomic_write, tail_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -219,7 +219,7 @@ def test_wrong_model_is_named(open_port: int) -> None:
 def test_preflight_runs_aiperf() -> None:
     import subprocess
 
-    from campaign.preflight import aiperf_runs
+    from campaign.run.preflight import aiperf_runs
 
     def ok(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         assert argv[1] == "--version"
@@ -257,8 +257,8 @@ def test_models_route_404_is_skipped_not_waited_for(open_port: int) -> None:
 
 
 def test_preflight_fails_when_process_command_is_missing(tmp_path: Path) -> None:
-    from campaign.preflight import preflight
-    from campaign.spec import load_campaign
+    from campaign.campaignfile import load_campaign
+    from campaign.run.preflight import preflight
 
     text = (ROOT / "examples" / "sim-pair.yaml").read_text()
     text = text.replace("command: [spec-ab, sim, serve,", "command: [./no-such-server, sim, serve,")
@@ -299,8 +299,8 @@ def test_clean_finds_processes_whose_environment_reads_empty(tmp_path: Path) -> 
     import signal
     import subprocess
 
-    from campaign import cleanup
     from campaign.markers import RUN_ENV, RUNNER_PID_ENV
+    from campaign.run import cleanup
 
     pidfile = tmp_path / "child.pid"
     code = ("import subprocess, sys, time\n"

@@ -1,4 +1,4 @@
-"""campaign.loadgen: AIPerf command lines, exports, validity, and the process handling.
+"""campaign.run.loadgen: AIPerf command lines, exports, validity, and the process handling.
 
 Export samples in tests/data/aiperf/ are real AIPerf 0.13 outputs captured against a small
 OpenAI-compatible server: `sweep_complete` (--concurrency 1,2,4, 4 requests each),
@@ -27,9 +27,10 @@ from typing import Any
 import pytest
 from conftest import require
 
-from campaign import catalog, loadgen
+from campaign import catalog
 from campaign.errors import PassError
-from campaign.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.run import loadgen
+from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 
 DATA = Path(__file__).parent / "data" / "aiperf"
 ROOT = Path(__file__).resolve().parent.parent
@@ -540,7 +541,7 @@ def _sim_plan(base_url: str, tokenizer_dir: Path, **changes: Any) -> PassPlan:
 def test_real_aiperf_sweep_against_sim(tmp_path: Path, tokenizer_dir: Path) -> None:
     import httpx
 
-    from campaign import metrics
+    from campaign.run import metrics
     from campaign.sim.testing import sim_env
 
     running_sim = _sim_or_skip()

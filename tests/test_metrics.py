@@ -1,4 +1,4 @@
-"""campaign.metrics: parsing vLLM /metrics text, deltas, derived spec-decode figures.
+"""campaign.run.metrics: parsing vLLM /metrics text, deltas, derived spec-decode figures.
 
 The samples in tests/data/metrics/ were rendered by prometheus_client (the library vLLM
 uses) with vLLM's metric names and labels (`model_name`, `engine`, `position`), two
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from campaign import catalog
-from campaign import metrics as m
+from campaign.run import metrics as m
 
 DATA = Path(__file__).parent / "data" / "metrics"
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from runs import record_passes
 
-from campaign import noise as nz
+from campaign.campaignfile import Preregistration
 from campaign.errors import ResultsError
-from campaign.journal import PassRow
-from campaign.spec import Preregistration
-from campaign.store import RunStore
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore
+from campaign.verdict import noise as nz
 
 ARMS = ("control", "control-b")
 

@@ -19,11 +19,11 @@ from rich.console import Console
 from scipy import stats as sps
 
 from campaign import plan
-from campaign import rule as rl
-from campaign import stats as st
+from campaign.campaignfile import Campaign, load_campaign
 from campaign.errors import UsageError
-from campaign.noise import NoiseModel
-from campaign.spec import Campaign, load_campaign
+from campaign.verdict import rule as rl
+from campaign.verdict import stats as st
+from campaign.verdict.noise import NoiseModel
 
 QUIET = NoiseModel(0.0, 0.0, 0.0, "no noise")
 

@@ -16,11 +16,11 @@ from test_report import TPUT
 from test_verdict import T0, frame
 
 from campaign import report as rp
-from campaign import stats as st
+from campaign.campaignfile import Preregistration
 from campaign.errors import UsageError
-from campaign.journal import PassRow
-from campaign.spec import Preregistration
-from campaign.store import RunStore
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore
+from campaign.verdict import stats as st
 
 C1 = ("knee", "c1", TPUT)
 

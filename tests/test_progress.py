@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from campaign.progress import Eta, PassWatch, PlainProgress, RichProgress, count_successes
-from campaign.spec import load_campaign
+from campaign.campaignfile import load_campaign
+from campaign.run.progress import Eta, PassWatch, PlainProgress, RichProgress, count_successes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,7 +53,7 @@ def test_eta_learns_from_earlier_runs_of_the_lane(tmp_path: Path) -> None:
 def test_a_learned_boot_replaces_the_boot_the_estimate_assumed(tmp_path: Path) -> None:
     # another campaign on the same lane booted in 2 s; this one states a 300 s boot, which
     # the estimate put into each arm: the learned boot replaces exactly that
-    from campaign.duration import estimate
+    from campaign.campaignfile.duration import estimate
 
     text = (ROOT / "examples" / "sim-pair.yaml").read_text()
     path = tmp_path / "c.yaml"

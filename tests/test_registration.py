@@ -13,10 +13,10 @@ from test_report import SIM_RUN, TPUT, make_run
 
 from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign import report as rp
+from campaign.campaignfile import Campaign, Preregistration, load_campaign
 from campaign.errors import EXIT_USAGE, ResultsError, SpecError
-from campaign.registration import Registration, rule_hash, update_to_2, values_hash
-from campaign.spec import Campaign, Preregistration, load_campaign
-from campaign.store import RunStore, load_run
+from campaign.results.registration import Registration, rule_hash, update_to_2, values_hash
+from campaign.results.store import RunStore, load_run
 
 RULE = Preregistration().model_dump(mode="json", by_alias=True)
 

@@ -22,15 +22,16 @@ import pytest
 from test_runner import CAMPAIGN, FakeServer, Metrics, Script, _campaign, listener, make_rt
 from typer.testing import CliRunner
 
-from campaign import cleanup, lanelock, loadgen, runner, secrets, stopping
+from campaign import secrets
+from campaign.campaignfile import Campaign, DockerLaunch, LaunchModel, ProcessLaunch, load_campaign
 from campaign.cli import app
 from campaign.errors import PreflightError, SpecError, StorageError
-from campaign.journal import read_journal
+from campaign.results.journal import read_journal
+from campaign.results.store import load_run
+from campaign.run import cleanup, lanelock, loadgen, runner, stopping
 from campaign.servers import ArmContext
 from campaign.servers.docker.plan import docker_run_line, plan_containers
 from campaign.servers.process import ProcessServer, child_env
-from campaign.spec import Campaign, DockerLaunch, LaunchModel, ProcessLaunch, load_campaign
-from campaign.store import load_run
 
 __all__ = ["listener"]  # the fixture, imported from test_runner
 
@@ -252,7 +253,7 @@ def test_enospc_on_passes_csv_keeps_the_journal_line_and_resume_rebuilds_it(
         campaign: Campaign, tmp_path: Path, listener: int,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Without a tmpfs: the store's passes.csv writer raises ENOSPC after the 3rd pass."""
-    from campaign import store as store_mod
+    from campaign.results import store as store_mod
     from campaign.textfiles import atomic_write as real
 
     rt = make_rt(tmp_path, listener, Script(), [])
@@ -371,7 +372,7 @@ def test_aiperf_tmpdir_names_the_runner_and_clean_removes_a_dead_runners(
 def test_ctrl_c_says_at_once_what_it_waits_for(campaign: Campaign, tmp_path: Path,
                                                listener: int,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from campaign import cli
+    from campaign.cli import run as cli
 
     script = Script()
     rt = make_rt(tmp_path, listener, script, [])

@@ -19,12 +19,12 @@ import pytest
 from runs import record_passes
 from test_verdict import T0, frame
 
-from campaign import aa
 from campaign import report as rp
+from campaign.campaignfile import Preregistration
 from campaign.errors import EXIT_INCOMPLETE, ResultsError, UsageError
-from campaign.journal import PassRow
-from campaign.spec import Preregistration
-from campaign.store import RunStore, load_run
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore, load_run
+from campaign.verdict import aa
 
 GOLDEN = Path(__file__).parent / "golden" / "report"
 UPDATE = os.environ.get("SPECAB_UPDATE_GOLDEN") == "1"

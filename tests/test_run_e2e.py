@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from campaign.results.store import load_run, rule_hash
 from campaign.sim.testing import free_port
-from campaign.store import load_run, rule_hash
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 
-from campaign import lanelock, runner
+from campaign.campaignfile import Campaign, LaunchModel, load_campaign
 from campaign.errors import Interrupted, PreflightError, ServerError
-from campaign.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.results.store import load_run, rule_hash
+from campaign.run import lanelock, runner
+from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 from campaign.servers import ArmContext
-from campaign.spec import Campaign, LaunchModel, load_campaign
-from campaign.store import load_run, rule_hash
 
 CAMPAIGN = """
 name: fake
@@ -407,7 +407,7 @@ def test_multi_candidate_abba_blocks(tmp_path: Path, listener: int) -> None:
 
 
 def _scan(items: list[Any] | None = None, notes: list[str] | None = None) -> Any:
-    from campaign.cleanup import Scan
+    from campaign.run.cleanup import Scan
 
     scan = Scan(items or [])
     scan.notes.extend(notes or [])
@@ -416,7 +416,7 @@ def _scan(items: list[Any] | None = None, notes: list[str] | None = None) -> Any
 
 def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_path: Path,
                                                         listener: int) -> None:
-    from campaign.cleanup import Leftover
+    from campaign.run.cleanup import Leftover
 
     leftover = Leftover(kind="process", ident="4242", name="vllm serve", run_id="old",
                         why="runner pid 1 is not running", lane="fake-lane")
@@ -517,7 +517,7 @@ def test_throughput_on_the_servers_token_count(campaign: Campaign, tmp_path: Pat
     store = start(campaign, tmp_path, rt)
     runner.execute(campaign, store, rt)
     arm_dir = store.run_dir / "pairs" / "01" / "control"
-    from campaign import metrics as m
+    from campaign.run import metrics as m
     before = m.parse((arm_dir / "metrics" / "knee-before.prom").read_text())
     after = m.parse((arm_dir / "metrics" / "knee-after.prom").read_text())
     generated = m.token_delta(before, after).generation_tokens

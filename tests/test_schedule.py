@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.schedule import plan_slots
+from campaign.campaignfile.schedule import plan_slots
 
 
 def arms_by_pair(pairs: int, arms: list[str], order: str, seed: int = 0) -> list[list[str]]:

@@ -12,12 +12,12 @@ from typing import Any
 import psutil
 import pytest
 
+from campaign.campaignfile import ExternalLaunch, ProcessLaunch
 from campaign.errors import ServerError
 from campaign.servers import ArmContext
 from campaign.servers.base import ServerContext, serving
 from campaign.servers.external import ExternalServer
 from campaign.servers.process import ProcessServer
-from campaign.spec import ExternalLaunch, ProcessLaunch
 
 
 def ctx(tmp_path: Path) -> ArmContext:

@@ -10,10 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import SpecError
-from campaign.manifest import bind_mount_hashes
-from campaign.preflight import _files as preflight_files
-from campaign.spec import (
+from campaign.campaignfile import (
     DockerLaunch,
     ProcessLaunch,
     load_campaign,
@@ -22,6 +19,9 @@ from campaign.spec import (
     missing_files,
     parse_volume,
 )
+from campaign.errors import SpecError
+from campaign.run.manifest import bind_mount_hashes
+from campaign.run.preflight import _files as preflight_files
 
 DATA = Path(__file__).parent / "data" / "campaigns"
 BASE = (DATA / "base.yaml").read_text()
@@ -250,7 +250,7 @@ def test_templates_match_examples(repo_root: Path) -> None:
 
 
 def test_builtin_paths_resolve_to_shipped_files(tmp_path: Path) -> None:
-    from campaign.spec.builtin import BUILTIN_DIR, builtin_names, builtin_path
+    from campaign.campaignfile.builtin import BUILTIN_DIR, builtin_names, builtin_path
 
     assert builtin_path("fixtures/x") is None
     assert builtin_path("builtin:tokenizer") == BUILTIN_DIR / "tokenizer"

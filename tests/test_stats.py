@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from campaign import stats as st
+from campaign.verdict import stats as st
 
 X = [100.0, 200.0, 50.0]
 Y = [110.0, 230.0, 52.0]

@@ -10,8 +10,8 @@ from runs import record_passes
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
-from campaign.journal import PassRow
-from campaign.store import RunStore, load_run, load_runs, rule_hash
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore, load_run, load_runs, rule_hash
 
 CAMPAIGN = b"""\
 name: nightly

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from campaign import noise, tidy
-from campaign.registration import Registration
-from campaign.store import RunDir
+from campaign.results.registration import Registration
+from campaign.results.store import RunDir
+from campaign.verdict import noise, tidy
 
 
 def _rows(rows: list[tuple[int, int, str, int, object, float]]) -> pd.DataFrame:

@@ -11,14 +11,14 @@ import pandas as pd
 import pytest
 from scipy import stats as sp
 
-from campaign import aa
-from campaign import outcome as oc
-from campaign import rule as rl
-from campaign import tidy as td
-from campaign import verdict as vd
+from campaign.campaignfile import Preregistration
 from campaign.errors import UsageError
-from campaign.reasons import change_text
-from campaign.spec import Preregistration
+from campaign.verdict import aa
+from campaign.verdict import judge as vd
+from campaign.verdict import outcome as oc
+from campaign.verdict import rule as rl
+from campaign.verdict import tidy as td
+from campaign.verdict.reasons import change_text
 
 T0 = dt.datetime(2026, 11, 28, 22, 0, tzinfo=dt.UTC)
 Values = float | list[float]

@@ -30,7 +30,7 @@ import pytest
 from conftest import ROOT, require
 
 from campaign.markers import RUN_ENV
-from campaign.store import load_run
+from campaign.results.store import load_run
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]
 
@@ -398,7 +398,7 @@ def test_d_ctrl_c_exits_130_and_leaves_no_vllm_process(
 
 def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
         booting: tuple[subprocess.Popen[str], Path, int]) -> None:
-    from campaign import cleanup
+    from campaign.run import cleanup
 
     proc, run, sid = booting
     titles = renamed(sid)

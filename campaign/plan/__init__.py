@@ -1,6 +1,6 @@
 """`spec-ab plan`: what a campaign's pre-registered rule will decide, before the night.
 
-A Monte Carlo of the campaign's exact rule under a noise model (`campaign.noise`). For
+A Monte Carlo of the campaign's exact rule under a noise model (`campaign.verdict.noise`). For
 1…N pairs (N = max(8, the registered pairs), `--pairs N` overrides) it simulates thousands
 of campaigns per pair count — every candidate, every decision cell, the campaign's arm
 order, invalid passes — judges each one, and prints P(adopt) at true effects 0, half the
@@ -29,7 +29,7 @@ What is modelled, under the same noise model:
   the limit and its noise cannot adopt (as in `verdict`);
 - guardrails (relative ones): P(the guardrail holds) at one cell when the candidate truly
   worsens its metric by 2× its limit, and when it does not worsen it at all, under the
-  pair rule of `campaign.guardrails` (mean worsening ≤ limit and no pair beyond limit +
+  pair rule of `campaign.verdict.guardrails` (mean worsening ≤ limit and no pair beyond limit +
   band). A guardrail checked at several cells holds less often. P(adopt) does not include
   guardrails;
 - the noise flags of `verdict` (the same χ² and z tests at FLAG_FAMILY_ALPHA / (2 ×
@@ -37,7 +37,7 @@ What is modelled, under the same noise model:
   trend) and their power: `high-variance` at a true pair sd 2× the rule's assumed one,
   `window-drift` at a true window drift of 3× the band.
 
-Exactness. The rule is the one `campaign.verdict` applies to real runs. Calling it once per
+Exactness. The rule is the one `campaign.verdict.judge` applies to real runs. Calling it once per
 simulated campaign is too slow, so the counting is vectorised with numpy (`adopts`,
 `decide`, `flag_rates`, `guardrail_holds`): the same comparisons, with the same epsilon, on
 arrays. Every plan then re-judges a sample of its simulated campaigns through

@@ -9,10 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from campaign import duration
-from campaign.aa import aa_run_of
+from campaign.campaignfile import Campaign, duration
 from campaign.errors import UsageError
-from campaign.noise import NoiseModel, estimate_noise, from_drift
 from campaign.plan.exact import (
     _cross_check,
     _cross_check_flags,
@@ -51,7 +49,8 @@ from campaign.plan.simulate import (
     guardrail_holds,
     guardrail_log_ratios,
 )
-from campaign.spec import Campaign
+from campaign.verdict.aa import aa_run_of
+from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
 
 # --------------------------------------------------------------------------- the plan
 

@@ -12,9 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from campaign import tidy as td
-from campaign import verdict as vd
-from campaign.outcome import RunVerdict
 from campaign.plan.kernel import (
     EXACT_SAMPLE,
     RuleSpec,
@@ -23,6 +20,9 @@ from campaign.plan.simulate import (
     Draws,
     pooled_lane_of,
 )
+from campaign.verdict import judge as vd
+from campaign.verdict import tidy as td
+from campaign.verdict.outcome import RunVerdict
 
 # --------------------------------------------------------------------------- exactness
 

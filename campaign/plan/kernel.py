@@ -1,5 +1,6 @@
 """The plan's building blocks: Monte Carlo rates, the campaign's rule as arrays, and
-the flags' tests vectorised (the comparisons of `campaign.rule` and `campaign.verdict`).
+the flags' tests vectorised (the comparisons of `campaign.verdict.rule` and
+`campaign.verdict.judge`).
 """
 
 from __future__ import annotations
@@ -7,19 +8,18 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from scipy import stats as sps
 
-from campaign import rule as rl
-from campaign import stats as st
-from campaign.aa import resolve_drift_band
+from campaign.campaignfile import Campaign, Guardrail, Preregistration
+from campaign.campaignfile.models import RuleName as RuleName
+from campaign.campaignfile.schedule import Order
 from campaign.errors import UsageError
-from campaign.schedule import Order
-from campaign.spec import Campaign, Guardrail, Preregistration
-
-RuleName = Literal["point", "ci"]
+from campaign.verdict import rule as rl
+from campaign.verdict import stats as st
+from campaign.verdict.aa import resolve_drift_band
 
 EFFECTS = (("0", 0.0), ("m/2", 0.5), ("m", 1.0), ("1.5m", 1.5))
 """The table's true effects: name and multiple of the margin."""

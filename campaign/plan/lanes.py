@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from campaign.noise import NoiseModel
 from campaign.plan.exact import _cross_check, _cross_check_lanes
 from campaign.plan.kernel import (
     FALSE_AT,
@@ -47,6 +46,7 @@ from campaign.plan.simulate import (
     schedule_slots,
     simulate_arms,
 )
+from campaign.verdict.noise import NoiseModel
 
 LANE_COUNTS = (1, 2, 4)
 """Lane counts every plan shows (with the campaign's own)."""

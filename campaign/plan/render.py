@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from campaign import fmt as fm
-from campaign import rule as rl
 from campaign.plan.campaign import (
     PlanResult,
 )
@@ -23,6 +22,7 @@ from campaign.plan.kernel import (
     WD_POWER_AT,
     Rate,
 )
+from campaign.verdict import rule as rl
 
 # --------------------------------------------------------------------------- rendering
 

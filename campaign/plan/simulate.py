@@ -11,11 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from campaign import rule as rl
-from campaign import tidy as td
-from campaign import verdict as vd
-from campaign.guardrails import check_guardrail
-from campaign.noise import NoiseModel
+from campaign.campaignfile import Guardrail
+from campaign.campaignfile.schedule import Order, plan_slots
 from campaign.plan.kernel import (
     HV_POWER_AT,
     PAIR_STEPS,
@@ -28,8 +25,11 @@ from campaign.plan.kernel import (
     rate_of,
     window_drift_flags,
 )
-from campaign.schedule import Order, plan_slots
-from campaign.spec import Guardrail
+from campaign.verdict import judge as vd
+from campaign.verdict import rule as rl
+from campaign.verdict import tidy as td
+from campaign.verdict.guardrails import check_guardrail
+from campaign.verdict.noise import NoiseModel
 
 # --------------------------------------------------------------------------- simulation
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from campaign import catalog
-from campaign.outcome import Cell
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
-from campaign.verdict import lane_changes
+from campaign.verdict.judge import lane_changes
+from campaign.verdict.outcome import Cell
 
 
 def _num(x: float | None) -> float | None:

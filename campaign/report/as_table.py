@@ -9,7 +9,6 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from campaign.outcome import CandidateVerdict
 from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.report.rows import (
     HISTORY_HEADERS,
@@ -31,6 +30,7 @@ from campaign.report.rows import (
     ranking_rows,
     rule_line,
 )
+from campaign.verdict.outcome import CandidateVerdict
 
 VERDICT_STYLE = {
     "adopt": "bold green",

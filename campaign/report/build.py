@@ -20,11 +20,8 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
-from campaign import aa, catalog, pool
-from campaign import outcome as oc
-from campaign import rule as rl
-from campaign import tidy as td
-from campaign import verdict as vd
+from campaign import catalog
+from campaign.campaignfile import Campaign
 from campaign.errors import EXIT_INCOMPLETE, EXIT_OK, ResultsError, UsageError
 from campaign.report.formats import check_fail_on
 from campaign.report.model import (
@@ -34,8 +31,13 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.spec import Campaign
-from campaign.store import RunDir, load_runs, rule_hash
+from campaign.results import pool
+from campaign.results.store import RunDir, load_runs, rule_hash
+from campaign.verdict import aa
+from campaign.verdict import judge as vd
+from campaign.verdict import outcome as oc
+from campaign.verdict import rule as rl
+from campaign.verdict import tidy as td
 
 # --------------------------------------------------------------------------- building
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from campaign import RESULTS_SCHEMA_VERSION, __version__
-from campaign.aa import BandRecommendation
-from campaign.outcome import Cell, RunVerdict
-from campaign.pool import Pooled
-from campaign.rule import Decision, Rule
-from campaign.store import RunDir
+from campaign.results.pool import Pooled
+from campaign.results.store import RunDir
+from campaign.verdict.aa import BandRecommendation
+from campaign.verdict.outcome import Cell, RunVerdict
+from campaign.verdict.rule import Decision, Rule
 
 REPORT_SCHEMA_VERSION = 2
 """Version of the JSON report (bumped when a key changes meaning or disappears).

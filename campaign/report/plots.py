@@ -31,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from campaign import catalog
-from campaign.rule import change_of
+from campaign.verdict.rule import change_of
 
 if TYPE_CHECKING:
     from campaign.report.model import Report, RunReport

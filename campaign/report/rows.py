@@ -12,11 +12,11 @@ from dataclasses import dataclass, replace
 
 from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
-from campaign.outcome import CandidateVerdict, Cell, GuardrailCheck
-from campaign.reasons import change_text
 from campaign.report.model import EXPLORATORY, Report, RunReport
-from campaign.rule import change_of
-from campaign.verdict import lane_changes
+from campaign.verdict.judge import lane_changes
+from campaign.verdict.outcome import CandidateVerdict, Cell, GuardrailCheck
+from campaign.verdict.reasons import change_text
+from campaign.verdict.rule import change_of
 
 
 def decision_label(run: RunReport, *, upper: bool = True) -> str:

@@ -7,8 +7,8 @@ running, with optional start/stop hooks) and `docker` (containers via the docker
 
 from __future__ import annotations
 
+from campaign.campaignfile import DockerLaunch, ExternalLaunch, LaunchModel, ProcessLaunch
 from campaign.servers.base import ArmContext, Server
-from campaign.spec import DockerLaunch, ExternalLaunch, LaunchModel, ProcessLaunch
 
 
 def make_server(launch: LaunchModel, ctx: ArmContext) -> Server:

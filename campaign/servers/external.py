@@ -10,10 +10,10 @@ import shlex
 import subprocess
 from typing import Any
 
+from campaign.campaignfile import ExternalLaunch
 from campaign.errors import ServerError
 from campaign.servers.base import ArmContext, ServerContext
 from campaign.servers.process import child_env
-from campaign.spec import ExternalLaunch
 from campaign.textfiles import tail_lines
 
 

@@ -21,6 +21,7 @@ import psutil
 from docker.types import DeviceRequest, Mount, Ulimit
 
 from campaign import secrets
+from campaign.campaignfile import DockerLaunch, ExtraContainer, ReadyCheck, Volume, parse_volume
 from campaign.markers import (
     LABEL_ARM,
     LABEL_HOST,
@@ -32,7 +33,6 @@ from campaign.markers import (
     LABEL_RUN,
 )
 from campaign.servers.base import ArmContext
-from campaign.spec import DockerLaunch, ExtraContainer, ReadyCheck, Volume, parse_volume
 
 SERVER_ROLE = "server"
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
 
+from campaign.campaignfile import DockerLaunch, ExtraContainer
 from campaign.servers.docker.engine import (
     ClientFactory,
     default_client,
@@ -17,7 +18,6 @@ from campaign.servers.docker.engine import (
     short_error,
 )
 from campaign.servers.docker.plan import docker_hosts
-from campaign.spec import DockerLaunch, ExtraContainer
 
 
 def preflight(
@@ -28,7 +28,7 @@ def preflight(
 ) -> list[str]:
     """Problems that would stop this launch, each with what to do. Starts nothing.
 
-    Bind-mount sources are files of the campaign: `campaign.preflight` checks them with
+    Bind-mount sources are files of the campaign: `campaign.run.preflight` checks them with
     every other file (`spec.files`).
     """
     problems: list[str] = []

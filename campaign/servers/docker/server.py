@@ -7,7 +7,7 @@ docker hosts for a two-machine pair).
 - Everything started carries the run markers (`campaign.markers`: run, pair, arm, the
   runner's pid + its start time and host) and a per-arm launch id. `stop()` removes what
   it created *and* anything carrying its launch id, so a Ctrl-C that lands between
-  "create" and its reply still leaves nothing behind; `campaign.cleanup` uses the pid
+  "create" and its reply still leaves nothing behind; `campaign.run.cleanup` uses the pid
   labels to tell leftovers of dead runs from containers of a live one.
 - Logs are followed by a thread per container (`campaign.servers.docker.logs`).
 - A slow edge (the docker client per docker host, the clock, sleeping) is passed in.
@@ -29,6 +29,7 @@ import docker
 from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 
+from campaign.campaignfile import DockerLaunch
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LAUNCH
 from campaign.servers.base import ArmContext, ServerContext
@@ -51,7 +52,6 @@ from campaign.servers.docker.plan import (
     docker_run_line,
     plan_containers,
 )
-from campaign.spec import DockerLaunch
 from campaign.textfiles import tail_lines
 
 LOG_TAIL_ON_FAILURE = 25

@@ -1,0 +1,95 @@
+"""The campaign file: its models, `load_campaign(path)` and the local files it names.
+
+    base     the strict frozen `Model`, `CONTROL`, `NAME_RE`
+    launch   how a server starts: process, external and docker launches, volumes
+    models   rule, workloads, arms, `Campaign`, the arm merge rule
+    files    which local files and folders a campaign names, and which are missing
+    loader   YAML → `Campaign`, one `SpecError` line per problem (YAML path + line)
+    yamlread YAML with size and alias limits;  builtin  files shipped with spec-ab
+    schedule the slot order a campaign implies (AB, ABBA, random; per lane)
+    duration the night's estimated length;  reference  docs/campaign-file.md, generated
+
+Import from here: `from campaign.campaignfile import Campaign, load_campaign, DockerLaunch`.
+"""
+
+from campaign.campaignfile.base import CONTROL, NAME_RE, Model
+from campaign.campaignfile.files import (
+    LocalFile,
+    file_problems,
+    format_yaml_path,
+    local_files,
+    missing_files,
+)
+from campaign.campaignfile.launch import (
+    LAUNCH_ADAPTER,
+    DockerLaunch,
+    Env,
+    ExternalLaunch,
+    ExtraContainer,
+    Gpus,
+    Launch,
+    LaunchModel,
+    ProcessLaunch,
+    Readiness,
+    ReadyCheck,
+    Volume,
+    parse_volume,
+)
+from campaign.campaignfile.loader import load_campaign
+from campaign.campaignfile.models import (
+    ARM_OWN_FIELDS,
+    FIXTURE_CLASSES,
+    AgentfixWorkload,
+    ArmSpec,
+    Campaign,
+    DecisionCell,
+    DriftFrom,
+    Gates,
+    Guardrail,
+    KneeWorkload,
+    LaneSpec,
+    Preregistration,
+    WarmupPass,
+    Workloads,
+    merge,
+)
+
+__all__ = [
+    "ARM_OWN_FIELDS",
+    "CONTROL",
+    "FIXTURE_CLASSES",
+    "LAUNCH_ADAPTER",
+    "NAME_RE",
+    "AgentfixWorkload",
+    "ArmSpec",
+    "Campaign",
+    "DecisionCell",
+    "DockerLaunch",
+    "DriftFrom",
+    "Env",
+    "ExternalLaunch",
+    "ExtraContainer",
+    "Gates",
+    "Gpus",
+    "Guardrail",
+    "KneeWorkload",
+    "LaneSpec",
+    "Launch",
+    "LaunchModel",
+    "LocalFile",
+    "Model",
+    "Preregistration",
+    "ProcessLaunch",
+    "Readiness",
+    "ReadyCheck",
+    "Volume",
+    "WarmupPass",
+    "Workloads",
+    "file_problems",
+    "format_yaml_path",
+    "load_campaign",
+    "local_files",
+    "merge",
+    "missing_files",
+    "parse_volume",
+]

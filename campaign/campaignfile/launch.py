@@ -1,0 +1,260 @@
+"""How an arm's server is started: the process, external and docker launch models.
+
+`Launch` is the tagged union (on `backend`) that `server:` and each merged arm validate
+against; `parse_volume` reads a `host:container[:ro|rw]` volume.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+
+from campaign import secrets
+from campaign.campaignfile.base import NAME_RE, Model, check_regex
+
+
+class Readiness(Model):
+    """How the runner decides a server is ready: port, health, model list, one request."""
+
+    health_path: str = Field("/health", description="GET path that answers 200 when ready.")
+    models_path: str = Field("/v1/models", description="GET path listing the served models.")
+    probe_request: bool = Field(
+        True, description="Send one 1-token completion before declaring ready."
+    )
+    timeout_s: float = Field(900, gt=0, description="Boot timeout (seconds).")
+    poll_interval_s: float = Field(
+        0.05, gt=0, le=10, description="Polling interval while booting (seconds)."
+    )
+    expected_boot_s: float | None = Field(
+        None, ge=0, description="How long this server usually takes to become ready "
+        "(seconds), for the duration estimate; default by backend (docker 420 s, process "
+        "5 s), and learned from the lane's earlier runs once there are some.")
+
+
+class Volume(Model):
+    """A parsed `host:container[:ro|rw]` volume."""
+
+    source: str
+    target: str
+    read_only: bool | None = None
+    """None: files read-only, directories and named volumes read-write."""
+
+    @property
+    def is_named(self) -> bool:
+        return "/" not in self.source and not self.source.startswith(".")
+
+    def spec(self) -> str:
+        mode = "" if self.read_only is None else (":ro" if self.read_only else ":rw")
+        return f"{self.source}:{self.target}{mode}"
+
+
+def parse_volume(text: str) -> Volume:
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise ValueError(f"'{text}' is not host:container[:ro|rw]")
+    read_only: bool | None = None
+    if len(parts) == 3:
+        if parts[2] not in ("ro", "rw"):
+            raise ValueError(f"'{text}': mode must be ro or rw, not '{parts[2]}'")
+        read_only = parts[2] == "ro"
+    if not parts[1].startswith("/"):
+        raise ValueError(f"'{text}': container path '{parts[1]}' must be absolute")
+    return Volume(source=parts[0], target=parts[1], read_only=read_only)
+
+
+def _volumes(v: list[str]) -> list[str]:
+    for item in v:
+        parse_volume(item)
+    return v
+
+
+Env = dict[str, str]
+READ_BACK = "read_back"
+"""Validation context key: a frozen copy read back, not a campaign about to run."""
+
+
+def _env_as_strings(cls: Any, v: Any, info: ValidationInfo) -> Any:
+    """YAML writes `FOO: 1` and `BAR: true`; the environment only holds strings. A secret's
+    value is refused (except when a frozen copy is read back for a report: `READ_BACK`)."""
+    if isinstance(v, Mapping):
+        env = {str(k): _scalar_str(x) for k, x in v.items()}
+        literal = secrets.literal_secrets({k: x for k, x in env.items() if isinstance(x, str)})
+        if literal and not (info.context or {}).get(READ_BACK):
+            names = ", ".join(literal)
+            raise ValueError(
+                f"{names}: a secret's value does not belong in the campaign file (it is "
+                f"frozen into every results folder); reference the runner's environment "
+                f"instead: {literal[0]}: ${{{literal[0]}}}")
+        return env
+    return v
+
+
+def _scalar_str(x: Any) -> Any:
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if isinstance(x, int | float):
+        return str(x)
+    return x
+
+
+
+class _LaunchBase(Model):
+    readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
+    env: Env = Field(default_factory=dict, description="Environment variables of the server.")
+    command: list[str] = Field(default_factory=list, description="Command (argv list).")
+    args: list[str] = Field(
+        default_factory=list, description="Arguments appended to `command` (arms append more)."
+    )
+
+    _env_ok = field_validator("env", mode="before")(_env_as_strings)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.command, *self.args]
+
+
+class ProcessLaunch(_LaunchBase):
+    """A server started as a local command in its own process group."""
+
+    backend: Literal["process"] = Field(description="`process`: a local command.")
+    cwd: Path | None = Field(None, description="Working directory (default: campaign's).")
+    host: str = Field("127.0.0.1", description="Host the server listens on.")
+    port: int = Field(ge=1, le=65535, description="Port the server listens on.")
+    stop_timeout_s: float = Field(15, gt=0, description="Grace period before SIGKILL.")
+
+    @model_validator(mode="after")
+    def _needs_command(self) -> ProcessLaunch:
+        if not self.command:
+            raise ValueError("command: a process server needs a command")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class ExternalLaunch(Model):
+    """A server that is already running (or started by your own hook commands)."""
+
+    backend: Literal["external"] = Field(description="`external`: a running URL.")
+    base_url: str = Field(description="http://host:port of the OpenAI-compatible server.")
+    start_hook: str | None = Field(None, description="Shell command run to start the arm.")
+    stop_hook: str | None = Field(None, description="Shell command run to stop the arm.")
+    hook_timeout_s: float = Field(600, gt=0, description="Time limit of a hook (seconds).")
+    env: Env = Field(default_factory=dict, description="Environment given to the hooks.")
+    _env_ok = field_validator("env", mode="before")(_env_as_strings)
+    args: list[str] = Field(
+        default_factory=list, description="Extra words appended to the start hook."
+    )
+    readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"'{v}' is not an http(s) URL")
+        return v.rstrip("/")
+
+
+class ReadyCheck(Model):
+    """How an extra container shows it is ready."""
+
+    log_regex: str | None = Field(None, description="Ready when a log line matches this.")
+    command: list[str] | None = Field(None, description="Ready when this exec exits 0.")
+    timeout_s: float = Field(300, gt=0, description="How long to wait (seconds).")
+
+    @model_validator(mode="after")
+    def _one(self) -> ReadyCheck:
+        if (self.log_regex is None) == (self.command is None):
+            raise ValueError("give exactly one of log_regex or command")
+        if self.log_regex is not None:
+            check_regex(self.log_regex)
+        return self
+
+
+Gpus = Literal["all"] | list[int] | None
+
+
+class _ContainerBase(Model):
+    image: str = Field(description="Image reference (must be present locally unless pull).")
+    entrypoint: list[str] | None = Field(None, description="Entrypoint override.")
+    command: list[str] = Field(default_factory=list, description="Container command (argv).")
+    args: list[str] = Field(
+        default_factory=list, description="Arguments appended to `command` (arms append more)."
+    )
+    env: Env = Field(default_factory=dict, description="Environment variables.")
+    volumes: list[str] = Field(
+        default_factory=list,
+        description="`host:container[:ro|rw]`; bind-mounted files are read-only by default.",
+    )
+    network: str | None = Field(None, description="`host`, or a docker network name.")
+    gpus: Gpus = Field(None, description="`all`, or a list of device ids.")
+    ipc: str | None = Field(None, description="IPC mode, e.g. `host`.")
+    shm_size: str | None = Field(None, description="Shared memory size, e.g. `16g`.")
+    ulimits: dict[str, int] = Field(default_factory=dict, description="e.g. {memlock: -1}.")
+    docker_host: str | None = Field(
+        None, description="Docker daemon of this container, e.g. `ssh://spark2` (None: local)."
+    )
+
+    _volumes_ok = field_validator("volumes")(_volumes)
+    _env_ok = field_validator("env", mode="before")(_env_as_strings)
+
+    @property
+    def argv(self) -> list[str]:
+        return [*self.command, *self.args]
+
+
+class ExtraContainer(_ContainerBase):
+    """A container started before the server (e.g. a Ray worker on a second node)."""
+
+    name: str = Field(pattern=NAME_RE, description="Short name, unique within the arm.")
+    ready: ReadyCheck | None = Field(None, description="Readiness of this container.")
+
+
+class DockerLaunch(_ContainerBase):
+    """A server started as a container through the docker SDK."""
+
+    backend: Literal["docker"] = Field(description="`docker`: containers.")
+    host: str = Field("127.0.0.1", description="Host where the runner reaches the server.")
+    port: int = Field(ge=1, le=65535, description="Host port the runner talks to.")
+    ports: list[str] = Field(
+        default_factory=list, description="Published ports `host:container` (not with host "
+        "network)."
+    )
+    pull: bool = Field(False, description="Pull the image if missing (default: refuse).")
+    stop_timeout_s: float = Field(60, gt=0, description="Graceful stop timeout (seconds).")
+    extra_containers: list[ExtraContainer] = Field(
+        default_factory=list, description="Started in order before the server, stopped after."
+    )
+    readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not re.match(r"^(\d+\.\d+\.\d+\.\d+:)?\d+:\d+(/tcp|/udp)?$", p):
+                raise ValueError(f"'{p}' is not host:container")
+        return v
+
+    @model_validator(mode="after")
+    def _network(self) -> DockerLaunch:
+        if self.network == "host" and self.ports:
+            raise ValueError("ports cannot be published with network: host")
+        names = [c.name for c in self.extra_containers]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"extra container names repeat: {', '.join(sorted(dup))}")
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+Launch = Annotated[ProcessLaunch | ExternalLaunch | DockerLaunch, Field(discriminator="backend")]
+LAUNCH_ADAPTER: TypeAdapter[ProcessLaunch | ExternalLaunch | DockerLaunch] = TypeAdapter(Launch)
+LaunchModel = ProcessLaunch | ExternalLaunch | DockerLaunch

@@ -1,0 +1,531 @@
+"""The campaign file's models: rule, workloads, arms and the campaign itself.
+
+Every model forbids unknown keys and describes every field (the README's reference is
+generated from these descriptions, and a test checks it is current). The server launch
+models live in `campaign.campaignfile.launch`.
+
+Merge rule for arms (`merge`): lists are appended, maps merged key by key, scalars
+replaced. The merged launch of each arm (`Campaign.launches[arm]`) is what the runner
+starts and what `spec-ab check` prints.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from campaign import catalog
+from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_regex
+from campaign.campaignfile.builtin import builtin_path
+from campaign.campaignfile.launch import Launch, LaunchModel
+
+# --------------------------------------------------------------------------- rule
+
+RuleName = Literal["point", "ci"]
+"""The adoption rules a campaign can register (see docs/verdict.md)."""
+RULES: tuple[str, ...] = get_args(RuleName)
+
+
+class DriftFrom(Model):
+    """Take the drift band from the spread of an A/A campaign on the same lane."""
+
+    from_: Path = Field(alias="from", description="Results directory of an A/A campaign.")
+
+
+class DecisionCell(Model):
+    """A workload × level whose primary metric must adopt for the campaign to adopt."""
+
+    workload: Literal["knee", "agentfix"] = Field(description="Workload of the cell.")
+    level: str = Field(
+        "*",
+        description="Knee level `c<N>` (concurrency N), an agentfix class, or `*` for all.",
+    )
+
+
+class Guardrail(Model):
+    """A metric the candidate may not worsen by more than a pre-registered amount."""
+
+    metric: str = Field(description="Metric name (see `spec-ab check --metrics`).")
+    max_worsening: float = Field(
+        0.05,
+        ge=0,
+        description="Largest allowed worsening: a fraction of the control's value (0.05 = "
+        "5%), or an absolute difference when `absolute` is true.",
+    )
+    absolute: bool = Field(
+        False, description="Compare absolute differences (for rates that are often 0)."
+    )
+    workload: Literal["knee", "agentfix", "*"] = Field("*", description="Where it applies.")
+    level: str = Field("*", description="Level where it applies, or `*`.")
+
+    @field_validator("metric")
+    @classmethod
+    def _known_metric(cls, v: str) -> str:
+        return _check_metric(v)
+
+
+class Gates(Model):
+    """When a pass counts as valid. An invalid pass is retried, then kept as invalid."""
+
+    max_error_rate: float = Field(
+        0.0, ge=0, le=1, description="Largest share of failed requests in a valid pass."
+    )
+    min_completed_requests: int = Field(
+        4, ge=1, description="Fewest completed requests per level in a valid pass."
+    )
+    pass_timeout_s: float = Field(
+        1800, gt=0, description="Wall-clock limit of one AIPerf invocation (seconds)."
+    )
+    retries: int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
+    pair_retries: int = Field(
+        1, ge=0, le=5,
+        description="Redos of a whole pair whose server died or restarted mid-pass (the pair "
+        "is redone at once, both arms, so it stays in one window).",
+    )
+    max_pair_gap_s: float = Field(
+        3600,
+        gt=0,
+        description="Largest allowed time between the starts of a pair's arms; beyond it "
+        "the pair is flagged `split-pair`.",
+    )
+    min_output_tokens: int = Field(
+        2000,
+        ge=0,
+        description="Fewer measured output tokens than this in a cell flags it "
+        "`small-sample` (a hint, not a number); a small-sample decision cell cannot adopt.",
+    )
+    max_osl_mismatch: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Largest share of a level's requests whose output length AIPerf counts "
+        "differently from what was asked (its own re-tokenization); beyond it the pass is "
+        "invalid. Default: not gated, but measured (`osl_mismatch_share`) and shown.",
+    )
+    max_window_drift: float | None = Field(
+        None,
+        ge=0,
+        lt=1,
+        description="Largest movement of the control across the window that still counts "
+        "as stable (a fraction); beyond it, and beyond the lane's noise, a decision cell is "
+        "flagged `window-drift` and cannot adopt. Default: the drift band.",
+    )
+
+
+class Preregistration(Model):
+    """The adoption rule, fixed (frozen and hashed) before the first arm boots."""
+
+    primary_metric: str = Field(
+        "output_token_throughput", description="The metric the rule decides on."
+    )
+    direction: Literal["higher", "lower"] | None = Field(
+        None, description="Which way is better; default: the metric's own direction."
+    )
+    margin: float = Field(
+        0.10, ge=0, le=10, description="Bar the change must clear to adopt (0.10 = +10%; "
+        "for a lower-is-better metric, a 10% reduction)."
+    )
+    drift_band: float | DriftFrom = Field(
+        0.03,
+        description="Changes inside ±band are noise: a fraction (0.03), or `{from: RUN_DIR}` "
+        "of an A/A campaign.",
+    )
+    rule: RuleName = Field(
+        "point",
+        description="`point`: adopt when the change is better by the margin and every pair "
+        "is better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
+    )
+    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the CIs.")
+    pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs "
+                       "(on each lane, with `lanes:`).")
+    order: Literal["AB", "ABBA", "random"] = Field(
+        "AB", description="Order of arms within pairs: AB, ABBA (alternating; every other "
+        "lane starts with BA), random (seeded; each lane its own stream)."
+    )
+    seed: int = Field(0, description="Seed of the `random` order and of the load generator.")
+    decision_cells: list[DecisionCell] = Field(
+        default_factory=lambda: [DecisionCell(workload="knee", level="*")],
+        min_length=1,
+        description="Cells whose primary metric must adopt (default: every knee level).",
+    )
+    guardrails: list[Guardrail] = Field(
+        default_factory=lambda: [
+            Guardrail(metric="ttft_p99", max_worsening=0.05),
+            Guardrail(metric="error_rate", max_worsening=0.0, absolute=True),
+        ],
+        description="Metrics the candidate may not worsen (every measured cell of the metric, "
+        "unless the guardrail names a workload or level).",
+    )
+    gates: Gates = Field(default_factory=Gates, description="Validity gates of a pass.")
+    multiple_candidates: Literal["correct", "none"] = Field(
+        "correct",
+        description="With several candidates, `correct` raises each one's bar so that picking "
+        "the best keeps the campaign's false-adopt rate at a single candidate's (`point`: a "
+        "higher margin; `ci`: Bonferroni); `none` judges each as if alone.",
+    )
+
+    @field_validator("primary_metric")
+    @classmethod
+    def _known_primary(cls, v: str) -> str:
+        return _check_metric(v)
+
+    @property
+    def metric_direction(self) -> Literal["higher", "lower"]:
+        return self.direction or catalog.direction(self.primary_metric)
+
+
+def _check_metric(name: str) -> str:
+    if catalog.is_known(name):
+        return name
+    close = difflib.get_close_matches(name, list(catalog.METRICS), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise ValueError(f"unknown metric '{name}'{hint}")
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+class WarmupPass(Model):
+    """A throwaway pass after boot (not measured): fills caches, compiles graphs."""
+
+    concurrency: int = Field(4, ge=1, description="Concurrent streams.")
+    requests: int = Field(16, ge=1, description="Requests in the pass.")
+    input_tokens: int = Field(256, ge=1, description="Synthetic prompt length (tokens).")
+    output_tokens: int = Field(64, ge=1, description="Exact output length (tokens).")
+
+
+class KneeWorkload(Model):
+    """Throughput vs concurrency with fixed input/output lengths (one AIPerf sweep)."""
+
+    concurrency: list[int] = Field(
+        default_factory=lambda: [1, 2, 4, 8, 16], min_length=1, description="Levels."
+    )
+    input_tokens: int = Field(1024, ge=1, description="Synthetic prompt length (tokens).")
+    output_tokens: int = Field(256, ge=1, description="Exact output length (tokens).")
+    requests_per_level: int | None = Field(
+        None, ge=1, description="Requests per level (default: 4 × concurrency, at least 8)."
+    )
+    duration_s: float | None = Field(
+        None, gt=0, description="Seconds per level instead of a request count."
+    )
+
+    @field_validator("concurrency")
+    @classmethod
+    def _levels(cls, v: list[int]) -> list[int]:
+        if any(c < 1 for c in v):
+            raise ValueError("concurrency levels must be ≥ 1")
+        if len(set(v)) != len(v):
+            raise ValueError("concurrency levels repeat")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> KneeWorkload:
+        if self.requests_per_level is not None and self.duration_s is not None:
+            raise ValueError("give requests_per_level or duration_s, not both")
+        return self
+
+    def requests_at(self, concurrency: int) -> int | None:
+        if self.duration_s is not None:
+            return None
+        return self.requests_per_level or max(8, 4 * concurrency)
+
+    @property
+    def levels(self) -> list[str]:
+        return [f"c{c}" for c in self.concurrency]
+
+
+FIXTURE_CLASSES = ("prose", "shell", "code", "tool_json", "structured")
+
+
+class AgentfixWorkload(Model):
+    """Real-looking agent prompts by content class, one AIPerf pass per class."""
+
+    fixtures: dict[str, Path] = Field(
+        description="Content class → AIPerf single_turn JSONL file (prose, shell, code, "
+        "tool_json, structured, or your own class names)."
+    )
+    concurrency: int = Field(4, ge=1, description="Concurrent streams.")
+    requests: int = Field(30, ge=1, description="Requests per class.")
+    output_tokens: int = Field(256, ge=1, description="Exact output length (tokens).")
+
+    @field_validator("fixtures")
+    @classmethod
+    def _classes(cls, v: dict[str, Path]) -> dict[str, Path]:
+        if not v:
+            raise ValueError("give at least one content class")
+        for name in v:
+            if not re.match(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
+                raise ValueError(f"class name '{name}' must be lowercase and not like c<N>")
+        return v
+
+    @property
+    def levels(self) -> list[str]:
+        return list(self.fixtures)
+
+
+class Workloads(Model):
+    """What each arm is measured with. Both measured passes use the same client settings."""
+
+    model: str = Field(description="Served model name (as /v1/models lists it).")
+    tokenizer: Path = Field(
+        description="Local tokenizer folder (tokenizer.json + tokenizer_config.json)."
+    )
+    endpoint_type: Literal["chat", "completions"] = Field("chat", description="API endpoint.")
+    streaming: bool = Field(True, description="Stream responses (needed for TTFT/ITL).")
+    warmup: list[WarmupPass] = Field(
+        default_factory=lambda: [WarmupPass()], description="Throwaway passes after boot."
+    )
+    knee: KneeWorkload | None = Field(None, description="The knee pass (None: skipped).")
+    agentfix: AgentfixWorkload | None = Field(
+        None, description="The agent-fixture pass (None: skipped)."
+    )
+
+    @model_validator(mode="after")
+    def _some(self) -> Workloads:
+        if self.knee is None and self.agentfix is None:
+            raise ValueError("define at least one measured workload: knee or agentfix")
+        return self
+
+    def levels(self, workload: str) -> list[str]:
+        if workload == "knee" and self.knee:
+            return self.knee.levels
+        if workload == "agentfix" and self.agentfix:
+            return self.agentfix.levels
+        return []
+
+
+# --------------------------------------------------------------------------- arms
+
+
+ARM_OWN_FIELDS = {"description", "warmup"}
+REDO_SUFFIX = r"\.redo\d+$"
+"""Reserved at the end of arm names: `<arm>.redo<N>/` holds a redone pair's attempt."""
+
+
+class ArmSpec(Model):
+    """An arm: the server launch plus overrides (lists appended, maps merged, scalars
+    replaced). Validated again after merging, against the backend's own fields."""
+
+    description: str = Field("", description="What this arm changes.")
+    warmup: list[WarmupPass] | None = Field(
+        None, description="This arm's own warm-up passes (default: workloads.warmup)."
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="Server fields this arm overrides (env, volumes, "
+        "args, image, ...), written directly under the arm."
+    )
+
+
+class LaneSpec(Model):
+    """One lane of a sharded campaign: a machine (or machine pair) that runs its own
+    pairs, started with `spec-ab run FILE --lane NAME`. Its server overrides are merged
+    into `server` before the arms' (lists appended, maps merged, scalars replaced)."""
+
+    description: str = Field("", description="What this lane is (host, GPUs).")
+    server: dict[str, Any] = Field(
+        default_factory=dict, description="Server fields this lane overrides (host, ports, "
+        "env, docker host, ...); every arm on this lane starts from the merged launch."
+    )
+
+
+# --------------------------------------------------------------------------- campaign
+
+
+class Campaign(Model):
+    """A same-window A/B campaign: control → candidate pairs under a pre-registered rule."""
+
+    name: str = Field(pattern=NAME_RE, description="Short name (lowercase, -_. allowed).")
+    hypothesis: str = Field(description="What the candidate should change, and why.")
+    lane: str = Field("", description="Lane label, e.g. `gb300-station` or `sim` (the one "
+                      "lane of a campaign without `lanes:`).")
+    lanes: dict[str, LaneSpec] = Field(
+        default_factory=dict,
+        description="Optional: name → lane. The campaign is sharded: `spec-ab run FILE --lane "
+        "NAME` runs that lane's `preregistration.pairs` pairs; `spec-ab report` pools the "
+        "shards into one verdict. Leave `lane:` out when lanes are given.",
+    )
+    preregistration: Preregistration = Field(
+        default_factory=Preregistration, description="The rule, frozen before the runs."
+    )
+    server: Launch = Field(description="The control launch (what every arm starts from).")
+    arms: dict[str, ArmSpec] = Field(
+        description="`control` plus one or more named candidates."
+    )
+    workloads: Workloads = Field(description="Warm-up and measured passes.")
+    log_captures: dict[str, str] = Field(
+        default_factory=dict,
+        description="Name → regex: matching server log lines are copied to "
+        "`captures/<name>.log` per arm.",
+    )
+    results_dir: Path = Field(Path("results"), description="Where run directories go.")
+
+    _launches: dict[str, LaunchModel] = PrivateAttr(default_factory=dict)
+    _lane_views: dict[str, Campaign] = PrivateAttr(default_factory=dict)
+    _lane_chosen: bool = PrivateAttr(False)
+    _source: Path | None = PrivateAttr(None)
+    _base_dir: Path | None = PrivateAttr(None)
+
+    @field_validator("log_captures")
+    @classmethod
+    def _regexes(cls, v: dict[str, str]) -> dict[str, str]:
+        for pattern in v.values():
+            check_regex(pattern)
+        return v
+
+    @field_validator("lanes")
+    @classmethod
+    def _lane_names(cls, v: dict[str, LaneSpec]) -> dict[str, LaneSpec]:
+        for name in v:
+            if not re.match(NAME_RE, name):
+                raise ValueError(f"lane name '{name}' must match {NAME_RE}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_lane_or_a_table(self) -> Campaign:
+        if self.lanes and self.lane:
+            raise ValueError(
+                f"`lane: {self.lane}` and `lanes:` both given: with `lanes:` each shard's lane "
+                "is chosen by `spec-ab run FILE --lane NAME`; remove `lane:`")
+        if not self.lanes and not self.lane:
+            raise ValueError("`lane:` is missing: name the lane the campaign runs on (e.g. "
+                             "`lane: gb300-station`), or list several under `lanes:`")
+        return self
+
+    @field_validator("arms")
+    @classmethod
+    def _control(cls, v: dict[str, ArmSpec]) -> dict[str, ArmSpec]:
+        if CONTROL not in v:
+            raise ValueError("arms must include `control`")
+        if len(v) < 2:
+            raise ValueError("add at least one candidate arm beside `control`")
+        for name in v:
+            if not re.match(NAME_RE, name):
+                raise ValueError(f"arm name '{name}' must match {NAME_RE}")
+            if re.search(REDO_SUFFIX, name):
+                raise ValueError(
+                    f"arm name '{name}' ends in .redo<N>, which names the folder of a redone "
+                    "pair (pairs/NN/<arm>.redoN/): rename the arm")
+        return v
+
+    @property
+    def arm_names(self) -> list[str]:
+        """`control` first, then the candidates in file order."""
+        return [CONTROL, *(a for a in self.arms if a != CONTROL)]
+
+    @property
+    def candidates(self) -> list[str]:
+        return [a for a in self.arm_names if a != CONTROL]
+
+    @property
+    def launches(self) -> dict[str, LaunchModel]:
+        return dict(self._launches)
+
+    @property
+    def source(self) -> Path | None:
+        return self._source
+
+    @property
+    def base_dir(self) -> Path:
+        if self._base_dir is not None:
+            return self._base_dir
+        return self._source.parent if self._source else Path.cwd()
+
+    def with_source(self, path: Path, base_dir: Path | None = None) -> Campaign:
+        """This campaign as read from `path`; relative paths resolve against `base_dir`
+        (default: the file's folder)."""
+        out = self.model_copy()
+        out._source = path.resolve()
+        out._base_dir = base_dir.resolve() if base_dir is not None else None
+        return out
+
+    def with_launches(self, launches: Mapping[str, LaunchModel]) -> Campaign:
+        """This campaign with each arm's merged server launch."""
+        out = self.model_copy()
+        out._launches = dict(launches)
+        return out
+
+    @property
+    def sharded(self) -> bool:
+        """The campaign has a `lanes:` table (each lane runs as its own shard)."""
+        return bool(self.lanes)
+
+    @property
+    def lane_names(self) -> list[str]:
+        """The lanes in file order (the one `lane:` of a campaign without `lanes:`)."""
+        return list(self.lanes) if self.lanes else [self.lane]
+
+    @property
+    def lane_index(self) -> int:
+        """This view's lane's place in the file, from 0 (0 for a campaign without lanes or
+        with no lane chosen): each lane's pairs run in their own order (`schedule`)."""
+        if not self.lanes or not self._lane_chosen:
+            return 0
+        return list(self.lanes).index(self.lane)
+
+    @property
+    def lane_chosen(self) -> bool:
+        """This view is of one lane: no `lanes:` table, or a lane picked by `for_lane`."""
+        return not self.lanes or self._lane_chosen
+
+    def every_launch(self) -> list[LaunchModel]:
+        """Every arm's launch on this lane, or on every lane when none is chosen (what
+        `spec-ab clean FILE` must look for)."""
+        views = [self] if self.lane_chosen else list(self._lane_views.values())
+        return [launch for view in views for launch in view.launches.values()]
+
+    def for_lane(self, name: str) -> Campaign:
+        """This campaign as run on lane `name`: its `server` and launches are the lane's.
+        Raises KeyError for a lane the campaign does not list."""
+        if not self.lanes:
+            if name != self.lane:
+                raise KeyError(name)
+            return self
+        view = self._lane_views[name]
+        out = view.model_copy()
+        out._lane_views = self._lane_views
+        out._lane_chosen = True
+        return out
+
+    def with_lane_views(self, views: Mapping[str, Campaign]) -> Campaign:
+        """This campaign with each lane's view (`lane` set, `server` and launches merged);
+        until a lane is chosen it shows the first lane's launches."""
+        first = next(iter(views.values()))
+        out = first.model_copy(update={"lane": ""})
+        out._lane_views = dict(views)
+        out._lane_chosen = False
+        return out
+
+    def resolve(self, path: Path | str) -> Path:
+        """A path from the file: `builtin:NAME` is a file shipped with spec-ab (see
+        `builtin.builtin_path`), anything else is relative to the campaign file's folder."""
+        shipped = builtin_path(path)
+        if shipped is not None:
+            return shipped
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    def warmups(self, arm: str) -> list[WarmupPass]:
+        own = self.arms[arm].warmup
+        return list(own) if own is not None else list(self.workloads.warmup)
+
+
+
+# --------------------------------------------------------------------------- merging
+
+
+def merge(base: Any, override: Any) -> Any:
+    """Lists appended, maps merged key by key, scalars replaced."""
+    if isinstance(base, Mapping) and isinstance(override, Mapping):
+        out = dict(base)
+        for k, v in override.items():
+            out[k] = merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(override, list):
+        return [*base, *override]
+    return override
+

@@ -1,0 +1,38 @@
+"""The `spec-ab` command: parse, call one core function, render, map errors to exit codes.
+
+One module per command (`check` with `clean`, `run`, `report`, `init`, `plan`), each
+registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app.
+
+Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
+usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign
+finished but incomplete (or a `--fail-on` condition met) · 130 interrupted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from campaign.cli import check, init, plan, report, run  # noqa: F401  (they register)
+from campaign.cli.app import COMMAND_ORDER, app, setup_logging
+from campaign.sim.cli import sim_app
+
+__all__ = ["app", "main", "setup_logging"]
+
+app.add_typer(sim_app, name="sim",
+              help="The simulated speculative-decoding lane (vLLM-compatible, no GPU).")
+
+
+def _workflow_order() -> None:
+    rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+
+    def key(c: Any) -> int:
+        return rank.get(str(c.name or getattr(c.callback, "__name__", "")), len(rank))
+
+    app.registered_commands.sort(key=key)
+
+
+_workflow_order()
+
+
+def main() -> None:
+    app()

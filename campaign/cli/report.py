@@ -1,0 +1,101 @@
+"""`spec-ab report`: run directories → verdicts, as a table, Markdown, JSON or HTML."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from campaign.cli.app import FailOnChoice, FormatChoice, app, err, guarded
+from campaign.errors import UsageError
+from campaign.report.formats import FAIL_ON, FORMATS
+from campaign.textfiles import check_output_path, write_output
+
+
+@app.command()
+@guarded
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories "
+                                                   "(several: a history side by side).")],
+    fmt: Annotated[FormatChoice, typer.Option(
+        "--format", "-f",
+        help="; ".join(f"{f.name}: {f.help}" for f in FORMATS.values()))] = FormatChoice("table"),
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to this file "
+                                                "instead of stdout.")] = None,
+    rule: Annotated[list[str] | None, typer.Option(
+        "--rule", help="Exploratory override of the registered rule, e.g. margin=0.05 or "
+        "rule=ci; every output is then marked not pre-registered.")] = None,
+    fail_on: Annotated[list[FailOnChoice] | None, typer.Option(
+        "--fail-on",
+        help="Exit 4 when (repeatable): " + "; ".join(
+            f"{k}: {v}" for k, v in FAIL_ON.items()))] = None,
+    metrics: Annotated[str | None, typer.Option(
+        "--metrics", help="Metrics to show, comma-separated, e.g. ttft_p99,itl_p99 (the "
+        "decision and guardrail metrics are always shown).")] = None,
+) -> None:
+    """Per-cell and overall adopt / keep-default verdicts under the pre-registered rule.
+
+    With `--format html -o DIR/report.html` the plots are also written as PNG and SVG to
+    DIR/plots/."""
+    from campaign import report as report_mod
+
+    conditions = [c.value for c in fail_on or []]
+    if output is not None:
+        check_output_path(output, "--output")
+    overrides: dict[str, str] = {}
+    for item in rule or []:
+        if "=" not in item:
+            raise UsageError(f"--rule {item}: write KEY=VALUE, e.g. margin=0.05")
+        k, v = item.split("=", 1)
+        overrides[k.strip()] = v.strip()
+    rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
+                                  metrics=None if metrics is None else [metrics])
+    code = report_mod.exit_code_for(rep, conditions)
+    try:
+        _show_report(rep, fmt.value, output)
+    except BrokenPipeError:
+        # `spec-ab report RUN | head -1`: the reader has what it wanted; not an error.
+        # Point stdout at /dev/null so the interpreter's last flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    if code:
+        raise typer.Exit(code)
+
+
+class _PipeConsole(Console):
+    """A console that lets a closed pipe reach `report` (rich's default exits 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
+    """Print or write the report; html to a file also writes its plots beside it."""
+    from campaign import report as report_mod
+
+    if fmt == "table" and output is None:
+        # the terminal's width, or COLUMNS (rich's default: 80 when neither is known)
+        report_mod.print_table(rep, _PipeConsole(highlight=False))
+        return
+    if fmt == "html" and output is not None:
+        from campaign.report import as_html, plots
+
+        figs = plots.write_files(rep, output.parent / "plots")
+        text = as_html.render_html(rep, plots.pngs(rep))
+        write_output(output, text, "--output")
+        err.print(f"wrote {output} and {len(figs)} plot files in {output.parent / 'plots'}",
+                  markup=False)
+        return
+    text = report_mod.render(rep, fmt)
+    if output is not None:
+        write_output(output, text, "--output")
+        err.print(f"wrote {output}", markup=False)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()

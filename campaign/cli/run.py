@@ -1,0 +1,146 @@
+"""`spec-ab run`: one campaign (or one lane's shard), resumed or fresh, with its live status."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from campaign.cli.app import FailOnChoice, app, err, guarded, out
+from campaign.errors import EXIT_INCOMPLETE, CampaignError, UsageError
+from campaign.report.formats import FAIL_ON
+from campaign.textfiles import check_output_path, write_output
+
+
+@app.command()
+@guarded
+def run(
+    campaign_file: Annotated[Path | None, typer.Argument(help="Campaign YAML file.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for run directories "
+                                                 "(default: the file's results_dir).")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Continue this run directory after a "
+                                                "crash or Ctrl-C (uses its frozen rule).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the schedule, every launch "
+                                          "and AIPerf command line; start nothing.")] = False,
+    skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
+                                                 help="Do not run the preflight first.")] = False,
+    run_dir_file: Annotated[Path | None, typer.Option(
+        "--run-dir-file", help="Write the run directory's path to this file as soon as it "
+        "exists (for scripts and CI; also `run_dir=` in $GITHUB_OUTPUT when set).")] = None,
+    fail_on: Annotated[list[FailOnChoice] | None, typer.Option(
+        "--fail-on",
+        help="After the run, exit 4 when (repeatable): " + "; ".join(
+            f"{k}: {v}" for k, v in FAIL_ON.items()))] = None,
+    redo_invalid: Annotated[bool, typer.Option(
+        "--redo-invalid", help="With --resume: measure the pairs left invalid again (whole, "
+        "both arms, as a new attempt in the same run directory).")] = False,
+    lane: Annotated[str | None, typer.Option(
+        "--lane", help="Run this lane's shard of a campaign with a `lanes:` table (its "
+        "pairs only; `spec-ab report` pools the shards).")] = None,
+) -> None:
+    """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
+    from campaign.campaignfile import load_campaign
+    from campaign.results.store import RunStore
+    from campaign.run import checkview, runner, stopping
+    from campaign.run.progress import make_progress
+
+    if resume is None and campaign_file is None:
+        raise UsageError("give a campaign file, or --resume RUN_DIR",
+                         hint="spec-ab run examples/sim-pair.yaml")
+    if redo_invalid and resume is None:
+        raise UsageError("--redo-invalid goes with --resume RUN_DIR",
+                         hint="spec-ab run --resume RUN_DIR --redo-invalid")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
+    if run_dir_file is not None:
+        check_output_path(run_dir_file, "--run-dir-file")
+    rt = runner.Runtime()
+    store: RunStore | None = None
+    if resume is not None:
+        store, campaign = runner.reopen_run(resume, rt)
+        if lane is not None and lane != campaign.lane:
+            raise UsageError(f"--lane {lane}: {resume} is the shard of lane "
+                             f"'{campaign.lane}'", hint=f"spec-ab run --resume {resume}")
+        if campaign_file is not None:
+            out.print(f"resuming {resume}: its frozen campaign.yaml is used, not "
+                      f"{campaign_file}")
+    else:
+        assert campaign_file is not None
+        campaign = load_campaign(campaign_file, lane=lane)
+        if campaign.sharded and fail_on:
+            raise UsageError(
+                "--fail-on judges a verdict, and a shard has none: the verdict pools every "
+                "lane's shard", hint="spec-ab report SHARD_DIR_A SHARD_DIR_B --fail-on "
+                f"{fail_on[0].value} (after every lane has run)")
+        if not campaign.lane_chosen:
+            raise UsageError(
+                f"{campaign_file} is sharded over lanes ({', '.join(campaign.lane_names)}): "
+                "run one lane's shard per machine with --lane",
+                hint=f"spec-ab run {campaign_file} --lane {campaign.lane_names[0]}")
+    if dry_run:
+        checkview.print_dry_run(out, campaign)
+        return
+    previous: dict[int, Any] = {}
+
+    def on_start(run: RunStore) -> None:
+        out.print(f"run directory: {run.run_dir}")
+        _announce_run_dir(run.run_dir, run_dir_file)
+        rt.progress = make_progress(out, campaign, run.run_dir)
+        previous.update(stopping.install(rt.cancel, lambda: rt.doing, _say_stopping))
+
+    try:
+        result = runner.run_campaign(
+            campaign, None, out_dir, rt, resume=store, skip_preflight=skip_preflight,
+            shown_as=campaign_file or resume, on_note=lambda note: err.print(f"note: {note}"),
+            on_start=on_start, redo_invalid=redo_invalid)
+    finally:
+        close = getattr(rt.progress, "close", None)
+        if close:
+            close()
+        stopping.restore(previous)
+    code = _print_summary(result.run_dir, [c.value for c in fail_on or []])
+    if not result.complete:
+        bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
+        err.print(f"[yellow]campaign incomplete[/] — {escape(bad)}")
+        code = EXIT_INCOMPLETE
+    out.print(f"run_dir={result.run_dir}", markup=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:
+    """The run directory, machine-readably, the moment it exists (a crash later still
+    leaves the right path for the upload and the report)."""
+    if run_dir_file is not None:
+        write_output(run_dir_file, f"{run_dir}\n", "--run-dir-file")
+    gh = os.environ.get("GITHUB_OUTPUT")
+    if gh:
+        try:
+            with open(gh, "a", encoding="utf-8") as f:
+                f.write(f"run_dir={run_dir}\n")
+        except OSError as exc:
+            err.print(f"note: cannot append to $GITHUB_OUTPUT ({exc.strerror or exc})")
+
+
+def _say_stopping(text: str) -> None:
+    err.print(text, style="yellow", markup=False, highlight=False)
+
+
+def _print_summary(run_dir: Path, fail_on: list[str]) -> int:
+    """The verdict lines; the exit code of `--fail-on` (0 when nothing is asked)."""
+    from campaign import report as report_mod
+
+    code = 0
+    try:
+        rep = report_mod.build_report([run_dir])
+        for line in report_mod.summary_lines(rep):
+            out.print(line, markup=False)
+        code = report_mod.exit_code_for(rep, fail_on) if fail_on else 0
+    except CampaignError as exc:
+        err.print(f"[yellow]no verdict yet:[/] {escape(str(exc))}")
+        code = EXIT_INCOMPLETE if fail_on else 0
+    out.print(f"\nresults: {run_dir}\nreport:  spec-ab report {run_dir}")
+    return code

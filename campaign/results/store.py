@@ -1,0 +1,558 @@
+"""The results directory: a versioned layout, atomic writes, nothing ever overwritten.
+
+`RunStore` writes one run directory; `load_run` / `load_runs` read directories back as
+typed `RunDir`s (what `report` and `noise` consume).
+
+    <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
+      campaign.yaml          frozen copy of the campaign file, byte for byte; read back
+                             through `campaign.campaignfile.load_campaign` (named files unchecked)
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms and
+                             `values_sha256` over all three: written before the first slot
+                             (`registration.Registration`); `load_run` checks them
+      manifest.json          versions, host, GPU facts, image digests, file hashes, env
+      journal.jsonl          append-only event log (the source of truth for resume); its
+                             first event, `registered`, names the campaign's base folder
+      passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
+                             rebuilt from the journal after every pass, atomically);
+                             `load_run` checks it against the journal (`_reconcile`)
+      pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
+
+A pair redone after a crash keeps its earlier, half-finished folders and writes the new
+attempt to `pairs/<NN>/<arm>.redo<k>/`; its rows carry `pair_attempt` so readers use
+the latest attempt only.
+
+preregistration.json and manifest.json carry the results schema version
+(`campaign.RESULTS_SCHEMA_VERSION`); its history and the in-memory migration of older
+directories are described in `campaign.results.registration`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from campaign import RESULTS_SCHEMA_VERSION, secrets
+from campaign.campaignfile import Campaign, load_campaign
+from campaign.errors import ResultsError, SpecError
+from campaign.results.journal import (
+    PASS_COLUMNS,
+    dumps,
+    iso,
+    passes_from_journal,
+    read_journal,
+    rows_to_csv,
+    utcnow,
+)
+from campaign.results.registration import Registration
+from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
+from campaign.textfiles import atomic_write
+
+
+@dataclass
+class RunStore:
+    """Writes one run directory. Create with `RunStore.create`, reopen with `open`."""
+
+    run_dir: Path
+    clock: Callable[[], dt.datetime] = field(default=utcnow, repr=False)
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def journal_path(self) -> Path:
+        return self.run_dir / "journal.jsonl"
+
+    # ---------------------------------------------------------------- creation
+
+    @classmethod
+    def create(
+        cls,
+        out_root: Path,
+        name: str,
+        campaign_text: bytes,
+        *,
+        clock: Callable[[], dt.datetime] = utcnow,
+        short_id: str | None = None,
+    ) -> RunStore:
+        """Make a new run directory and freeze the campaign file into it."""
+        now = clock()
+        sid = short_id or uuid.uuid4().hex[:6]
+        run_dir = out_root / f"{now:%Y-%m-%d}-{name}-{sid}"
+        try:
+            run_dir.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            raise ResultsError(f"{run_dir} already exists; results are never overwritten") from None
+        store = cls(run_dir, clock)
+        atomic_write(run_dir / "campaign.yaml", campaign_text, overwrite=False)
+        (run_dir / "pairs").mkdir()
+        return store
+
+    @classmethod
+    def open(cls, run_dir: Path, *, clock: Callable[[], dt.datetime] = utcnow) -> RunStore:
+        """Reopen an existing run (for `--resume`)."""
+        if not run_dir.is_dir():
+            what = "is a file, not" if run_dir.exists() else "does not exist; give"
+            raise ResultsError(f"{run_dir} {what} a run directory",
+                               hint="give the folder `spec-ab run` printed "
+                               "(results/<date>-<name>-<id>)")
+        for required in ("campaign.yaml", "preregistration.json", "journal.jsonl"):
+            if not (run_dir / required).is_file():
+                raise ResultsError(
+                    f"{run_dir} is not a spec-ab run directory: {required} is missing",
+                    hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
+                )
+        Registration.load(run_dir / "preregistration.json")
+        return cls(run_dir, clock)
+
+    def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
+                 drift_band: float) -> str:
+        """Write preregistration.json (never replaced). Returns the rule's hash."""
+        reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
+                               registered_at=iso(self.clock()))
+        reg.save(self.run_dir / "preregistration.json")
+        return reg.sha256
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        doc = {"schema_version": RESULTS_SCHEMA_VERSION, **manifest}
+        atomic_write(self.run_dir / "manifest.json", dumps(doc), overwrite=False)
+
+    def update_manifest(self, key: str, value: Any) -> None:
+        """Add facts learnt while running (image digests...) under a new key."""
+        path = self.run_dir / "manifest.json"
+        doc = json.loads(path.read_text())
+        doc.setdefault(key, {})
+        if isinstance(doc[key], dict) and isinstance(value, dict):
+            doc[key].update(value)
+        else:
+            doc[key] = value
+        atomic_write(path, dumps(doc))
+
+    # ---------------------------------------------------------------- journal
+
+    def journal(self, event: str, **data: Any) -> dict[str, Any]:
+        """Append one event (flushed and fsynced: a crash loses at most this line)."""
+        record = {"t": iso(self.clock()), "event": event, **data}
+        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
+        raw = line.encode("utf-8")
+        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                written = 0
+                while written < len(raw):
+                    written += os.write(fd, raw[written:])
+                os.fsync(fd)
+            except OSError as exc:
+                # A full disk: cut the half line off, so the next line (after the cause is
+                # fixed and the run resumed) does not glue onto it and damage both.
+                try:
+                    os.ftruncate(fd, size)
+                except OSError:
+                    pass
+                if exc.filename is None:
+                    exc.filename = str(self.journal_path)
+                raise
+        finally:
+            os.close(fd)
+        return record
+
+    def read_journal(self) -> list[dict[str, Any]]:
+        return read_journal(self.run_dir)
+
+    # ---------------------------------------------------------------- artifacts
+
+    def arm_dir(self, pair: int, arm: str, pair_attempt: int = 1) -> Path:
+        name = arm if pair_attempt == 1 else f"{arm}.redo{pair_attempt - 1}"
+        path = self.run_dir / "pairs" / f"{pair:02d}" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def rebuild_passes_csv(self) -> int:
+        """Rewrite passes.csv from the journal's `pass` events; returns the row count."""
+        rows = passes_from_journal(self.read_journal())
+        atomic_write(self.run_dir / "passes.csv", rows_to_csv(rows))
+        return len(rows)
+
+
+# -------------------------------------------------------------------- reading
+
+
+@dataclass
+class RunDir:
+    """One run directory read back: its typed documents, its tidy table, its journal on
+    demand. Directories of an older results schema come back migrated (in memory)."""
+
+    run_dir: Path
+    run_id: str
+    passes: pd.DataFrame
+    registration: Registration
+    campaign: Campaign | None
+    """The frozen campaign.yaml as this spec-ab's model (files it names are not checked:
+    they may be gone), shared between runs with the same bytes; None when it does not
+    validate (`campaign_problems` say why)."""
+    campaign_problems: tuple[str, ...]
+    manifest: dict[str, Any]
+    complete: bool
+    notes: tuple[str, ...] = ()
+    """What the reader must be told about damaged files (journal lines, passes.csv rows,
+    values edited in preregistration.json): the report shows them first."""
+    registration_edits: tuple[str, ...] = ()
+    """Values of preregistration.json edited after registration (the registered ones,
+    recovered through `values_sha256`, are in `registration`)."""
+    _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @property
+    def schema_version(self) -> int:
+        """The results schema the directory was written with."""
+        return self.registration.written_version
+
+    @property
+    def journal(self) -> list[dict[str, Any]]:
+        """The journal's events, read on first use (reports rarely need them)."""
+        if self._journal is None:
+            self._journal = read_journal(self.run_dir)
+        return self._journal
+
+
+JOURNAL_TAIL_BYTES = 16384
+
+
+def _finished_complete(run_dir: Path) -> bool:
+    """Did the run finish complete? A complete run's last event is `finished` (nothing runs
+    after it and it cannot be resumed), so only the journal's tail is read: a report over
+    a thousand nightly runs must not parse every journal line."""
+    path = run_dir / "journal.jsonl"
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
+            tail = f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return False
+    for line in reversed(tail.splitlines()):
+        if '"finished"' not in line:
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("event") == "finished":
+            return bool(ev.get("complete"))
+    return False
+
+
+_CAMPAIGN_CACHE: dict[tuple[bytes, str], tuple[Campaign | None, tuple[str, ...]]] = {}
+"""Frozen campaign files read back, by content and base folder: the nights of a history
+share one file, parsed and validated once."""
+
+
+def _registered_base_dir(run_dir: Path) -> Path | None:
+    """The campaign's own folder at registration: the journal's first event says it (the
+    frozen copy's relative paths are relative to it)."""
+    try:
+        with open(run_dir / "journal.jsonl", "rb") as f:
+            first = f.readline(JOURNAL_TAIL_BYTES)
+        ev = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    if isinstance(ev, dict) and ev.get("event") == "registered" and ev.get("base_dir"):
+        return Path(str(ev["base_dir"]))
+    return None
+
+
+def recorded_lane(events: Sequence[Mapping[str, Any]],
+                  manifest: Mapping[str, Any]) -> str | None:
+    """The lane a run was registered on: its journal's `registered` event says it, else
+    its manifest's `campaign.lane` (runs registered before the journal named it); None
+    when neither does."""
+    lane = next((e.get("lane") for e in events if e.get("event") == "registered"), None)
+    if not lane:
+        facts = manifest.get("campaign")
+        lane = facts.get("lane") if isinstance(facts, Mapping) else None
+    return lane if isinstance(lane, str) and lane else None
+
+
+def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
+    """The frozen campaign.yaml as the campaign model, or None and why it is not one."""
+    path = run_dir / "campaign.yaml"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None, (f"{path.name} is missing",)
+    base = _registered_base_dir(run_dir)
+    key = (raw, str(base))
+    if key not in _CAMPAIGN_CACHE:
+        try:
+            parsed: tuple[Campaign | None, tuple[str, ...]] = (
+                load_campaign(path, base_dir=base, check_files=False), ())
+        except SpecError as exc:
+            parsed = (None, tuple(exc.problems))
+        if len(_CAMPAIGN_CACHE) > 256:
+            _CAMPAIGN_CACHE.clear()
+        _CAMPAIGN_CACHE[key] = parsed
+    campaign, problems = _CAMPAIGN_CACHE[key]
+    if campaign is None:
+        return None, problems
+    own = campaign.model_copy()  # a shallow copy that knows its own file
+    own._source = path.resolve()
+    return own, ()
+
+
+_TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
+_INT_COLUMNS = ("pair", "pair_attempt", "slot", "attempt")
+PASS_KEY = ["pair", "pair_attempt", "arm", "workload", "level", "metric", "attempt"]
+"""What names one measured number: two rows with the same key are a duplicate."""
+
+
+def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """The table with its columns typed, and the file lines (1-based, header = 1) of rows
+    that do not parse (a pair that is not a number, a value that is not one, a `valid`
+    that is not true/false); those rows are left out of the table."""
+    missing = set(PASS_COLUMNS) - set(passes.columns)
+    if missing:
+        raise ResultsError(f"{csv_path}: missing columns {sorted(missing)}")
+    for col in _TEXT_COLUMNS:
+        if passes[col].dtype != object:
+            passes[col] = passes[col].astype(str)
+    bad = pd.Series(False, index=passes.index)
+    for col in _INT_COLUMNS:
+        if passes[col].dtype.kind != "i":
+            num = pd.to_numeric(passes[col], errors="coerce")
+            bad |= num.isna() | (num != num.round())
+    if passes["value"].dtype.kind != "f":
+        text = passes["value"].astype(str).str.strip()
+        num = pd.to_numeric(text, errors="coerce")
+        bad |= num.isna() & (text != "") & (text.str.lower() != "nan")
+    if passes["valid"].dtype != bool:
+        flag = passes["valid"].astype(str).str.strip().str.lower()
+        bad |= ~flag.isin(("true", "false"))
+    bad_lines = [int(i) + 2 for i in passes.index[bad]]
+    if bad_lines:
+        passes = passes[~bad].reset_index(drop=True)
+    for col in _INT_COLUMNS:
+        if passes[col].dtype.kind != "i":
+            passes[col] = pd.to_numeric(passes[col]).astype("int64")
+    if passes["value"].dtype.kind != "f":
+        passes["value"] = pd.to_numeric(passes["value"].astype(str).str.strip(),
+                                        errors="coerce").astype("float64")
+    if passes["valid"].dtype != bool:
+        passes["valid"] = passes["valid"].astype(str).str.strip().str.lower() == "true"
+    return passes, bad_lines
+
+
+def _read_passes(csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
+    if not csv_path.is_file() or csv_path.stat().st_size == 0:
+        return pd.DataFrame(columns=PASS_COLUMNS), []
+    try:
+        passes = pd.read_csv(csv_path, keep_default_na=False)
+    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{csv_path}: cannot be read ({exc})") from None
+    return _check_passes(passes, csv_path)
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path}: unreadable ({exc})",
+                           hint="restore it from a backup, or delete it (it only "
+                           "describes the machine)") from None
+    if not isinstance(doc, dict):
+        raise ResultsError(f"{path}: not a JSON object but a {type(doc).__name__}")
+    return doc
+
+
+def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The journal's events and what is wrong with it: lines that do not parse (a torn
+    last line is a crash while writing it; one in the middle is damage)."""
+    path = run_dir / "journal.jsonl"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], []
+    events: list[dict[str, Any]] = []
+    bad: list[int] = []
+    lines = text.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(i)
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+        else:
+            bad.append(i)
+    problems = []
+    if last in bad:
+        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
+                        "while writing it; the events before it are used")
+    middle = [i + 1 for i in bad if i != last]
+    if middle:
+        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
+                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
+    return events, problems
+
+
+def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """The journal's pass rows as a typed table (None when it has none, or they do not
+    parse: then it cannot arbitrate)."""
+    if not any(ev.get("event") == "pass" for ev in events):
+        return None
+    try:
+        rows = passes_from_journal(events)
+    except TypeError:
+        return None
+    table = pd.read_csv(io.StringIO(rows_to_csv(rows)), keep_default_na=False)
+    try:
+        return _check_passes(table, Path("journal.jsonl"))[0]
+    except ResultsError:
+        return None
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+
+
+def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
+               events: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    """passes.csv checked against the journal, the source of truth.
+
+    passes.csv is rebuilt from the journal's `pass` events after every pass, so both
+    must hold the same rows. When they do not (rows that do not parse, duplicated rows,
+    a different row count), the journal's rows are used and a note says what was wrong.
+    Without pass events in the journal nothing can arbitrate: duplicated or unparsable
+    rows are then an error (exit 2), since they could change a verdict silently.
+    """
+    csv_path = run_dir / "passes.csv"
+    dup = passes.duplicated(PASS_KEY, keep="first")
+    n_dup = int(dup.sum())
+    journal = _journal_passes(events)
+    wrong = []
+    if bad_lines:
+        wrong.append(f"{len(bad_lines)} row(s) that do not parse (line {_lines(bad_lines)})")
+    if n_dup:  # after rows were left out, line numbers of the file are no longer known
+        where = "" if bad_lines else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})"
+        wrong.append(f"{n_dup} duplicated row(s){where}")
+    if journal is None:
+        if wrong:
+            raise ResultsError(
+                f"{csv_path}: " + "; ".join(wrong) + " — and journal.jsonl has no pass "
+                "events to rebuild it from, so the verdict cannot be trusted",
+                hint="remove the damaged rows by hand, or restore the run directory")
+        return passes, []
+    expected = len(journal)
+    if not wrong and len(passes) == expected:
+        return passes, []
+    if not wrong:
+        wrong.append(f"{len(passes)} rows where journal.jsonl has {expected}")
+    return journal, [f"{csv_path.name} disagrees with journal.jsonl (" + "; ".join(wrong)
+                     + "): the journal's rows are used"]
+
+
+def _run_data(run_dir: Path, passes: pd.DataFrame | None,
+              bad_lines: list[int] | None = None) -> RunDir:
+    if run_dir.is_file():
+        raise ResultsError(f"{run_dir}: is a file, not a results directory",
+                           hint="give the folder `spec-ab run` printed "
+                           "(results/<date>-<name>-<id>)")
+    if not run_dir.is_dir():
+        raise ResultsError(f"{run_dir}: no such results directory")
+    if not (run_dir / "preregistration.json").is_file():
+        raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
+                           hint="give a folder made by `spec-ab run`")
+    reg_path = run_dir / "preregistration.json"
+    registration = Registration.load(reg_path)
+    manifest = _read_manifest(run_dir / "manifest.json")
+    if passes is None:
+        passes, bad_lines = _read_passes(run_dir / "passes.csv")
+    events, notes = journal_problems(run_dir)
+    passes, more = _reconcile(run_dir, passes, bad_lines or [], events)
+    notes += more
+    campaign, problems = _frozen_campaign(run_dir)
+    edits: tuple[str, ...] = ()
+    if registration.rule_intact:  # an edited rule is refused by whoever judges the run
+        verified = registration.verify(
+            reg_path, None if campaign is None else campaign.arm_names)
+        if verified.edits:
+            edits = verified.edits
+            registration = registration.model_copy(
+                update={"drift_band": verified.drift_band, "arms": list(verified.arms)})
+            notes.insert(0, f"{reg_path.name} was edited after registration ("
+                         + ", ".join(edits) + "): the registered values are used")
+    return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
+                  registration=registration, campaign=campaign, campaign_problems=problems,
+                  manifest=manifest, complete=_finished_complete(run_dir),
+                  notes=tuple(notes), registration_edits=edits, _journal=events)
+
+
+def load_run(run_dir: Path | str) -> RunDir:
+    """Read a run directory into a tidy table plus its typed, frozen documents."""
+    return _run_data(Path(run_dir), None)
+
+
+BATCH_MIN_RUNS = 16
+
+
+def load_runs(run_dirs: list[Path]) -> list[RunDir]:
+    """`load_run` over many directories (a nightly history), in order.
+
+    pandas' CSV reader costs about a millisecond per call whatever the size, so a long
+    history's `passes.csv` files are parsed in one call over their joined text, then cut
+    back into one table per run. Any file that does not fit (another header, unreadable)
+    is read on its own, so errors still name their file.
+    """
+    if len(run_dirs) < BATCH_MIN_RUNS:
+        return [load_run(d) for d in run_dirs]
+    header = ",".join(PASS_COLUMNS)
+    bodies: list[str] = []
+    counts: list[int | None] = []
+    for d in run_dirs:
+        path = Path(d) / "passes.csv"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError:
+            counts.append(None)
+            continue
+        head, _, body = text.partition("\n")
+        if head.strip() != header or not body.strip():
+            counts.append(None)
+            continue
+        body = body if body.endswith("\n") else body + "\n"
+        counts.append(body.count("\n"))
+        bodies.append(body)
+    joined = None
+    if bodies:
+        try:
+            joined = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)),
+                                 keep_default_na=False)
+            joined, bad = _check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
+            if bad:  # read the damaged file(s) alone, so their notes name their lines
+                joined = None
+        except (pd.errors.ParserError, ValueError, ResultsError):
+            joined = None
+    out: list[RunDir] = []
+    start = 0
+    for d, n in zip(run_dirs, counts, strict=True):
+        if n is None or joined is None:
+            out.append(load_run(d))
+            continue
+        part = joined.iloc[start:start + n].reset_index(drop=True)
+        start += n
+        out.append(_run_data(Path(d), part, []))
+    return out

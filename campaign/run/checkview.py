@@ -1,0 +1,202 @@
+"""What `spec-ab check` and `spec-ab run --dry-run` print (pure rendering to a Console)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from campaign import secrets
+from campaign.campaignfile import Campaign
+from campaign.campaignfile.duration import estimate
+from campaign.campaignfile.schedule import Slot, plan_slots
+from campaign.fmt import clock as human
+from campaign.markers import run_labels
+from campaign.run.loadgen import aiperf_command
+from campaign.run.passes import arm_passes
+from campaign.run.progress import Eta
+from campaign.servers import ArmContext, make_server
+
+
+def _ctx(campaign: Campaign, arm: str) -> ArmContext:
+    return ArmContext(run_id="<run-id>", pair=1, arm=arm, log_path=Path("/dev/null"),
+                      campaign_dir=campaign.base_dir,
+                      labels=run_labels("<run-id>", 1, arm))
+
+
+def launch_lines(campaign: Campaign, arm: str) -> list[str]:
+    server = make_server(campaign.launches[arm], _ctx(campaign, arm))
+    return [secrets.scrub(line) for line in server.describe()]
+
+
+def _blocks(slots: list[Slot]) -> dict[int, list[str]]:
+    """pair → its arms in the order they run."""
+    by_pair: dict[int, list[str]] = {}
+    for s in slots:
+        by_pair.setdefault(s.pair, []).append(s.arm)
+    return by_pair
+
+
+def print_campaign(console: Console, campaign: Campaign) -> None:
+    pre = campaign.preregistration
+    if campaign.lane_chosen:
+        where = f"on lane [bold]{escape(campaign.lane)}[/]"
+    else:
+        where = (f"sharded over {len(campaign.lane_names)} lanes "
+                 f"([bold]{escape(', '.join(campaign.lane_names))}[/]), {pre.pairs} pairs "
+                 "each, pooled into one verdict")
+    console.print(f"[bold]{escape(campaign.name)}[/] {where}: valid")
+    console.print(f"  hypothesis: {campaign.hypothesis.strip()}", markup=False)
+    band = pre.drift_band if isinstance(pre.drift_band, float) else f"from {pre.drift_band.from_}"
+    cells = ", ".join(f"{c.workload}/{c.level}" for c in pre.decision_cells)
+    console.print(f"  rule: {pre.rule}, {pre.primary_metric} ({pre.metric_direction} is better) "
+                  f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
+    lanes = ([campaign] if campaign.lane_chosen
+             else [campaign.for_lane(name) for name in campaign.lane_names])
+    for view in lanes:
+        if len(lanes) > 1:
+            desc = view.lanes[view.lane].description
+            console.print(f"\n[bold]lane {escape(view.lane)}[/]"
+                          + (f" — {escape(desc)}" if desc else "")
+                          + f" (spec-ab run FILE --lane {escape(view.lane)})")
+        for arm in campaign.arm_names:
+            desc = campaign.arms[arm].description
+            console.print(f"\n[bold]arm {escape(arm)}[/]" + (f" — {escape(desc)}" if desc else "")
+                          + (f" on lane {escape(view.lane)}" if len(lanes) > 1 else ""))
+            for line in launch_lines(view, arm):
+                console.print(f"  {line}", markup=False, soft_wrap=True)
+    print_differences(console, campaign)
+    each = " on each lane" if len(lanes) > 1 else ""
+    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, "
+                  f"{pre.pairs * len(campaign.arm_names)} arms{each}):")
+    schedules = {view.lane: [f"pair {pair}: {' → '.join(arms)}" for pair, arms in
+                             _blocks(plan_slots(pre.pairs, campaign.arm_names, pre.order,
+                                                pre.seed, view.lane_index)).items()]
+                 for view in lanes}
+    if len({tuple(lines) for lines in schedules.values()}) == 1:  # every lane alike
+        schedules = {"": next(iter(schedules.values()))}
+    for lane, lines in schedules.items():
+        if lane:
+            console.print(f"  lane {lane}:", markup=False)
+        for line in lines:
+            console.print(("    " if lane else "  ") + line, markup=False)
+    est = estimate(campaign)
+    learned = Eta(campaign, campaign.resolve(campaign.results_dir) / "-")
+    if learned.learned:  # the lane's earlier runs in this results folder say better
+        per_arm = {a: learned.per_arm[a] for a in est.per_arm_s}
+        console.print(f"\n[bold]estimated duration[/] {human(learned.total())}{each} "
+                      f"({', '.join(f'{a} {human(s)}' for a, s in per_arm.items())} per "
+                      "arm; learned from this lane's earlier runs in "
+                      f"{campaign.results_dir})", markup=True)
+        return
+    console.print(f"\n[bold]estimated duration[/] {human(est.total_s)}{each} "
+                  f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
+                  f"arm; {est.assumptions})", markup=True)
+
+
+_SKIP = {"readiness", "backend"}
+"""Launch fields not compared between arms (the same for every arm by construction)."""
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def _field_changes(key: str, base: Any, other: Any) -> list[str]:
+    """What `other` changes in one launch field against `base`, in words."""
+    if base == other:
+        return []
+    if isinstance(base, dict) and isinstance(other, dict):
+        out = [f"{key} +{k}={_words(other[k])}" for k in other if k not in base]
+        out += [f"{key} {k}: {_words(base[k])} → {_words(other[k])}"
+                for k in other if k in base and base[k] != other[k]]
+        out += [f"{key} -{k}" for k in base if k not in other]
+        return out
+    if isinstance(base, list) and isinstance(other, list):
+        if all(isinstance(v, str) for v in base + other):
+            if other[:len(base)] == base:
+                added = other[len(base):]
+                return ([f"{key} + {v}" for v in added] if key == "mounts"
+                        else [f"{key} + {' '.join(added)}"])
+            i = 0
+            while i < min(len(base), len(other)) and base[i] == other[i]:
+                i += 1
+            j = 0
+            while (j < min(len(base), len(other)) - i
+                   and base[len(base) - 1 - j] == other[len(other) - 1 - j]):
+                j += 1
+            ctx = f"{base[i - 1]} " if i else ""
+            was = " ".join(base[i:len(base) - j]) or "(nothing)"
+            now = " ".join(other[i:len(other) - j]) or "(nothing)"
+            return [f"{key}: {ctx}{was} → {ctx}{now}"]
+        return [f"{key}: {len(base)} → {len(other)} entries" if len(base) != len(other)
+                else f"{key}: changed"]
+    return [f"{key}: {_words(base)} → {_words(other)}"]
+
+
+def arm_differences(campaign: Campaign, arm: str) -> list[str]:
+    """Everything that differs between the control's launch and warm-up and `arm`'s:
+    env, flags, mounts, image and any other server field, then the warm-up."""
+    base = campaign.launches["control"].model_dump(mode="json")
+    mine = campaign.launches[arm].model_dump(mode="json")
+    out: list[str] = []
+    for key in dict.fromkeys([*base, *mine]):
+        if key in _SKIP:
+            continue
+        label = {"volumes": "mounts", "args": "flags", "command": "command"}.get(key, key)
+        out += _field_changes(label, base.get(key), mine.get(key))
+    wb = [w.model_dump() for w in campaign.warmups("control")]
+    wa = [w.model_dump() for w in campaign.warmups(arm)]
+    if wb != wa:
+        def show(ws: list[dict[str, Any]]) -> str:
+            return ", ".join(f"{w['requests']}×{w['output_tokens']} tok at c{w['concurrency']}"
+                             for w in ws) or "none"
+        out.append(f"warm-up: {show(wb)} → {show(wa)} (an unmeasured difference: warm both "
+                   "arms alike unless the warm-up is the change)")
+    return out
+
+
+def print_differences(console: Console, campaign: Campaign) -> None:
+    console.print("\n[bold]differences[/] (each candidate against control)")
+    for arm in campaign.candidates:
+        diffs = arm_differences(campaign, arm)
+        if not diffs:
+            console.print(f"  {arm}: none — the same launch and warm-up (an A/A campaign)",
+                          markup=False)
+            continue
+        console.print(f"  {arm}:", markup=False)
+        for d in diffs:
+            console.print(f"    {d}", markup=False, soft_wrap=True)
+
+
+def print_preflight(console: Console, facts: list[str], problems: list[str]) -> None:
+    from campaign.run.preflight import Caution
+
+    console.print("\n[bold]preflight[/]")
+    for f in facts:
+        if isinstance(f, Caution):
+            console.print(f"  ! {f}", markup=False, style="yellow")
+        else:
+            console.print(f"  ✓ {f}", markup=False)
+    for p in problems:
+        console.print(f"  ✗ {p}", markup=False, style="red")
+    if not problems:
+        console.print("  ready to run", style="green")
+
+
+def print_dry_run(console: Console, campaign: Campaign) -> None:
+    print_campaign(console, campaign)
+    console.print("\n[bold]passes of every arm[/] (AIPerf command lines)")
+    for arm in campaign.arm_names:
+        server = make_server(campaign.launches[arm], _ctx(campaign, arm))
+        console.print(f"\n  [bold]{escape(arm)}[/]")
+        for ap in arm_passes(campaign, arm, server.base_url):
+            cmd = aiperf_command(ap.plan, Path(f"<run>/pairs/NN/{arm}/passes/{ap.plan.name}"))
+            tag = "warm-up, not measured" if not ap.measured else ap.workload
+            console.print(f"  # {ap.plan.name} ({tag})", markup=False)
+            console.print(f"  {' '.join(cmd)}", markup=False, soft_wrap=True)
+    console.print("\ndry run: nothing was started")

@@ -1,0 +1,8 @@
+"""How a verdict is judged: measured rows and the registered rule in, verdicts out.
+
+`tidy` (which rows count) → `stats` (paired log ratios) → `judge` (each cell, then the run)
+with `rule` (the rule and its labels), `flags` (the noise tests and gates of a cell),
+`guardrails`, `reasons` (the words), `decide` (a candidate's decision), `outcome` (the
+typed results); `aa` (the A/A drift band) and `noise` (the lane's noise model) measure the
+lane the rule is judged against. Pure but for `aa` and `noise`, which read a run directory.
+"""

@@ -1,0 +1,146 @@
+"""A candidate's decision from its judged cells, and the ranking of several candidates.
+
+`decide_candidate` turns the cells of one candidate (see `verdict.judge_cell`) and its
+guardrail checks into adopt / keep-default with one reason category:
+
+- `rule-met`: every decision cell adopts and every guardrail holds (the only adopt);
+- `inconclusive`: a decision cell is short of its pre-registered pairs or has none (first,
+  whatever else holds: the campaign is not finished), or the rule is met on the pairs
+  measured but a gate stops it (one pair, small sample, unstable window); `settle` says
+  what would settle it;
+- `loss`: a decision cell is a loss;
+- `guardrail`: the rule is met but a guardrail is broken;
+- `below-bar`: anything else (below the bar, within drift, mixed, unclear).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from campaign.fmt import pct
+from campaign.verdict.guardrails import check_guardrail
+from campaign.verdict.outcome import (
+    GATING_FLAGS,
+    CandidateVerdict,
+    Cell,
+    GuardrailCheck,
+    LevelBest,
+    Ranked,
+)
+from campaign.verdict.rule import Decision, Reason, Rule
+from campaign.verdict.tidy import RunTable
+
+
+def decide_candidate(
+    arm: str,
+    cells: Sequence[Cell],
+    rule: Rule,
+    table: RunTable,
+    decisions: Sequence[tuple[str, str]],
+    guard_targets: Mapping[int, Sequence[tuple[str, str]]],
+    control: str,
+    resume_command: str,
+) -> CandidateVerdict:
+    by_key = {c.key: c for c in cells}
+    dec = [(w, lvl, by_key.get((w, lvl, rule.metric))) for w, lvl in decisions]
+    checks: list[GuardrailCheck] = []
+    for i, g in enumerate(rule.prereg.guardrails):
+        targets = guard_targets[i] or [(g.workload, g.level)]
+        for where in targets:
+            data = table.cells.get((*where, g.metric))
+            failed = {}
+            if data is not None:
+                for p, arms_ in data.failed.items():
+                    ctrl = data.values.get(p, {}).get(control)
+                    if arm in arms_ and ctrl is not None:
+                        failed[p] = (ctrl.value, arms_[arm])
+            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where, rule.band,
+                                          failed))
+    broken = [c for c in checks if c.broken]
+    rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
+    gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
+    short = [(w, lvl, c) for w, lvl, c in dec
+             if c is None or c.stats is None or c.stats.n < rule.prereg.pairs]
+    reasons = [f"{w} {lvl}: {c.reasons[0] if c is not None else 'no data'}" for w, lvl, c in dec]
+    decision: Decision = "keep-default"
+    reason: Reason
+    settle = ""
+    if rule_met and not gated and not broken:
+        decision, reason = "adopt", "rule-met"
+        reasons = [f"every decision cell adopts ({len(dec)}) and every guardrail holds "
+                   f"({len(checks)})", *reasons]
+    elif short:
+        reason = "inconclusive"
+        missing = max(rule.prereg.pairs - (0 if c is None or c.stats is None else c.stats.n)
+                      for _, _, c in short)
+        invalid = any(c is not None and c.left_out for _, _, c in short)
+        cmd = resume_command + (" --redo-invalid" if invalid else "")
+        settle = f"{missing} more complete pair(s): {cmd}"
+        reasons.insert(0, "inconclusive: decision cell(s) "
+                       + ", ".join(f"{w} {lvl}" for w, lvl, _ in short)
+                       + f" have fewer complete pairs than the {rule.prereg.pairs} "
+                       f"pre-registered; to settle it: {settle}")
+    elif any(c is not None and c.verdict == "loss" for *_, c in dec):
+        reason = "loss"
+    elif rule_met and broken:
+        reason = "guardrail"
+    elif rule_met and gated:
+        reason = "inconclusive"
+        fixes = []
+        flags = {f for c in gated for f in c.flags}
+        if "small-sample" in flags:
+            fixes.append(f"larger passes (at least {rule.prereg.gates.min_output_tokens} "
+                         f"output tokens and {rule.prereg.gates.min_completed_requests} "
+                         "requests per cell)")
+        if "one-pair" in flags:
+            fixes.append("a second pair (register `pairs: 2` or more)")
+        if "window-drift" in flags:
+            moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
+                              if "window-drift" in c.flags)
+            fixes.append(f"a re-run in a stable window (the control moved {moved})")
+        if "lanes-disagree" in flags:
+            fixes.append("find what differs between the lanes (the change depends on the "
+                         "lane: see the report's lanes), then decide per lane or re-run "
+                         "on lanes that are alike")
+        settle = "; ".join(fixes)
+        reasons.insert(0, f"inconclusive: the rule is met on the pairs measured, but "
+                       f"{', '.join(sorted(flags & GATING_FLAGS))}; to settle it: {settle}")
+    else:
+        reason = "below-bar"
+    reasons.extend(c.reason for c in broken)
+    drifted = [c for c in cells if c.decision_cell and "window-drift" in c.flags]
+    if drifted and reason != "inconclusive":
+        reasons.append(
+            "the window was not stable: the control moved beyond its limit at "
+            + ", ".join(f"{c.where} ({pct(c.control_trend)})" for c in drifted))
+    gains = [c.stats.mean for *_, c in dec
+             if c is not None and c.stats is not None and c.kind == "ratio"]
+    score = math.expm1(math.fsum(gains) / len(gains)) if gains else None
+    return CandidateVerdict(arm, decision, tuple(reasons), tuple(cells), tuple(checks),
+                            not drifted, score, reason, settle)
+
+
+def best_by_level(candidates: Sequence[CandidateVerdict],
+                   decisions: Sequence[tuple[str, str]], rule: Rule) -> list[LevelBest]:
+    out = []
+    for w, lvl in decisions:
+        scored = [(c.stats.mean, cv.arm, c.change) for cv in candidates for c in cv.cells
+                  if c.key == (w, lvl, rule.metric) and c.stats is not None]
+        if scored:
+            _, arm, change = max(scored)
+            out.append(LevelBest(w, lvl, arm, change))
+    return out
+
+
+def rank(candidates: Sequence[CandidateVerdict]) -> list[Ranked]:
+    """Candidates ordered: adopting ones first, then by mean gain over decision cells."""
+    def worst(cv: CandidateVerdict) -> float | None:
+        gs = [c.gain for c in cv.cells if c.decision_cell and c.gain is not None]
+        return min(gs) if gs else None
+
+    order = sorted(
+        candidates,
+        key=lambda cv: (cv.decision != "adopt", -(cv.score if cv.score is not None else -1e9)),
+    )
+    return [Ranked(i + 1, cv.arm, cv.decision, cv.score, worst(cv)) for i, cv in enumerate(order)]

@@ -1,0 +1,190 @@
+"""What a judgement produces: typed verdicts of cells, guardrails, candidates and a run.
+
+Plain frozen data (no logic beyond a few properties), shared by `verdict` (which builds
+them), `guardrails`, `aa`, `plan` and the report (which lays them out).
+
+Every number a reader sees is on one scale: `change` is the change of the metric itself
+(candidate ÷ control − 1, or the difference for absolute metrics), and `better` says
+whether that is an improvement for this metric. `gain` (positive = better) stays for
+ranking and for the JSON contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from campaign.verdict import stats as st
+from campaign.verdict.rule import Decision, Label, Reason, change_of
+
+FLAG_MEANING = {
+    "high-variance": "a sign, not a size",
+    "small-sample": "a hint, not a number",
+    "window-drift": "the window was not stable",
+    "split-pair": "arms of a pair not in one window",
+    "invalid-pass": "pairs left out",
+    "incomplete": "fewer complete pairs than pre-registered",
+    "one-pair": "no spread, no window check",
+    "lanes-disagree": "the lanes measured different changes",
+}
+GATING_FLAGS = frozenset({"small-sample", "window-drift", "incomplete", "one-pair",
+                          "lanes-disagree"})
+"""Flags that stop a decision cell from adopting (it is `inconclusive` instead)."""
+
+
+@dataclass(frozen=True)
+class PairGain:
+    pair: int
+    control: float
+    candidate: float
+    gain: float
+    """Positive = better (exp(d) − 1 for ratios, d for absolute differences)."""
+    change: float = 0.0
+    """The change of the metric itself in this pair (candidate ÷ control − 1, or y − x)."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    pair: int
+    arm: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell's verdict for one candidate against the control."""
+
+    workload: str
+    level: str
+    metric: str
+    arm: str
+    direction: st.Direction
+    kind: st.Kind
+    control: float | None
+    """Geometric mean of the control over complete pairs (arithmetic for absolute cells)."""
+    candidate: float | None
+    stats: st.Paired | None
+    pairs: tuple[PairGain, ...]
+    left_out: tuple[LeftOut, ...]
+    verdict: Label
+    flags: tuple[str, ...]
+    reasons: tuple[str, ...]
+    decision_cell: bool = False
+    control_trend: float | None = None
+    planned_pairs: int = 0
+    """Pairs the rule pre-registered (a decision cell short of them cannot adopt)."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.workload, self.level, self.metric)
+
+    @property
+    def where(self) -> str:
+        return f"{self.workload} {self.level}"
+
+    @property
+    def gain(self) -> float | None:
+        return None if self.stats is None else self.stats.gain
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        return None if self.stats is None else self.stats.ci
+
+    @property
+    def change(self) -> float | None:
+        """The change of the metric itself (−18% = candidate 18% below the control)."""
+        if self.stats is None:
+            return None
+        return change_of(self.stats.mean, self.direction, self.kind)
+
+    @property
+    def change_ci(self) -> tuple[float, float] | None:
+        """The CI of `change` (low, high), on the metric's own scale."""
+        if self.stats is None or self.stats.sd is None:
+            return None
+        a, b = (change_of(v, self.direction, self.kind) for v in self.stats.mean_ci)
+        return (min(a, b), max(a, b))
+
+    @property
+    def better(self) -> bool | None:
+        """True when the candidate is better on this metric, False when worse, None when
+        there is no difference or no data."""
+        if self.stats is None or self.stats.mean == 0:
+            return None
+        return self.stats.mean > 0
+
+
+@dataclass(frozen=True)
+class GuardrailCheck:
+    metric: str
+    workload: str
+    level: str
+    max_worsening: float
+    absolute: bool
+    worsening: float | None
+    """How much worse the candidate is (fraction of the control, or absolute); None when
+    the guardrail could not be checked."""
+    broken: bool
+    reason: str
+    pair_worsening: tuple[float, ...] = ()
+    """Each pair's own worsening (failed candidate passes of failure metrics included)."""
+
+
+@dataclass(frozen=True)
+class CandidateVerdict:
+    arm: str
+    decision: Decision
+    reasons: tuple[str, ...]
+    cells: tuple[Cell, ...]
+    guardrails: tuple[GuardrailCheck, ...]
+    window_stable: bool
+    score: float | None
+    """Mean log gain over the decision cells, as a gain (for ranking candidates)."""
+    reason: Reason = "below-bar"
+    """Why: rule-met, below-bar, loss, guardrail or inconclusive."""
+    settle: str = ""
+    """For `inconclusive`: what would settle it."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    rank: int
+    arm: str
+    decision: Decision
+    gain: float | None
+    worst: float | None
+
+
+@dataclass(frozen=True)
+class LevelBest:
+    """The best candidate at one decision cell (ranking per level)."""
+
+    workload: str
+    level: str
+    arm: str
+    change: float | None
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    run: str
+    decision: Decision
+    adopt_arm: str | None
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...]
+    candidates: tuple[CandidateVerdict, ...]
+    ranking: tuple[Ranked, ...]
+    pairs_measured: int
+    pairs_planned: int
+    left_out: int
+    window_stable: bool
+    reason: Reason = "below-bar"
+    settle: str = ""
+    best_by_level: tuple[LevelBest, ...] = ()
+
+    @property
+    def incomplete(self) -> bool:
+        return self.left_out > 0 or self.pairs_measured < self.pairs_planned
+
+
+class DataProblem(ValueError):
+    """A value the verdict depends on is missing or damaged (report names the file)."""

@@ -1,0 +1,299 @@
+"""The pre-registered rule: its parsed form, `--rule` overrides, and the label kernel.
+
+A rule is the frozen `preregistration` of a campaign plus its resolved drift band δ. One
+scale everywhere: every percentage is the change of the metric itself (candidate ÷
+control − 1), and "better" follows the metric's direction. So for a lower-is-better
+primary metric, "+10% margin" means a 10% *reduction*.
+
+Per cell, over its complete pairs, with d_i = ln(y_i / x_i) signed so that positive =
+better (`stats.Paired`):
+
+- `point`: adopt when the cell's change is better by at least the margin and every pair
+  is better by at least δ;
+- `ci`: adopt when the CI's far end (the worse one) is better by at least the margin;
+- otherwise a label: `mixed` (some pair better and some pair worse, each beyond δ),
+  `gain-below-bar` (every pair better beyond δ, bar not cleared), `loss` (every pair worse
+  beyond δ), `within-drift` (the change is inside ±δ), `unclear` (the change is beyond δ
+  but some pair is not); `no-data` when no complete pair is left; `inconclusive` when the
+  rule is met on the pairs measured but the cell is short of its pairs, small-sample or in
+  an unstable window (see `verdict`).
+
+Only decision cells carry these labels. Every other cell is described, not judged:
+`better`, `worse` or `no-clear-change` by its confidence interval (`describe`).
+
+`label_of`, `adopts_point` and `adopts_ci` are the kernel that `verdict` applies to one
+cell and `plan` applies, vectorised, to thousands of simulated campaigns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+from scipy import stats as sps
+
+from campaign import catalog
+from campaign.campaignfile import Preregistration
+from campaign.errors import UsageError
+from campaign.fmt import abs_pct, pct
+from campaign.verdict import stats as st
+
+Label = Literal[
+    "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
+    "no-data", "better", "worse", "no-clear-change", "not-applicable",
+]
+Decision = Literal["adopt", "keep-default"]
+Reason = Literal["rule-met", "below-bar", "loss", "guardrail", "inconclusive"]
+"""Why a decision is what it is (one per candidate and per run)."""
+
+RULE_LABELS: tuple[Label, ...] = (
+    "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
+    "no-data",
+)
+"""Labels of decision cells (the rule's)."""
+DESCRIPTIVE_LABELS: tuple[Label, ...] = (
+    "better", "worse", "no-clear-change", "no-data", "not-applicable")
+"""Labels of every other cell (a description, not a recommendation)."""
+LABELS: tuple[Label, ...] = (*RULE_LABELS, "better", "worse", "no-clear-change",
+                             "not-applicable")
+ABSOLUTE_METRICS = frozenset({"error_rate"})
+"""Metrics compared by absolute differences: they are often exactly 0."""
+FAILURE_METRICS = frozenset({"error_rate"})
+"""Metrics whose value in a failed (invalid) pass still counts against its arm."""
+EPS = 1e-9
+"""Comparisons tolerate float round-off: +15% built as 115/100 must clear a 15% bar."""
+DEFAULT_PASS_SD = 0.01
+"""Within-pass noise (log sd) the flags assume beside the band's per-boot drift."""
+FLAG_FAMILY_ALPHA = 0.05
+"""False-alarm rate of all noise flags of a campaign's decision cells together."""
+
+OVERRIDABLE = (
+    "primary_metric", "direction", "margin", "drift_band", "rule", "confidence",
+)
+
+
+def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, Any]:
+    """The registered rule with `--rule key=value` overrides applied (validated).
+
+    Only the numbers of the rule itself can be overridden; a report that uses them is
+    exploratory, not pre-registered (the caller marks every output so).
+    """
+    out = dict(rule)
+    for key, value in overrides.items():
+        if key not in OVERRIDABLE:
+            raise UsageError(
+                f"--rule {key}={value}: '{key}' cannot be overridden",
+                hint=f"overridable: {', '.join(OVERRIDABLE)}",
+            )
+        out[key] = value
+    if "drift_band" in overrides:
+        out["drift_band"] = _fraction_override("drift_band", overrides["drift_band"])
+    try:
+        pre = Preregistration.model_validate(out)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'] if not str(p)[:1].isupper())}: {e['msg']}"
+            for e in exc.errors()
+        )
+        raise UsageError(f"--rule overrides are invalid: {problems}") from None
+    band = out.get("drift_band")
+    if isinstance(band, float | int) and not isinstance(band, bool) and band > pre.margin:
+        raise UsageError(
+            f"--rule: drift band {band:g} is larger than the margin {pre.margin:g}: such a "
+            "rule can never tell a gain from noise",
+            hint="give a drift_band below the margin (or a larger margin)")
+    return out
+
+
+def _fraction_override(key: str, value: str) -> float:
+    try:
+        band = float(value)
+    except ValueError:
+        raise UsageError(f"--rule {key}={value}: give a fraction, e.g. 0.03") from None
+    if not 0 <= band < 1:
+        raise UsageError(f"--rule {key}={value}: must be a fraction in [0, 1), e.g. 0.03")
+    return band
+
+
+# --------------------------------------------------------------------------- one scale
+
+
+def better_d(frac: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The d (positive = better) of a change that is better by `frac` of the metric:
+    +frac for higher-is-better, −frac (a reduction) for lower-is-better."""
+    if kind == "absolute":
+        return frac
+    if direction == "higher":
+        return math.log1p(frac)
+    return -math.log1p(-frac) if frac < 1 else math.inf
+
+
+def worse_d(frac: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The d of a change that is worse by `frac` of the metric (a negative number)."""
+    if kind == "absolute":
+        return -frac
+    if direction == "higher":
+        return math.log1p(-frac) if frac < 1 else -math.inf
+    return -math.log1p(frac)
+
+
+def change_of(d: float, direction: st.Direction, kind: st.Kind = "ratio") -> float:
+    """The change of the metric itself (candidate ÷ control − 1, or the difference) of a
+    d signed positive = better."""
+    if kind == "absolute":
+        return d if direction == "higher" else -d
+    return math.expm1(d if direction == "higher" else -d)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The rule a verdict is computed under: the frozen preregistration and its band."""
+
+    prereg: Preregistration
+    band: float
+    """Drift band δ as a fraction (resolved at registration when it came from an A/A run)."""
+
+    @property
+    def alpha(self) -> float:
+        return 1 - self.prereg.confidence
+
+    @property
+    def metric(self) -> str:
+        return self.prereg.primary_metric
+
+    @property
+    def direction(self) -> st.Direction:
+        return self.prereg.metric_direction
+
+    def direction_of(self, metric: str) -> st.Direction:
+        if metric == self.prereg.primary_metric:
+            return self.prereg.metric_direction
+        return catalog.direction(metric)
+
+    def kind_of(self, metric: str) -> st.Kind:
+        absolute = {g.metric for g in self.prereg.guardrails if g.absolute}
+        return "absolute" if metric in ABSOLUTE_METRICS | absolute else "ratio"
+
+    # -- the noise the flags are calibrated on
+
+    @property
+    def boot_sd(self) -> float:
+        """Per-boot drift (log sd) the rule assumes: the band."""
+        return math.log1p(self.band)
+
+    @property
+    def control_sd(self) -> float:
+        """sd of one arm's ln(value) from boot to boot (per-boot drift and pass noise)."""
+        return math.sqrt(self.boot_sd**2 + DEFAULT_PASS_SD**2)
+
+    @property
+    def pair_sd(self) -> float:
+        """sd of one pair's log ratio under the assumed noise (both arms)."""
+        return math.sqrt(2.0) * self.control_sd
+
+    @property
+    def window_limit(self) -> float:
+        """Largest movement of the control across the window that still counts as a stable
+        window (`gates.max_window_drift`, default: the band)."""
+        limit = self.prereg.gates.max_window_drift
+        return self.band if limit is None else limit
+
+    # -- several candidates
+
+    def bar_d(self, candidates: int = 1, kind: st.Kind = "ratio") -> float:
+        """The d a decision cell must reach to adopt under `point`: the margin (as a change
+        of the metric), raised when the best of several candidates is taken.
+
+        The correction keeps the campaign's false-adopt rate at half the margin no higher
+        than a single candidate's: with k candidates each must clear a bar whose single
+        false-adopt chance is 1/k of the uncorrected one (normal model of the mean of the
+        pre-registered pairs under the assumed noise; the per-pair gate only lowers it).
+        """
+        base = better_d(self.prereg.margin, self.direction, kind)
+        if candidates <= 1 or self.prereg.multiple_candidates == "none" or kind != "ratio":
+            return base
+        half = better_d(self.prereg.margin / 2, self.direction)
+        se = self.pair_sd / math.sqrt(self.prereg.pairs)
+        p1 = float(sps.norm.sf((base - half) / se))
+        return max(base, half + se * float(sps.norm.isf(p1 / candidates)))
+
+    def ci_alpha(self, candidates: int = 1) -> float:
+        """Two-sided α of the CI a `ci` cell is judged on (Bonferroni over candidates)."""
+        if candidates <= 1 or self.prereg.multiple_candidates == "none":
+            return self.alpha
+        return self.alpha / candidates
+
+    def describe(self) -> str:
+        p = self.prereg
+        better = "higher" if p.metric_direction == "higher" else "lower"
+        bar = _change_text(p.margin, p.metric_direction)
+        if p.rule == "point":
+            how = (f"adopt when the change is {bar} or better and every pair is "
+                   f"{_change_text(self.band, p.metric_direction)} or better")
+        else:
+            how = (f"adopt when the {p.confidence:.0%} CI's worse end is {bar} or better")
+        return (f"{p.primary_metric} ({better} is better), rule {p.rule}: {how}; "
+                f"drift band ±{abs_pct(self.band)}")
+
+
+def _change_text(frac: float, direction: st.Direction) -> str:
+    return pct(frac if direction == "higher" else -frac)
+
+
+def parse_rule(rule: Mapping[str, Any], band: float) -> Rule:
+    return Rule(prereg=Preregistration.model_validate(dict(rule)), band=float(band))
+
+
+# --------------------------------------------------------------------------- the kernel
+
+
+def label_of(p: st.Paired, band: float, adopts: bool,
+             direction: st.Direction = "higher") -> Label:
+    """The rule's label of a decision cell's statistics (see the module docstring)."""
+    if adopts:
+        return "adopt"
+    up, down = better_d(band, direction, p.kind), worse_d(band, direction, p.kind)
+    better = [v >= up - EPS for v in p.d]
+    worse = [v <= down + EPS for v in p.d]
+    if any(better) and any(worse):
+        return "mixed"
+    if down + EPS < p.mean < up - EPS or abs(p.mean) <= EPS:
+        return "within-drift"
+    if all(better):
+        return "gain-below-bar"
+    if all(worse):
+        return "loss"
+    return "unclear"
+
+
+def adopts_point(p: st.Paired, bar: float, band: float,
+                 direction: st.Direction = "higher") -> bool:
+    """`point`: the mean d reaches `bar` (see `Rule.bar_d`) and every pair is better by at
+    least δ."""
+    up = better_d(band, direction, p.kind)
+    return p.mean >= bar - EPS and all(v >= up - EPS for v in p.d)
+
+
+def adopts_ci(p: st.Paired, bar: float, alpha: float) -> bool:
+    """`ci`: the lower end of the two-sided (1 − α) CI of mean d reaches `bar`; one pair has
+    no CI and never adopts."""
+    if p.sd is None:
+        return False
+    t = st.t_critical(1 - alpha / 2, p.n - 1)
+    return p.mean - t * p.sd / math.sqrt(p.n) >= bar - EPS
+
+
+def describe(p: st.Paired) -> Label:
+    """A cell that is not a decision cell: better or worse when its CI excludes no change,
+    else no clear change (one pair has no CI: no clear change)."""
+    if p.sd is None or p.n < 2:
+        return "no-clear-change"
+    lo, hi = p.mean_ci
+    if lo > EPS:
+        return "better"
+    if hi < -EPS:
+        return "worse"
+    return "no-clear-change"

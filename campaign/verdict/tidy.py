@@ -1,0 +1,227 @@
+"""Which rows of a results table count, arranged for pairing: the one place that decides.
+
+Every consumer of measured rows (the verdict, the report, the A/A noise estimate, the
+planner's cross-check) reads them through here, so they cannot disagree:
+
+- a pair redone whole (after a server death or `--resume`) counts only in its latest
+  `pair_attempt`, even when that attempt's passes were invalid — an invalid redo leaves
+  the pair out, it never brings the first attempt back;
+- of a pass retried, the latest *valid* attempt counts; a pass with no valid attempt
+  leaves its pair out of that cell, with the reason of its last attempt;
+- `valid` is read as a boolean whatever its spelling in a CSV ("True", "false", 1, 0).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TOKEN_METRICS = ("output_tokens", "requests_completed")
+"""Pass-size metrics read for the `small-sample` flag."""
+
+_KEY = ["run", "workload", "level", "metric", "pair", "arm"]
+
+
+def valid_mask(df: pd.DataFrame) -> pd.Series:
+    """The `valid` column as booleans: text such as "false" must not count as True."""
+    col = df["valid"]
+    if col.dtype == bool:
+        return col
+    return col.astype(str).str.strip().str.lower().isin(["true", "1", "1.0"])
+
+
+def latest_pair_attempts(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each pair's latest `pair_attempt` (per run when a `run` column exists)."""
+    if "pair_attempt" not in df.columns or not len(df):
+        return df
+    by = ["run", "pair"] if "run" in df.columns else ["pair"]
+    latest = df.groupby(by, sort=False)["pair_attempt"].transform("max")
+    return df[df["pair_attempt"] == latest]
+
+
+def _numbers(values: pd.Series) -> pd.Series:
+    """Values as floats; text, ±inf and empty cells become NaN (a damaged value)."""
+    out = pd.to_numeric(values, errors="coerce").astype(float)
+    return out.where(np.isfinite(out))
+
+
+def counting_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The valid rows that count: latest pair attempt, then each pass's latest valid
+    attempt; `value` as numbers (NaN where it does not parse)."""
+    df = latest_pair_attempts(df)
+    df = df[valid_mask(df)].copy()
+    df["value"] = _numbers(df["value"])
+    if "attempt" in df.columns and len(df) and df["attempt"].nunique() > 1:
+        key = [k for k in _KEY if k in df.columns]
+        last = df.groupby(key, sort=False)["attempt"].transform("max")
+        df = df[df["attempt"] == last]
+    return df
+
+
+@dataclass(frozen=True)
+class ArmValue:
+    """One arm's value in one pair of a cell (the mean of its repeats, if any)."""
+
+    value: float
+    lo: float
+    hi: float
+    repeats: int
+
+
+@dataclass
+class CellData:
+    """The measured values of one cell of one run, by pair and arm."""
+
+    workload: str
+    level: str
+    metric: str
+    values: dict[int, dict[str, ArmValue]] = field(default_factory=dict)
+    invalid: dict[int, dict[str, str]] = field(default_factory=dict)
+    """pair → arm → why no valid pass counts (the reason of its last attempt)."""
+    missing: list[tuple[int, str]] = field(default_factory=list)
+    """(pair, arm) of valid rows whose value is empty, infinite or not a number (damaged)."""
+    failed: dict[int, dict[str, float]] = field(default_factory=dict)
+    """pair → arm → the value its last invalid attempt measured (when it measured one):
+    a failure of the candidate still counts against it on failure metrics (error rate)."""
+
+
+@dataclass
+class RunTable:
+    """A run's tidy rows arranged for pairing: cells, pairs, arm start times and slots."""
+
+    run: str
+    cells: dict[tuple[str, str, str], CellData] = field(default_factory=dict)
+    pairs: list[int] = field(default_factory=list)
+    started: dict[int, dict[str, dt.datetime | None]] = field(default_factory=dict)
+    slots: dict[int, dict[str, int]] = field(default_factory=dict)
+    lanes: dict[int, str] = field(default_factory=dict)
+    """pair → lane, in a table pooled from the shards of a sharded campaign (else empty):
+    the noise flags then test each lane's window on its own and whether the lanes agree."""
+
+
+_KEY = ["run", "workload", "level", "metric", "pair", "arm"]
+
+
+def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:
+    """Arrange the tidy rows of one or more runs into `RunTable`s (one per `run`).
+
+    Rows count as `counting_rows` says; of a pass with no valid attempt the reason of its
+    last attempt is kept. Several valid rows of one key (repeats) are averaged and their
+    spread kept.
+
+    Vectorised over all runs at once: a nightly history of 1,000 runs is one groupby.
+    """
+    df = passes
+    if metrics is not None:
+        wanted = set(metrics) | set(TOKEN_METRICS)
+        df = df[df["metric"].isin(wanted)]
+    df = latest_pair_attempts(df).copy()
+    df["value"] = _numbers(df["value"])
+    if "attempt" not in df.columns:
+        df["attempt"] = 1
+    valid = counting_rows(df)
+    bad = valid[valid["value"].isna()]
+    valid = valid[valid["value"].notna()]
+
+    tables: dict[str, RunTable] = {}
+
+    def table(run: str) -> RunTable:
+        t = tables.get(run)
+        if t is None:
+            t = tables[run] = RunTable(run=run)
+        return t
+
+    def cell(run: str, w: str, lvl: str, m: str) -> CellData:
+        t = table(run)
+        c = t.cells.get((w, lvl, m))
+        if c is None:
+            c = t.cells[(w, lvl, m)] = CellData(w, lvl, m)
+        return c
+
+    if len(valid):
+        agg = valid.groupby(_KEY, sort=False)["value"].agg(["mean", "min", "max", "count"])
+        for (run, w, lvl, m, pair, arm), mean, lo, hi, cnt in zip(
+            agg.index, agg["mean"], agg["min"], agg["max"], agg["count"], strict=True
+        ):
+            cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = ArmValue(
+                float(mean), float(lo), float(hi), int(cnt)
+            )
+    for row in bad[_KEY].itertuples(index=False):
+        run, w, lvl, m, pair, arm = row
+        c = cell(run, w, lvl, m)
+        if arm not in c.values.get(int(pair), {}):
+            c.missing.append((int(pair), arm))
+    invalid = df[~valid_mask(df)]
+    if len(invalid):
+        invalid = invalid.sort_values("attempt").groupby(_KEY, sort=False).tail(1)
+        for row in invalid[[*_KEY, "reason", "attempt", "value"]].itertuples(index=False):
+            run, w, lvl, m, pair, arm, reason, attempt, value = row
+            c = cell(run, w, lvl, m)
+            if arm in c.values.get(int(pair), {}):
+                continue  # a later (or earlier) attempt is valid: that one counts
+            if value == value:  # not NaN
+                c.failed.setdefault(int(pair), {})[arm] = float(value)
+            why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
+            tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
+            if tries > 1:
+                why += f" (after {tries} attempts)"
+            c.invalid.setdefault(int(pair), {})[arm] = why
+    if len(df):
+        cols = ["run", "pair", "arm"]
+        has_start = "started_at" in df.columns
+        has_slot = "slot" in df.columns
+        has_lane = "lane" in df.columns  # a run pooled from shards (`campaign.results.pool`)
+        first = df.drop_duplicates(cols)
+        for rec in first.to_dict("records"):
+            t = table(str(rec["run"]))
+            pair = int(rec["pair"])
+            if pair not in t.started:
+                t.pairs.append(pair)
+            t.started.setdefault(pair, {})[rec["arm"]] = (
+                _parse_time(rec.get("started_at")) if has_start else None
+            )
+            if has_slot:
+                t.slots.setdefault(pair, {})[rec["arm"]] = int(rec["slot"])
+            if has_lane:
+                t.lanes[pair] = str(rec["lane"])
+        for t in tables.values():
+            t.pairs.sort()
+    return tables
+
+
+def _parse_time(text: Any) -> dt.datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+
+
+# --------------------------------------------------------------------------- order
+
+
+WORKLOAD_ORDER = {"knee": 0, "agentfix": 1}
+
+
+def cell_sort_key(key: tuple[str, str, str], order: Sequence[str] = ()) -> tuple[Any, ...]:
+    """Knee before agent fixtures, then levels, then metrics by name."""
+    w, lvl, m = key
+    return (WORKLOAD_ORDER.get(w, 2), w, level_sort_key(lvl, order), m)
+
+
+def level_sort_key(level: str, order: Sequence[str] = ()) -> tuple[int, int, str]:
+    """Knee levels by concurrency, then classes in the campaign's order, `all` last."""
+    if level == "all":
+        return (3, 0, level)
+    if level in order:
+        return (0, list(order).index(level), level)
+    if level[:1] == "c" and level[1:].isdigit():
+        return (1, int(level[1:]), level)
+    return (2, 0, level)
