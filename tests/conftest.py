@@ -10,23 +10,14 @@ missing engine is a failure, never a skip.
 
 from __future__ import annotations
 
-import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(condition: bool, what: str, how: str) -> None:
-    """Skip (outside CI) or fail (in CI) when `condition` is false."""
-    if condition:
-        return
-    message = f"{what} is not available; to enable: {how}"
-    if IN_CI:
-        pytest.fail(f"CI=true but {message}")
-    pytest.skip(message)
+from tests.runs import ROOT, docker_engine, require
 
 
 @pytest.fixture(scope="session")
@@ -39,4 +30,32 @@ def tokenizer_dir() -> Path:
     return ROOT / "fixtures" / "tokenizer"
 
 
-from sshbox import sshbox  # noqa: E402,F401  (the loopback "second box" for the gb10 tests)
+@pytest.fixture(scope="module")
+def engine() -> Iterator[docker.DockerClient]:
+    """The local Docker engine with the sim image (skips outside CI, fails in CI)."""
+    client = docker_engine()
+    require(client is not None, "a Docker engine and the spec-ab-sim image",
+            "scripts/install-test-deps (scripts/start-dockerd && scripts/build-sim-image)")
+    assert client is not None
+    yield client
+    client.close()
+
+
+@pytest.fixture()
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """A tiny tmpfs (root only; `SMALL_DISK = "260k"` in the test module sets its size,
+    400k by default), unmounted whatever happens."""
+    size = getattr(request.module, "SMALL_DISK", "400k")
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                              str(where)], capture_output=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+from tests.sshbox import sshbox  # noqa: E402,F401  (the loopback "second box" for the gb10 tests)

@@ -33,9 +33,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.runs import ROOT, free_port
+
 ALIAS = "spec-ab-box2"
 URL = f"ssh://{ALIAS}"
-ROOT = Path(__file__).resolve().parent.parent
 MARK_BEGIN = "# >>> spec-ab test sshbox (removed after the tests) >>>"
 MARK_END = "# <<< spec-ab test sshbox <<<"
 
@@ -43,12 +44,6 @@ MARK_END = "# <<< spec-ab test sshbox <<<"
 def find_sshd() -> str | None:
     return shutil.which("sshd") or next(
         (p for p in ("/usr/sbin/sshd", "/sbin/sshd") if os.access(p, os.X_OK)), None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _port_open(port: int) -> bool:

@@ -1,0 +1,109 @@
+"""Fault tests of `spec-ab run` for real (simulated lane, process backend, real AIPerf, the
+CLI in a subprocess): a secret in the server's environment reaches the server and nothing
+else; an engine that dies inside a live process (/health 503) is a server death; a results
+disk that fills up mid-run exits 3 naming the file."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from campaign.sim.testing import free_port
+from tests.integration.e2e.test_run_e2e import (
+    campaign_text,
+    journal_events,
+    lock_env,
+    out,
+    procs_of,
+    run_cli,
+    run_dir_of,
+    write_campaign,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["out"]  # the fixture, imported from test_run_e2e
+
+
+def test_a_secret_reaches_the_server_and_no_file_or_output(tmp_path: Path, out: Path) -> None:
+    secret = "hf_" + uuid.uuid4().hex
+    port = free_port()
+    text = campaign_text(port).replace(
+        f'command: [spec-ab, sim, serve, --port, "{port}"]',
+        # the server starts only when it got the value (E2E_EXPECT_HF is not secret-named,
+        # so nothing redacts it: the test checks it is not written anywhere either)
+        f"command: [sh, -c, 'test \"$HF_TOKEN\" = \"$E2E_EXPECT_HF\" && "
+        f"exec spec-ab sim serve --port {port}']",
+    ).replace("    SPECAB_SIM_MODEL: e2e-model\n",
+              "    SPECAB_SIM_MODEL: e2e-model\n    HF_TOKEN: ${HF_TOKEN}\n")
+    path = write_campaign(tmp_path, text)
+    env = {**lock_env(tmp_path), "HF_TOKEN": secret, "E2E_EXPECT_HF": secret}
+    outputs = []
+    for args in (["check", str(path), "--no-preflight"], ["run", str(path), "--dry-run"]):
+        proc = run_cli(*args, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "HF_TOKEN" in proc.stdout
+        outputs.append(proc.stdout + proc.stderr)
+    proc = run_cli("run", str(path), "--out", str(out), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs.append(proc.stdout + proc.stderr)
+    assert all(secret not in o for o in outputs)
+    run_dir = run_dir_of(out)
+    leaked = [p for p in run_dir.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaked == []
+    launches = [e["launch"] for e in journal_events(run_dir) if e["event"] == "slot_start"]
+    assert launches and all('HF_TOKEN="$HF_TOKEN"' in str(x) for x in launches)
+    assert "HF_TOKEN: ${HF_TOKEN}" in (run_dir / "campaign.yaml").read_text()
+    literal = text.replace("HF_TOKEN: ${HF_TOKEN}", f"HF_TOKEN: {secret}")
+    refused = run_cli("check", str(write_campaign(tmp_path, literal)), "--no-preflight", env=env)
+    assert refused.returncode == 2 and "HF_TOKEN: ${HF_TOKEN}" in refused.stderr
+    assert secret not in refused.stdout + refused.stderr
+
+
+def test_an_unhealthy_engine_is_a_death_and_the_pair_is_redone(tmp_path: Path,
+                                                              out: Path) -> None:
+    """The sim's engine dies after 5 requests but its API server stays up (/health 503):
+    the pass is not retried against it, the pair is invalid and redone (dying again: exit
+    4), and nothing is left running."""
+    port = free_port()
+    text = campaign_text(port, retries=1, cand_env=(
+        '\n      SPECAB_SIM_DIE_AFTER_REQUESTS: "5"\n      SPECAB_SIM_DEATH_MODE: unhealthy'))
+    text = text.replace("pair_retries: 0", "pair_retries: 1")
+    path = write_campaign(tmp_path, text)
+    t0 = time.monotonic()
+    proc = run_cli("run", str(path), "--out", str(out), env=lock_env(tmp_path))
+    took = time.monotonic() - t0
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert took < 240
+    run_dir = run_dir_of(out)
+    events = journal_events(run_dir)
+    invalid = [e for e in events if e["event"] == "pair_invalid"]
+    assert len(invalid) == 2, json.dumps(invalid)
+    assert all("unhealthy (/health → 503) during knee" in str(e["reason"]) for e in invalid)
+    assert [e["pair_attempt"] for e in events if e["event"] == "pair_start"] == [1, 2]
+    assert not [e for e in events if e["event"] == "pass" and ".retry" in str(e["name"])]
+    assert "campaign incomplete" in proc.stderr
+    assert not procs_of(run_dir)
+
+
+SMALL_DISK = "260k"
+"""A results disk that fills during the first pair."""
+
+
+def test_a_full_results_disk_exits_3_naming_the_file(tmp_path: Path, small_disk: Path) -> None:
+    port = free_port()
+    path = write_campaign(tmp_path, campaign_text(port, pairs=2))
+    t0 = time.monotonic()
+    proc = run_cli("run", str(path), "--out", str(small_disk), env=lock_env(tmp_path))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert time.monotonic() - t0 < 120
+    assert "Traceback" not in proc.stderr
+    assert "No space left on device" in proc.stderr and str(small_disk) in proc.stderr
+    run_dir = run_dir_of(small_disk)
+    assert f"spec-ab run --resume {run_dir}" in proc.stderr
+    events = journal_events(run_dir)  # every line parses: none torn
+    assert events[0]["event"] == "registered"
+    assert not procs_of(run_dir)

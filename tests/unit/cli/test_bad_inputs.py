@@ -1,0 +1,468 @@
+"""Nothing lost, nothing leaked: every bad input through the real command line.
+
+One table of bad campaign files, damaged results folders and wrong invocations. Each case
+builds its input in a temporary folder, runs `spec-ab` (typer's CliRunner; a few through
+`python -m campaign` in a subprocess) and checks the documented exit code and a fragment
+of the message. Every case also checks what must never happen: a traceback or exit 1 (a
+bug), a hang (each run has a deadline), a bad input silently accepted (a damaged results
+folder that reports without a word).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from campaign.cli import app
+from tests.runs import ROOT, SIM_RUN, TPUT, make_run
+from tests.unit.campaignfile.test_campaignfile import BASE, DATA, docker_base, sub, write
+from tests.unit.campaignfile.test_campaignfile import CASES as SPEC_CASES
+
+DEADLINE_S = 60
+runner = CliRunner()
+
+Setup = Callable[[Path], list[str]]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    setup: Setup
+    """Builds the input under a temporary folder; returns the command line."""
+    code: int
+    fragments: tuple[str, ...]
+    """Each must appear in the output."""
+    absent: tuple[str, ...] = ()
+    """None may appear in the output."""
+    subprocess: bool = False
+    """Run `python -m campaign` in a subprocess (real streams, real exit)."""
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    def hang(signum: int, frame: object) -> None:
+        raise TimeoutError(f"no answer in {seconds} s: a hang")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_cli(args: list[str], *, in_subprocess: bool) -> tuple[int, str]:
+    if in_subprocess:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+        proc = subprocess.run([sys.executable, "-m", "campaign", *args], capture_output=True,
+                              text=True, timeout=DEADLINE_S, env=env, check=False)
+        return proc.returncode, proc.stdout + proc.stderr
+    with deadline(DEADLINE_S):
+        result = runner.invoke(app, args)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"uncaught {type(result.exception).__name__}: "
+                             f"{result.exception}") from result.exception
+    return result.exit_code, result.output
+
+
+# ------------------------------------------------------------------ campaign files
+
+
+def campaign(text: str, *extra: str) -> Setup:
+    def setup(tmp: Path) -> list[str]:
+        return ["check", str(write(tmp, text)), "--no-preflight", *extra]
+    return setup
+
+
+def spec_case(case_id: str, text: str, expected: list[str]) -> Case:
+    return Case(f"spec-{case_id}", campaign(text), 2, tuple(expected))
+
+
+def _bomb(tmp: Path) -> list[str]:
+    levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
+    for prev, name in zip("abcdefgh", "bcdefghi", strict=True):
+        levels.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    path = tmp / "bomb.yaml"
+    path.write_text("\n".join(levels) + "\n")
+    return ["check", str(path), "--no-preflight"]
+
+
+def _many_aliases(tmp: Path) -> list[str]:
+    path = write(tmp, BASE + "x: &x 1\ny: [" + ", ".join(["*x"] * 150) + "]\n")
+    return ["check", str(path), "--no-preflight"]
+
+
+def _big(tmp: Path) -> list[str]:
+    path = write(tmp, BASE + "# " + "x" * (2 << 20) + "\n")
+    return ["check", str(path), "--no-preflight"]
+
+
+def _loop(tmp: Path) -> list[str]:
+    (tmp / "a.yaml").symlink_to(tmp / "b.yaml")
+    (tmp / "b.yaml").symlink_to(tmp / "a.yaml")
+    return ["check", str(tmp / "a.yaml"), "--no-preflight"]
+
+
+def _dangling(tmp: Path) -> list[str]:
+    (tmp / "a.yaml").symlink_to(tmp / "gone.yaml")
+    return ["check", str(tmp / "a.yaml")]
+
+
+def _folder(tmp: Path) -> list[str]:
+    return ["check", str(tmp)]
+
+
+def _binary(tmp: Path) -> list[str]:
+    path = tmp / "c.yaml"
+    path.write_bytes(b"name: \xff\xfe\x00base\n")
+    return ["check", str(path)]
+
+
+def _fixture(content: bytes, *, absolute: bool = False) -> Setup:
+    def setup(tmp: Path) -> list[str]:
+        fx = tmp / "fx" / "bad.jsonl"
+        fx.parent.mkdir()
+        fx.write_bytes(content)
+        where = str(fx) if absolute else "fx/bad.jsonl"
+        return ["check", str(write(tmp, sub("shell: shell.jsonl", f"shell: {where}"))),
+                "--no-preflight"]
+    return setup
+
+
+PASSWD = b"root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n"
+
+
+def _drift_from(make: Callable[[Path], str]) -> Setup:
+    def setup(tmp: Path) -> list[str]:
+        target = make(tmp)
+        text = sub("drift_band: 0.03", f"drift_band: {{from: {target}}}")
+        return ["check", str(write(tmp, text)), "--no-preflight"]
+    return setup
+
+
+def _a_file(tmp: Path) -> str:
+    (tmp / "notes.txt").write_text("x")
+    return "notes.txt"
+
+
+def _not_a_run(tmp: Path) -> str:
+    (tmp / "empty").mkdir()
+    return "empty"
+
+
+def _noisy_aa_run(tmp: Path) -> str:
+    run = make_run(tmp / "results", {("knee", "c1", TPUT): [(100.0, 120.0), (100.0, 80.0)]},
+                   name="aa", arms=("control", "control2"), guardrails=[],
+                   arm_specs={"control": {}, "control2": {}})
+    return str(run)
+
+
+CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
+    Case("alias-bomb", _bomb, 2, ("aliases expand to more than",)),
+    Case("too-many-aliases", _many_aliases, 2, ("150 aliases", "at most 100")),
+    Case("file-over-1-mib", _big, 2, ("at most 1 MiB",)),
+    Case("symlink-loop", _loop, 2, ("symbolic links",), subprocess=True),
+    Case("dangling-symlink", _dangling, 2, ("symbolic link to a file that does not exist",)),
+    Case("campaign-is-a-folder", _folder, 2, ("is a folder, not a campaign file",)),
+    Case("not-utf8", _binary, 2, ("not UTF-8",)),
+    Case("missing-campaign", lambda t: ["check", str(t / "nope.yaml")], 2, ("file not found",)),
+    Case("fixture-passwd", _fixture(PASSWD, absolute=True), 2,
+         ("workloads.agentfix.fixtures.shell", "line 1 is not JSON", "single_turn")),
+    Case("fixture-empty", _fixture(b""), 2, ("fixture file fx/bad.jsonl is empty",)),
+    Case("fixture-blank-lines", _fixture(b"\n\n"), 2, ("is empty",)),
+    Case("fixture-no-text", _fixture(b'{"type": "single_turn", "prompt": "hi"}\n'), 2,
+         ("line 1 has no text field",)),
+    Case("fixture-not-object", _fixture(b'{"text": "ok"}\n[1, 2]\n'), 2,
+         ("line 2 is not a JSON object",)),
+    Case("fixture-binary", _fixture(b"\x00\xff\xfe" * 10), 2, ("not UTF-8",)),
+    Case("drift-from-missing", _drift_from(lambda t: "results/nope"), 2,
+         ("preregistration.drift_band.from", "results folder results/nope does not exist")),
+    Case("drift-from-file", _drift_from(_a_file), 2, ("is a file, not a results folder",)),
+    Case("drift-from-not-a-run", _drift_from(_not_a_run), 2,
+         ("not a spec-ab results folder",)),
+    Case("drift-from-band-over-margin", _drift_from(_noisy_aa_run), 2,
+         ("measured on", "larger than the margin 0.1")),
+    Case("band-over-margin", campaign(sub("margin: 0.10", "margin: 0.02")), 2,
+         ("preregistration.drift_band", "larger than the margin 0.02", "(line 7)")),
+    Case("arm-named-like-a-redo-folder", campaign(sub("  depth7:", "  control.redo1:")), 2,
+         ("arm name 'control.redo1' ends in .redo<N>",)),
+    Case("name-pattern-shown-whole", campaign(sub("name: base", "name: Base X")), 2,
+         ("'^[a-z0-9][a-z0-9._-]{0,62}$'",), subprocess=True),
+    Case("arm-blamed-by-name", campaign(docker_base().replace(
+        "  depth7:\n", "  depth7:\n    network: host\n")), 2,
+         ("[after merging arm 'depth7']",), subprocess=True),
+    Case("did-you-mean-only-valid-keys", campaign(sub("  port: 18999", "  ports: [1]")), 2,
+         ("server.ports: unknown key 'ports' (did you mean 'port'?)",),
+         ("did you mean 'ports'",)),
+    Case("did-you-mean-arm-override", campaign(sub("  depth7:\n", "  depth7:\n    ports: [1]\n")),
+         2, ("arms.depth7.ports: not a field a process arm can override",)),
+    Case("union-members-not-named", campaign(sub("drift_band: 0.03", "drift_band: [1]")), 2,
+         ("preregistration.drift_band: should be a valid number or a mapping",),
+         ("DriftFrom", "drift_band.float", "function-after")),
+    Case("union-text-input", campaign(sub("drift_band: 0.03", "drift_band: lots")), 2,
+         ("preregistration.drift_band: should be a valid number or a mapping (line 7)",),
+         ("DriftFrom", "drift_band.float")),
+    Case("union-one-line-per-place", campaign(sub("drift_band: 0.03", "drift_band: [1]")), 2,
+         ("1 problem",)),
+    Case("union-mapping-branch-only", campaign(sub("drift_band: 0.03", "drift_band: {frm: x}")),
+         2, ("drift_band.frm: unknown key 'frm' (did you mean 'from'?)",),
+         ("valid number", "DriftFrom")),
+    Case("results-dir-is-a-file", campaign(BASE + "results_dir: shell.jsonl\n"), 2,
+         ("results_dir: shell.jsonl is a file, not a folder",)),
+    Case("arm-port-range", campaign(sub("  depth7:\n", "  depth7:\n    port: 70000\n")), 2,
+         ("arms.depth7.port", "65535")),
+]
+
+
+# ------------------------------------------------------------------ command lines
+
+
+def _run_dir(tmp: Path) -> Path:
+    return make_run(tmp, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                    guardrails=[])
+
+
+def _report(*extra: str) -> Setup:
+    def setup(tmp: Path) -> list[str]:
+        return ["report", str(_run_dir(tmp)), *extra]
+    return setup
+
+
+def _run_with_results_dir_file(tmp: Path) -> list[str]:
+    return ["run", str(write(tmp, BASE + "results_dir: shell.jsonl\n")), "--skip-preflight"]
+
+
+CLI_CASES: list[Case] = [
+    Case("report-output-missing-folder", _report("-o", "/missing/dir/r.md"), 2,
+         ("--output /missing/dir/r.md", "does not exist")),
+    Case("report-output-is-a-folder", lambda t: ["report", str(_run_dir(t)), "-o", str(t)], 2,
+         ("is a folder",)),
+    Case("init-output-missing-folder", lambda t: ["init", "-o", "/missing/dir/c.yaml"], 2,
+         ("/missing/dir", "does not exist"), subprocess=True),
+    Case("init-output-is-a-folder", lambda t: ["init", "-o", str(t)], 2, ("is a folder",)),
+    Case("init-unknown-template", lambda t: ["init", "--template", "x", "-o", str(t / "c.yaml")],
+         2, ("sim", "gb300", "gb10-pair", "aa")),
+    Case("sim-port-out-of-range", lambda t: ["sim", "serve", "--port", "70000"], 2,
+         ("--port",), subprocess=True),
+    Case("run-out-is-a-file", lambda t: ["run", str(write(t, BASE)), "--out",
+                                         str(t / "shell.jsonl")], 2,
+         ("--out", "is a file, not a folder")),
+    Case("run-results-dir-is-a-file", _run_with_results_dir_file, 2,
+         ("results_dir: shell.jsonl is a file",)),
+    Case("run-nothing", lambda t: ["run"], 2, ("--resume RUN_DIR",)),
+    Case("run-resume-a-file", lambda t: ["run", "--resume", str(write(t, BASE))], 2,
+         ("is a file, not a run directory",)),
+    Case("run-resume-missing", lambda t: ["run", "--resume", str(t / "nope")], 2,
+         ("does not exist",)),
+    Case("rule-band-not-a-fraction", _report("--rule", "drift_band=5"), 2,
+         ("--rule drift_band=5", "fraction in [0, 1)"), subprocess=True),
+    Case("rule-band-over-margin", _report("--rule", "drift_band=0.5"), 2,
+         ("larger than the margin",)),
+    Case("rule-margin-below-band", _report("--rule", "margin=0.01"), 2,
+         ("drift band 0.03 is larger than the margin 0.01",)),
+    Case("rule-band-text", _report("--rule", "drift_band=lots"), 2, ("give a fraction",)),
+    Case("rule-margin-text", _report("--rule", "margin=lots"), 2,
+         ("--rule overrides are invalid",)),
+    Case("rule-not-overridable", _report("--rule", "seed=3"), 2, ("cannot be overridden",)),
+    Case("rule-not-key-value", _report("--rule", "margin"), 2, ("KEY=VALUE",)),
+    Case("report-bad-format", _report("--format", "pdf"), 2, ("--format",)),
+    Case("report-nothing", lambda t: ["report"], 2, ("Missing argument",)),
+    Case("report-a-file", lambda t: ["report", str(_run_dir(t) / "passes.csv")], 2,
+         ("is a file, not a results directory",)),
+    Case("report-missing-folder", lambda t: ["report", str(t / "nope")], 2,
+         ("no such results directory",)),
+    Case("report-not-a-run", lambda t: ["report", str(t)], 2,
+         ("preregistration.json is missing",)),
+    Case("plan-bad-effect", lambda t: ["plan", str(write(t, BASE)), "--effect", "lots"], 2,
+         ("--effect lots",)),
+]
+
+
+# ------------------------------------------------------------------ results folders
+
+
+def _damaged(edit: Callable[[Path], None], sim: bool = False, *extra: str) -> Setup:
+    def setup(tmp: Path) -> list[str]:
+        if sim:
+            run = tmp / SIM_RUN.name
+            shutil.copytree(SIM_RUN, run)
+        else:
+            run = _run_dir(tmp)
+        for f in run.iterdir():
+            if f.is_file():
+                f.chmod(0o644)
+        edit(run)
+        return ["report", str(run), *extra]
+    return setup
+
+
+def _csv_lines(run: Path) -> list[str]:
+    return (run / "passes.csv").read_text().splitlines()
+
+
+def _write_csv(run: Path, lines: list[str]) -> None:
+    (run / "passes.csv").write_text("\n".join(lines) + "\n")
+
+
+def _pair_one(run: Path) -> None:
+    lines = _csv_lines(run)
+    cells = lines[1].split(",")
+    cells[1] = "one"
+    _write_csv(run, [lines[0], ",".join(cells), *lines[2:]])
+
+
+def _duplicate_decision_row(run: Path) -> None:
+    """A copy of the candidate's pair-1 throughput at c1, much lower: averaged in, it would
+    flip adopt to keep-default."""
+    lines = _csv_lines(run)
+    i = next(i for i, ln in enumerate(lines) if ",1,1,cand," in ln and f",c1,{TPUT}," in ln)
+    cells = lines[i].split(",")
+    cells[9] = "90.0"
+    _write_csv(run, [*lines, ",".join(cells)])
+
+
+def _garbage_row(run: Path) -> None:
+    _write_csv(run, [*_csv_lines(run), "x,y,z,cand,0,t,knee,c1,m,v,maybe,1,"])
+
+
+def _dropped_row(run: Path) -> None:
+    lines = _csv_lines(run)
+    _write_csv(run, lines[:-1])
+
+
+def _torn_journal(run: Path) -> None:
+    with open(run / "journal.jsonl", "a") as f:
+        f.write('{"t": "2026-11-29T10:00:00.000Z", "event": "pa')
+
+
+def _damaged_journal_line(run: Path) -> None:
+    lines = (run / "journal.jsonl").read_text().splitlines()
+    lines.insert(1, "#garbage")
+    (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _json_edit(name: str, change: Callable[[dict[str, object]], object]) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        path = run / name
+        doc = json.loads(path.read_text())
+        new = change(doc)
+        path.write_text(json.dumps(doc if new is None else new))
+    return edit
+
+
+def _write(name: str, text: str) -> Callable[[Path], None]:
+    def edit(run: Path) -> None:
+        (run / name).write_text(text)
+    return edit
+
+
+def _drop_csv_column(run: Path) -> None:
+    _write_csv(run, [",".join(ln.split(",")[:-1]) for ln in _csv_lines(run)])
+
+
+def _no_rows(run: Path) -> None:
+    _write_csv(run, _csv_lines(run)[:1])
+    (run / "journal.jsonl").write_text("")
+
+
+RESULTS_CASES: list[Case] = [
+    Case("csv-pair-one-no-journal", _damaged(_pair_one, sim=True), 2,
+         ("passes.csv", "1 row(s) that do not parse (line 2)", "no pass events"),
+         subprocess=True),
+    Case("csv-pair-one-with-journal", _damaged(_pair_one), 0,
+         ("row(s) that do not parse (line 2)", "the journal's rows are used")),
+    Case("csv-duplicate-decision-row", _damaged(_duplicate_decision_row), 0,
+         ("1 duplicated row(s)", "the journal's rows are used", "adopt")),
+    Case("csv-duplicate-no-journal", _damaged(lambda r: _write_csv(
+        r, [*_csv_lines(r), _csv_lines(r)[1]]), sim=True), 2,
+         ("1 duplicated row(s) (line 398)", "no pass events")),
+    Case("csv-garbage-row", _damaged(_garbage_row), 0, ("do not parse", "journal's rows")),
+    Case("csv-row-missing", _damaged(_dropped_row), 0,
+         ("rows where journal.jsonl has", "journal's rows are used")),
+    Case("csv-missing-column", _damaged(_drop_csv_column, sim=True), 2, ("missing columns",)),
+    Case("csv-binary", _damaged(lambda r: (r / "passes.csv").write_bytes(b"\xff\xfe\x00" * 50),
+                                sim=True), 2, ("passes.csv",)),
+    Case("csv-no-rows", _damaged(_no_rows), 2, ("no measured passes yet",)),
+    Case("journal-torn-last-line", _damaged(_torn_journal), 0,
+         ("journal.jsonl: the last line", "is torn")),
+    Case("journal-damaged-line", _damaged(_damaged_journal_line), 0,
+         ("1 damaged line(s) left out (line 2)",)),
+    Case("manifest-corrupt", _damaged(_write("manifest.json", "{not json")), 2,
+         ("manifest.json: unreadable",), subprocess=True),
+    Case("manifest-a-list", _damaged(_write("manifest.json", "[1, 2]")), 2,
+         ("manifest.json: not a JSON object but a list",)),
+    Case("prereg-a-list", _damaged(_write("preregistration.json", "[1]")), 2,
+         ("preregistration.json: not a JSON object but a list",)),
+    Case("prereg-string-version", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(schema_version="1"))), 2,
+         ("schema_version '1' is not a results schema number",)),
+    Case("prereg-newer-schema", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(schema_version=99))), 2,
+         ("upgrade spec-ab",)),
+    Case("prereg-band-edited", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(drift_band=0.5))), 0,
+         ("edited after registration", "drift_band 0.5 (registered 0.03)", "adopt")),
+    Case("prereg-band-edited-json", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(drift_band=0.5)), False, "-f", "json"), 0,
+         ('"registration_intact": false',)),
+    Case("prereg-arms-reordered", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(arms=["cand", "control"]))), 0,
+         ("arms ['cand', 'control'] (registered ['control', 'cand'])",)),
+    Case("prereg-arm-renamed", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(arms=["control", "other"]))), 0,
+         ("arms ['control', 'other'] (registered ['control', 'cand'])",)),
+    Case("prereg-unrecoverable", _damaged(lambda r: (
+        _json_edit("preregistration.json", lambda d: d.update(arms=["control", "x"]))(r),
+        _write("campaign.yaml", "name: [broken")(r))), 2, ("values_sha256",)),
+    Case("prereg-rule-edited", _damaged(_json_edit(
+        "preregistration.json", lambda d: d["rule"].update(margin=0.01))), 2,  # type: ignore[attr-defined]
+         ("preregistration.json: the rule does not match its sha256",)),
+    Case("prereg-values-hash-missing", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.pop("values_sha256") and None)), 2,
+         ("'values_sha256' is missing",)),
+    Case("prereg-schema-1-band-edit-as-before", _damaged(_json_edit(
+        "preregistration.json", lambda d: d.update(drift_band=0.02)), True), 0,
+         ("drift band ±2.0%",), ("edited after registration",)),
+]
+
+
+ALL = CAMPAIGN_CASES + CLI_CASES + RESULTS_CASES
+
+
+def test_enough_cases() -> None:
+    assert len(ALL) >= 60
+    assert len({c.id for c in ALL}) == len(ALL)
+
+
+@pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
+def test_bad_input(tmp_path: Path, case: Case) -> None:
+    args = case.setup(tmp_path)
+    code, out = run_cli(args, in_subprocess=case.subprocess)
+    assert "Traceback" not in out, out
+    assert code != 1, f"exit 1 (a bug):\n{out}"
+    assert code == case.code, f"exit {code}, expected {case.code}:\n{out}"
+    flat = " ".join(out.split())
+    for fragment in case.fragments:
+        assert " ".join(fragment.split()) in flat, f"{fragment!r} not in:\n{out}"
+    for fragment in case.absent:
+        assert fragment not in out, f"{fragment!r} in:\n{out}"
+
+
+def test_base_data_is_valid() -> None:
+    """The cases above break a valid file: the file itself checks clean."""
+    assert (DATA / "base.yaml").is_file()
+    code, out = run_cli(["check", str(DATA / "base.yaml"), "--no-preflight"],
+                        in_subprocess=False)
+    assert code == 0, out

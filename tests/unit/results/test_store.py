@@ -1,0 +1,84 @@
+"""The results store: what `spec-ab run` writes and `spec-ab report` reads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from campaign import RESULTS_SCHEMA_VERSION
+from campaign.errors import ResultsError
+from campaign.results.journal import PassRow
+from campaign.results.store import RunStore, load_run, load_runs, rule_hash
+from tests.runs import record_passes
+
+CAMPAIGN = b"""\
+name: nightly
+hypothesis: h
+lane: x
+server: {backend: process, command: [serve], port: 8000}
+arms: {control: {}, b: {env: {K: "1"}}}
+workloads: {model: m, tokenizer: tok, knee: {concurrency: [1]}}
+"""
+
+
+def make_run(root: Path, i: int, *, finished: bool = True) -> Path:
+    store = RunStore.create(root, "nightly", CAMPAIGN, short_id=f"{i:06d}")
+    store.register({"margin": 0.1}, campaign="nightly", arms=["control", "b"], drift_band=0.03)
+    rows = [PassRow(store.run_id, pair, 1, arm, slot, "t", "knee", "c1",
+                    "output_token_throughput", 100.0 + i + pair, True, 1)
+            for slot, (pair, arm) in enumerate([(1, "control"), (1, "b"), (2, "control")])]
+    return record_passes(store, rows, complete=finished)
+
+
+def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 1)
+    data = load_run(run)
+    assert data.complete and data.run_id == run.name
+    assert data.campaign is not None
+    assert (data.campaign.name, data.campaign.lane) == ("nightly", "x")
+    prereg = json.loads((run / "preregistration.json").read_text())
+    assert prereg["schema_version"] == RESULTS_SCHEMA_VERSION
+    assert prereg["sha256"] == rule_hash({"margin": 0.1})
+    assert list(data.passes.value) == [102.0, 102.0, 103.0]
+    assert data.passes.valid.dtype == bool
+    store = RunStore.open(run)
+    with pytest.raises(FileExistsError):
+        store.register({"margin": 0.2}, campaign="nightly", arms=["a", "b"], drift_band=0.0)
+    with pytest.raises(FileExistsError):
+        store.write_manifest({})  # written once... here for the first time
+        store.write_manifest({})
+
+
+def test_batched_load_equals_one_by_one(tmp_path: Path) -> None:
+    runs = [make_run(tmp_path, i, finished=i % 3 != 0) for i in range(20)]
+    (runs[5] / "passes.csv").write_text("other,header\n1,2\n")  # read on its own → error
+    good = [r for r in runs if r != runs[5]]
+    batched = load_runs(good)
+    for a, b in zip(batched, (load_run(r) for r in good), strict=True):
+        assert a.run_id == b.run_id and a.complete == b.complete
+        assert a.passes.equals(b.passes)
+    with pytest.raises(ResultsError, match=f"{runs[5].name}/passes.csv: missing columns"):
+        load_runs(runs)
+
+
+def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 1, finished=False)
+    with open(run / "journal.jsonl", "a") as f:
+        f.write('{"event": "pass", "rows": [')  # a crash mid-write
+    store = RunStore.open(run)
+    assert [e["event"] for e in store.read_journal()] == ["pass"]
+    assert not load_run(run).complete
+    prereg = json.loads((run / "preregistration.json").read_text())
+    prereg["schema_version"] = RESULTS_SCHEMA_VERSION + 1
+    (run / "preregistration.json").write_text(json.dumps(prereg))
+    with pytest.raises(ResultsError, match="upgrade spec-ab"):
+        load_run(run)
+
+
+def test_not_a_run_dir(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="not a spec-ab run"):
+        load_run(tmp_path)
+    with pytest.raises(ResultsError, match="no such results directory"):
+        load_run(tmp_path / "missing")

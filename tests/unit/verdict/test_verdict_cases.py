@@ -1,0 +1,125 @@
+"""The cases of "A verdict you can act on", each a results directory written through the
+store and reported by `spec-ab report`'s own code: its expected decision and reason.
+
+Each case was an ADOPT (or a wrong number) before the verdict was reworked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from campaign import report as rp
+from tests.runs import TPUT, make_run
+
+C1, C4 = ("knee", "c1", TPUT), ("knee", "c4", TPUT)
+TTFT1, TTFT4 = ("knee", "c1", "ttft_p99"), ("knee", "c4", "ttft_p99")
+ERR1 = ("knee", "c1", "error_rate")
+SHELL, PROSE = ("agentfix", "shell", TPUT), ("agentfix", "prose", TPUT)
+TOOL = ("agentfix", "tool_json", TPUT)
+TTFT_GUARD = [{"metric": "ttft_p99", "max_worsening": 0.05}]
+ERR_GUARD = [{"metric": "error_rate", "max_worsening": 0.0, "absolute": True}]
+
+
+def _invalidate(pair: int, arm: str, metrics: tuple[str, ...], reason: str) -> Any:
+    def edit(df: pd.DataFrame) -> pd.DataFrame:
+        bad = (df["pair"] == pair) & (df["arm"] == arm) & df["metric"].isin(metrics)
+        df.loc[bad, ["valid", "reason", "attempt"]] = [False, reason, 2]
+        return df
+    return edit
+
+
+def _tokens(n: float, level: str) -> Any:
+    def edit(df: pd.DataFrame) -> pd.DataFrame:
+        df.loc[(df["metric"] == "output_tokens") & (df["level"] == level), "value"] = n
+        return df
+    return edit
+
+
+def _report(tmp: Path, spec: dict[Any, Any], **kw: Any) -> rp.RunReport:
+    return rp.build_report([make_run(tmp, spec, **kw)]).latest
+
+
+CASES: list[tuple[str, dict[Any, Any], dict[str, Any], str, str]] = [
+    # 1. the candidate's c1 pass in pair 2 has 8% errors after its retry; pair 1 is +16%
+    ("failed-candidate-pass",
+     {C1: [(100.0, 116.0), (100.0, 117.0)], ERR1: [(0.0, 0.0), (0.0, 0.08)]},
+     {"guardrails": ERR_GUARD,
+      "edit": _invalidate(2, "cand", (TPUT, "error_rate"), "error rate 0.08 > 0")},
+     "keep-default", "inconclusive"),
+    # 2a. the seeds' tool-JSON "+15% on 318 tokens" is a hint, not a number
+    ("tool-json-hint", {TOOL: [(100.0, 115.0), (100.0, 115.5)]},
+     {"decision_cells": [{"workload": "agentfix", "level": "tool_json"}], "guardrails": [],
+      "edit": _tokens(318, "tool_json")},
+     "keep-default", "inconclusive"),
+    # 2b. the control moved +15% across the window
+    ("unstable-window", {C1: [(100.0, 116.0), (115.0, 133.4)]}, {"guardrails": []},
+     "keep-default", "inconclusive"),
+    # 2c. a one-pair adoption (the one-pair depth-6 comparison keeps depth 4)
+    ("one-pair", {C1: [(100.0, 118.0)]}, {"guardrails": [], "pairs": 1},
+     "keep-default", "inconclusive"),
+    # 4a. TTFT pairs at +30% and -20%: the mean holds, a pair does not
+    ("guardrail-pair", {C1: [(100.0, 115.0)] * 2, TTFT1: [(100.0, 130.0), (100.0, 80.0)]},
+     {"guardrails": TTFT_GUARD}, "keep-default", "guardrail"),
+    # 4b. c1 wins, but c4 loses 18-20% with +52% p99 TTFT in every pair
+    ("guardrail-elsewhere",
+     {C1: [(100.0, 115.0)] * 2, C4: [(200.0, 162.0), (200.0, 160.0)],
+      TTFT1: [(100.0, 100.0)] * 2, TTFT4: [(100.0, 152.0), (100.0, 152.5)]},
+     {"guardrails": TTFT_GUARD}, "keep-default", "guardrail"),
+    # 5. a latency primary with "+10%" must be a 10% reduction: 9.1% is not enough
+    ("latency-margin", {TTFT1: [(100.0, 90.9), (100.0, 90.9)]},
+     {"primary_metric": "ttft_p99", "guardrails": []}, "keep-default", "below-bar"),
+    # 9a. a registered knee/* level with no rows
+    ("missing-level", {C1: [(100.0, 115.0)] * 2},
+     {"decision_cells": [{"workload": "knee", "level": "*"}], "guardrails": []},
+     "keep-default", "inconclusive"),
+    # 9b. a measured zero latency is a measurement, not damage
+    ("zero-itl", {C1: [(100.0, 115.0)] * 2,
+                  ("knee", "c1", "itl_p99"): [(0.0, 0.0), (0.0, 0.0)]},
+     {"guardrails": [{"metric": "itl_p99", "max_worsening": 0.05}]}, "adopt", "rule-met"),
+    # the seeds' C2/C4 loss: a sign, not a size, and never a rule label outside the decision
+    ("loss-is-a-sign",
+     {C1: [(100.0, 88.0), (100.0, 96.0)], C4: [(100.0, 70.0), (100.0, 97.0)]},
+     {"guardrails": []}, "keep-default", "loss"),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "kw", "decision", "reason"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_case(tmp_path: Path, name: str, spec: dict[Any, Any], kw: dict[str, Any],
+              decision: str, reason: str) -> None:
+    run = _report(tmp_path, spec, **kw)
+    v = run.verdict
+    assert (v.decision, v.reason) == (decision, reason), v.reasons
+    assert rp.render(rp.Report(runs=(run,)), "table").splitlines()[0].startswith(
+        f"Decision: {decision.upper()} ({reason}")
+
+
+def test_failed_candidate_pass_says_how_to_finish_and_keeps_its_error_rate(
+        tmp_path: Path) -> None:
+    _, spec, kw, *_ = CASES[0]
+    run = _report(tmp_path, spec, **kw)
+    assert run.verdict.settle == (f"1 more complete pair(s): spec-ab run --resume {run.run_dir}"
+                                  " --redo-invalid")
+    (g,) = run.verdict.candidates[0].guardrails
+    assert g.broken and 0.08 in g.pair_worsening
+
+
+def test_the_loss_outside_the_decision_cell_is_described_with_its_variance(
+        tmp_path: Path) -> None:
+    *_, kw, _, _ = CASES[-1]
+    run = _report(tmp_path, CASES[-1][1], **kw)
+    cells = {c.level: c for c in run.verdict.candidates[0].cells if c.metric == TPUT}
+    assert cells["c1"].verdict == "loss"
+    assert cells["c4"].verdict in ("worse", "no-clear-change")  # described, not judged
+    assert "high-variance" in cells["c4"].flags  # -30% and -3%: a sign, not a size
+
+
+def test_infinite_value_in_a_decision_cell_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    from campaign.errors import ResultsError
+
+    run = make_run(tmp_path, {C1: [(100.0, 115.0), (100.0, float("inf"))]}, guardrails=[])
+    with pytest.raises(ResultsError, match=r"passes\.csv.*no usable value"):
+        rp.build_report([run])
