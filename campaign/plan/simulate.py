@@ -28,6 +28,7 @@ from campaign.plan.kernel import (
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
 from campaign.verdict import tidy as td
+from campaign.verdict.flags import Context
 from campaign.verdict.guardrails import check_guardrail
 from campaign.verdict.noise import NoiseModel
 
@@ -223,7 +224,7 @@ def exact_guardrail_holds(lr: np.ndarray, g: Guardrail, spec: RuleSpec) -> bool:
         x = 1000.0
         y = x * math.exp(float(v))
         data.values[i + 1] = {control: td.ArmValue(x, x, x, 1), cand: td.ArmValue(y, y, y, 1)}
-    cell = vd.judge_cell(data, cand, spec.rule, vd.Context({}, {}, {}, {}), control=control)
+    cell = vd.judge_cell(data, cand, spec.rule, Context({}, {}, {}, {}), control=control)
     return not check_guardrail(g, cell, ("plan", "cell"), spec.rule.band).broken
 
 

@@ -44,19 +44,7 @@ def decide_candidate(
 ) -> CandidateVerdict:
     by_key = {c.key: c for c in cells}
     dec = [(w, lvl, by_key.get((w, lvl, rule.metric))) for w, lvl in decisions]
-    checks: list[GuardrailCheck] = []
-    for i, g in enumerate(rule.prereg.guardrails):
-        targets = guard_targets[i] or [(g.workload, g.level)]
-        for where in targets:
-            data = table.cells.get((*where, g.metric))
-            failed = {}
-            if data is not None:
-                for p, arms_ in data.failed.items():
-                    ctrl = data.values.get(p, {}).get(control)
-                    if arm in arms_ and ctrl is not None:
-                        failed[p] = (ctrl.value, arms_[arm])
-            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where, rule.band,
-                                          failed))
+    checks = guardrail_checks(arm, by_key, rule, table, guard_targets, control)
     broken = [c for c in checks if c.broken]
     rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
     gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
@@ -87,23 +75,8 @@ def decide_candidate(
         reason = "guardrail"
     elif rule_met and gated:
         reason = "inconclusive"
-        fixes = []
         flags = {f for c in gated for f in c.flags}
-        if "small-sample" in flags:
-            fixes.append(f"larger passes (at least {rule.prereg.gates.min_output_tokens} "
-                         f"output tokens and {rule.prereg.gates.min_completed_requests} "
-                         "requests per cell)")
-        if "one-pair" in flags:
-            fixes.append("a second pair (register `pairs: 2` or more)")
-        if "window-drift" in flags:
-            moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
-                              if "window-drift" in c.flags)
-            fixes.append(f"a re-run in a stable window (the control moved {moved})")
-        if "lanes-disagree" in flags:
-            fixes.append("find what differs between the lanes (the change depends on the "
-                         "lane: see the report's lanes), then decide per lane or re-run "
-                         "on lanes that are alike")
-        settle = "; ".join(fixes)
+        settle = _settle_gates(gated, flags, rule)
         reasons.insert(0, f"inconclusive: the rule is met on the pairs measured, but "
                        f"{', '.join(sorted(flags & GATING_FLAGS))}; to settle it: {settle}")
     else:
@@ -119,6 +92,46 @@ def decide_candidate(
     score = math.expm1(math.fsum(gains) / len(gains)) if gains else None
     return CandidateVerdict(arm, decision, tuple(reasons), tuple(cells), tuple(checks),
                             not drifted, score, reason, settle)
+
+
+def guardrail_checks(arm: str, by_key: Mapping[tuple[str, str, str], Cell], rule: Rule,
+                     table: RunTable, guard_targets: Mapping[int, Sequence[tuple[str, str]]],
+                     control: str) -> list[GuardrailCheck]:
+    """Every registered guardrail at each of its cells, for one candidate; a failed pass of
+    the candidate counts on failure metrics (pair → (control, candidate))."""
+    checks: list[GuardrailCheck] = []
+    for i, g in enumerate(rule.prereg.guardrails):
+        for where in guard_targets[i] or [(g.workload, g.level)]:
+            data = table.cells.get((*where, g.metric))
+            failed = {}
+            if data is not None:
+                for p, arms_ in data.failed.items():
+                    ctrl = data.values.get(p, {}).get(control)
+                    if arm in arms_ and ctrl is not None:
+                        failed[p] = (ctrl.value, arms_[arm])
+            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where, rule.band,
+                                          failed))
+    return checks
+
+
+def _settle_gates(gated: Sequence[Cell], flags: set[str], rule: Rule) -> str:
+    """What would settle a decision whose rule is met but gated."""
+    fixes = []
+    if "small-sample" in flags:
+        fixes.append(f"larger passes (at least {rule.prereg.gates.min_output_tokens} "
+                     f"output tokens and {rule.prereg.gates.min_completed_requests} "
+                     "requests per cell)")
+    if "one-pair" in flags:
+        fixes.append("a second pair (register `pairs: 2` or more)")
+    if "window-drift" in flags:
+        moved = ", ".join(f"{c.where} {pct(c.control_trend)}" for c in gated
+                          if "window-drift" in c.flags)
+        fixes.append(f"a re-run in a stable window (the control moved {moved})")
+    if "lanes-disagree" in flags:
+        fixes.append("find what differs between the lanes (the change depends on the "
+                     "lane: see the report's lanes), then decide per lane or re-run "
+                     "on lanes that are alike")
+    return "; ".join(fixes)
 
 
 def best_by_level(candidates: Sequence[CandidateVerdict],

@@ -104,9 +104,6 @@ class RunTable:
     the noise flags then test each lane's window on its own and whether the lanes agree."""
 
 
-_KEY = ["run", "workload", "level", "metric", "pair", "arm"]
-
-
 def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:
     """Arrange the tidy rows of one or more runs into `RunTable`s (one per `run`).
 
@@ -128,70 +125,87 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
     bad = valid[valid["value"].isna()]
     valid = valid[valid["value"].notna()]
 
-    tables: dict[str, RunTable] = {}
-
-    def table(run: str) -> RunTable:
-        t = tables.get(run)
-        if t is None:
-            t = tables[run] = RunTable(run=run)
-        return t
-
-    def cell(run: str, w: str, lvl: str, m: str) -> CellData:
-        t = table(run)
-        c = t.cells.get((w, lvl, m))
-        if c is None:
-            c = t.cells[(w, lvl, m)] = CellData(w, lvl, m)
-        return c
-
+    tables = _Tables()
     if len(valid):
         agg = valid.groupby(_KEY, sort=False)["value"].agg(["mean", "min", "max", "count"])
         for (run, w, lvl, m, pair, arm), mean, lo, hi, cnt in zip(
             agg.index, agg["mean"], agg["min"], agg["max"], agg["count"], strict=True
         ):
-            cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = ArmValue(
+            tables.cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = ArmValue(
                 float(mean), float(lo), float(hi), int(cnt)
             )
     for row in bad[_KEY].itertuples(index=False):
         run, w, lvl, m, pair, arm = row
-        c = cell(run, w, lvl, m)
+        c = tables.cell(run, w, lvl, m)
         if arm not in c.values.get(int(pair), {}):
             c.missing.append((int(pair), arm))
-    invalid = df[~valid_mask(df)]
-    if len(invalid):
-        invalid = invalid.sort_values("attempt").groupby(_KEY, sort=False).tail(1)
-        for row in invalid[[*_KEY, "reason", "attempt", "value"]].itertuples(index=False):
-            run, w, lvl, m, pair, arm, reason, attempt, value = row
-            c = cell(run, w, lvl, m)
-            if arm in c.values.get(int(pair), {}):
-                continue  # a later (or earlier) attempt is valid: that one counts
-            if value == value:  # not NaN
-                c.failed.setdefault(int(pair), {})[arm] = float(value)
-            why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
-            tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
-            if tries > 1:
-                why += f" (after {tries} attempts)"
-            c.invalid.setdefault(int(pair), {})[arm] = why
-    if len(df):
-        cols = ["run", "pair", "arm"]
-        has_start = "started_at" in df.columns
-        has_slot = "slot" in df.columns
-        has_lane = "lane" in df.columns  # a run pooled from shards (`campaign.results.pool`)
-        first = df.drop_duplicates(cols)
-        for rec in first.to_dict("records"):
-            t = table(str(rec["run"]))
-            pair = int(rec["pair"])
-            if pair not in t.started:
-                t.pairs.append(pair)
-            t.started.setdefault(pair, {})[rec["arm"]] = (
-                _parse_time(rec.get("started_at")) if has_start else None
-            )
-            if has_slot:
-                t.slots.setdefault(pair, {})[rec["arm"]] = int(rec["slot"])
-            if has_lane:
-                t.lanes[pair] = str(rec["lane"])
-        for t in tables.values():
-            t.pairs.sort()
-    return tables
+    _add_invalid(tables, df[~valid_mask(df)])
+    _add_starts(tables, df)
+    return tables.by_run
+
+
+class _Tables:
+    """The `RunTable`s being built, one per run, with their cells made on first use."""
+
+    def __init__(self) -> None:
+        self.by_run: dict[str, RunTable] = {}
+
+    def table(self, run: str) -> RunTable:
+        t = self.by_run.get(run)
+        if t is None:
+            t = self.by_run[run] = RunTable(run=run)
+        return t
+
+    def cell(self, run: str, w: str, lvl: str, m: str) -> CellData:
+        t = self.table(run)
+        c = t.cells.get((w, lvl, m))
+        if c is None:
+            c = t.cells[(w, lvl, m)] = CellData(w, lvl, m)
+        return c
+
+
+def _add_invalid(tables: _Tables, invalid: pd.DataFrame) -> None:
+    """Of a pass with no valid attempt: the reason of its last attempt, and the value it
+    measured (a failure of the candidate still counts on failure metrics)."""
+    if not len(invalid):
+        return
+    invalid = invalid.sort_values("attempt").groupby(_KEY, sort=False).tail(1)
+    for row in invalid[[*_KEY, "reason", "attempt", "value"]].itertuples(index=False):
+        run, w, lvl, m, pair, arm, reason, attempt, value = row
+        c = tables.cell(run, w, lvl, m)
+        if arm in c.values.get(int(pair), {}):
+            continue  # a later (or earlier) attempt is valid: that one counts
+        if value == value:  # not NaN
+            c.failed.setdefault(int(pair), {})[arm] = float(value)
+        why = str(reason) if isinstance(reason, str) and reason else "invalid pass"
+        tries = int(attempt) if attempt == attempt else 1  # attempts count from 1
+        if tries > 1:
+            why += f" (after {tries} attempts)"
+        c.invalid.setdefault(int(pair), {})[arm] = why
+
+
+def _add_starts(tables: _Tables, df: pd.DataFrame) -> None:
+    """Each run's pairs, each arm's start time and slot, and (pooled shards) each pair's
+    lane."""
+    if not len(df):
+        return
+    has_start = "started_at" in df.columns
+    has_slot = "slot" in df.columns
+    has_lane = "lane" in df.columns  # a run pooled from shards (`campaign.results.pool`)
+    for rec in df.drop_duplicates(["run", "pair", "arm"]).to_dict("records"):
+        t = tables.table(str(rec["run"]))
+        pair = int(rec["pair"])
+        if pair not in t.started:
+            t.pairs.append(pair)
+        t.started.setdefault(pair, {})[rec["arm"]] = (
+            _parse_time(rec.get("started_at")) if has_start else None
+        )
+        if has_slot:
+            t.slots.setdefault(pair, {})[rec["arm"]] = int(rec["slot"])
+        if has_lane:
+            t.lanes[pair] = str(rec["lane"])
+    for t in tables.by_run.values():
+        t.pairs.sort()
 
 
 def _parse_time(text: Any) -> dt.datetime | None:
