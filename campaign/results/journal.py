@@ -18,6 +18,10 @@ PASS_COLUMNS = [
     "run", "pair", "pair_attempt", "arm", "slot", "started_at", "workload", "level",
     "metric", "value", "valid", "attempt", "reason",
 ]
+"""The columns every passes.csv has (results schema 1 and later)."""
+OPTIONAL_COLUMNS = ["log_se"]
+"""Columns a newer passes.csv adds; an older file without them reads them as missing."""
+CSV_COLUMNS = [*PASS_COLUMNS, *OPTIONAL_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,9 @@ class PassRow:
     valid: bool
     attempt: int
     reason: str = ""
+    log_se: float | None = None
+    """Sampling error of the value from the pass's own requests: the sd of ln(value) over
+    resamples of the level's requests (None when not computed, e.g. a throughput)."""
 
 
 def utcnow() -> dt.datetime:
@@ -52,16 +59,15 @@ def dumps(obj: Any) -> str:
     return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
 
 
-
-
 def rows_to_csv(rows: Iterable[PassRow]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=PASS_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         d = asdict(row)
         d["value"] = repr(float(d["value"]))
         d["valid"] = "true" if d["valid"] else "false"
+        d["log_se"] = "" if d["log_se"] is None else repr(float(d["log_se"]))
         writer.writerow(d)
     return buf.getvalue()
 

@@ -44,6 +44,7 @@ from campaign import RESULTS_SCHEMA_VERSION, secrets
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.errors import ResultsError, SpecError
 from campaign.results.journal import (
+    CSV_COLUMNS,
     PASS_COLUMNS,
     dumps,
     iso,
@@ -347,6 +348,9 @@ def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, l
                                         errors="coerce").astype("float64")
     if passes["valid"].dtype != bool:
         passes["valid"] = passes["valid"].astype(str).str.strip().str.lower() == "true"
+    if "log_se" in passes.columns and passes["log_se"].dtype.kind != "f":
+        passes["log_se"] = pd.to_numeric(passes["log_se"].astype(str).str.strip(),
+                                         errors="coerce").astype("float64")
     return passes, bad_lines
 
 
@@ -519,7 +523,7 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     """
     if len(run_dirs) < BATCH_MIN_RUNS:
         return [load_run(d) for d in run_dirs]
-    header = ",".join(PASS_COLUMNS)
+    header = ",".join(CSV_COLUMNS)  # what this spec-ab writes; older files one by one
     bodies: list[str] = []
     counts: list[int | None] = []
     for d in run_dirs:

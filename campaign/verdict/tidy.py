@@ -14,6 +14,7 @@ planner's cross-check) reads them through here, so they cannot disagree:
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +72,9 @@ class ArmValue:
     lo: float
     hi: float
     repeats: int
+    log_se: float | None = None
+    """Sampling error of ln(value) from the pass's own requests (of the mean of repeats:
+    √(mean se² / repeats)); None when a row did not carry one."""
 
 
 @dataclass
@@ -127,13 +131,8 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
 
     tables = _Tables()
     if len(valid):
-        agg = valid.groupby(_KEY, sort=False)["value"].agg(["mean", "min", "max", "count"])
-        for (run, w, lvl, m, pair, arm), mean, lo, hi, cnt in zip(
-            agg.index, agg["mean"], agg["min"], agg["max"], agg["count"], strict=True
-        ):
-            tables.cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = ArmValue(
-                float(mean), float(lo), float(hi), int(cnt)
-            )
+        for (run, w, lvl, m, pair, arm), value in _arm_values(valid):
+            tables.cell(run, w, lvl, m).values.setdefault(int(pair), {})[arm] = value
     for row in bad[_KEY].itertuples(index=False):
         run, w, lvl, m, pair, arm = row
         c = tables.cell(run, w, lvl, m)
@@ -142,6 +141,27 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
     _add_invalid(tables, df[~valid_mask(df)])
     _add_starts(tables, df)
     return tables.by_run
+
+
+def _arm_values(valid: pd.DataFrame) -> list[tuple[Any, ArmValue]]:
+    """Each key's value: the mean of its repeats, their spread and their sampling error
+    (one groupby over every run)."""
+    if "log_se" in valid.columns:
+        valid = valid.assign(_var=pd.to_numeric(valid["log_se"], errors="coerce") ** 2)
+        cols = {"value": ["mean", "min", "max", "count"], "_var": ["mean", "count"]}
+        agg = valid.groupby(_KEY, sort=False).agg(cols)
+        var, known = agg[("_var", "mean")], agg[("_var", "count")]
+    else:
+        agg = valid.groupby(_KEY, sort=False).agg({"value": ["mean", "min", "max", "count"]})
+        var = known = pd.Series(np.nan, index=agg.index)
+    out = []
+    for key, mean, lo, hi, cnt, v, k in zip(
+        agg.index, agg[("value", "mean")], agg[("value", "min")], agg[("value", "max")],
+        agg[("value", "count")], var, known, strict=True
+    ):
+        se = math.sqrt(float(v) / int(cnt)) if k == cnt and v == v else None
+        out.append((key, ArmValue(float(mean), float(lo), float(hi), int(cnt), se)))
+    return out
 
 
 class _Tables:
