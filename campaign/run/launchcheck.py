@@ -119,6 +119,7 @@ def engine_findings(campaign: Campaign, engines: Engines) -> Findings:
     places = _Places(campaign)
     refused: dict[str, list[str]] = {}
     checked: dict[tuple[str, str, Path], list[str]] = {}
+    unread: dict[str, list[str]] = {}
     for arm, launch in campaign.launches.items():
         try:
             target = engines.target(launch, campaign.base_dir)
@@ -126,19 +127,24 @@ def engine_findings(campaign: Campaign, engines: Engines) -> Findings:
                 continue
             dump, cache, _ = engines.dump(target)
         except EngineError as exc:
-            found.add("warnings", f"arm {arm}: vLLM's flags not checked: {exc}")
+            unread.setdefault(str(exc), []).append(arm)
             continue
         _check_target(found, refused, places, arm, target, dump, launch.env)
         engine = (str(dump.get("vllm_version")), target.engine, cache)
         checked.setdefault(engine, []).append(arm)
+    for reason, arms in unread.items():
+        found.add("warnings", f"{_arms(arms)}: vLLM's flags not checked: {reason}")
     for (version, where, cache), arms in checked.items():
         found.add("facts", f"vLLM {version} of {where}: flags of {', '.join(arms)} checked by "
                   f"its own parser (its dump: {cache})")
     for line, arms in refused.items():
-        where = line if len(arms) == len(campaign.launches) or line.startswith("arms.") \
-            else f"{line} [arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}]"
-        found.add("problems", where)
+        every = len(arms) == len(campaign.launches) or line.startswith("arms.")
+        found.add("problems", line if every else f"{line} [{_arms(arms)}]")
     return found
+
+
+def _arms(arms: list[str]) -> str:
+    return f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}"
 
 
 def _check_target(found: Findings, refused: dict[str, list[str]], places: _Places, arm: str,

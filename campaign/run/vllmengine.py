@@ -157,6 +157,7 @@ class Engines:
             python = script_interpreter(script) if script is not None else None
         if python is None:
             raise EngineError(f"cannot find the Python that runs `{' '.join(words[:first])}`")
+        python = Path(os.path.abspath(python))  # `examples/../.venv/bin/python`: one engine
         return Target(entry=entry, flags=words[first:], engine=str(python), python=python,
                       env=dict(launch.env), cwd=launch_cwd(launch, base_dir))
 
@@ -171,8 +172,8 @@ class Engines:
             try:
                 info = image_info(self._client(launch.docker_host), launch.image)
             except (OneShotError, EngineError) as exc:
-                if "vllm" in launch.image.lower():
-                    raise EngineError(f"cannot inspect {where}: {exc}") from None
+                if "vllm" in launch.image.lower():  # it may well be vLLM: say so
+                    raise EngineError(f"{where}: {exc}") from None
                 return None
             words = [*info.entrypoint, *(launch.argv or info.command)]
             found = find_entry(words)
@@ -192,15 +193,16 @@ class Engines:
             try:
                 self._clients[docker_host] = factory(docker_host)
             except Exception as exc:  # the SDK, ssh, requests: any reason is a warning
-                raise EngineError(f"cannot reach docker: {str(exc).splitlines()[0]}") from None
+                reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise EngineError(f"cannot reach docker: {reason}") from None
         return self._clients[docker_host]
 
     # ------------------------------------------------------------------ the dump
 
     def identity(self, target: Target) -> dict[str, Any]:
         """What makes two engines the same: the image id, or the interpreter + vLLM (asked
-        once per target in this object's life)."""
-        key = repr(target)
+        once per engine in this object's life, whatever the flags)."""
+        key = repr((target.python, target.env, target.cwd, target.image, target.docker_host))
         if key not in self._identities:
             self._identities[key] = self._identity(target)
         return self._identities[key]

@@ -132,7 +132,7 @@ def test_vllm_flags_refused_by_its_parser_are_problems_with_their_place(
         """)
     fake = FakePython()
     found = engine_findings(load_campaign(path), Engines(run=fake, cache_dir=tmp_path / "c"))
-    assert fake.dumps == 1  # three arms, one engine
+    assert fake.dumps == 1 and len(fake.calls) == 2  # three arms, one engine: asked once
     assert found.problems == [
         "arms.typo.args[0]: vLLM 0.32.0 refuses the flags: unrecognized arguments: "
         f"--max-modle-len (line {line_of(path, '--max-modle-len')})"]
@@ -161,8 +161,9 @@ def test_a_failed_introspection_is_a_warning_never_a_crash(tmp_path: Path) -> No
     engines = Engines(run=FakePython(fail="ImportError: libtorch.so"), cache_dir=tmp_path / "c")
     found = check_launches(load_campaign(path), engines)
     assert found.problems == []
-    assert found.warnings[0].startswith("arm control: vLLM's flags not checked: ")
-    assert "ImportError: libtorch.so" in found.warnings[0]
+    assert len(found.warnings) == 1  # one engine, one reason: said once for both arms
+    assert found.warnings[0].startswith("arms control, cand: vLLM's flags not checked: ")
+    assert "exited with code 1: ImportError: libtorch.so" in found.warnings[0]
 
 
 def test_a_sharded_campaign_without_a_lane_checks_no_engine(tmp_path: Path) -> None:
