@@ -2,7 +2,8 @@
 
 - no import circle between modules;
 - folders import only the folders below them (`ALLOWED`: the flow of a campaign, cli →
-  plan / run / report → verdict → results / servers → campaignfile / sim → the ground floor);
+  plan / run / report → verdict → results / servers → campaignfile / sim → the ground floor;
+  run also reads the simulator's knob list: the simulator is a server backend of a run);
 - nothing imports the CLI, only the CLI imports the report package (a renderer);
 - at most `MAX_GROUND` modules directly under `campaign/`;
 - no module over `MAX_LINES` lines, no function over `MAX_FUNCTION_LINES` outside
@@ -27,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"plan", "run", "report", "verdict", "results", "servers", "campaignfile", "sim",
             "templates", GROUND},
     "plan": {"verdict", "results", "campaignfile", GROUND},
-    "run": {"verdict", "results", "servers", "campaignfile", GROUND},
+    "run": {"verdict", "results", "servers", "campaignfile", "sim", GROUND},
     "report": {"verdict", "results", "campaignfile", GROUND},
     "verdict": {"results", "campaignfile", GROUND},
     "results": {"campaignfile", GROUND},

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.tokens import AliasToken
 
@@ -119,3 +120,20 @@ def read_yaml(path: Path) -> Any:
         raise SpecError(str(path), [f"YAML: the aliases expand to more than {MAX_NODES:,} "
                                     "values, or the document contains itself"])
     return data
+
+
+def line_of(root: Any, path: tuple[str | int, ...]) -> int | None:
+    """The 1-based line of the deepest part of `path` found in a tree `read_yaml` returned
+    (None when not even its first key is there)."""
+    node, best = root, None
+    for part in path:
+        if isinstance(node, CommentedMap) and part in node:
+            pos = node.lc.key(part)
+        elif isinstance(node, CommentedSeq) and isinstance(part, int) and part < len(node):
+            pos = node.lc.item(part)
+        else:
+            break
+        if pos is not None:
+            best = pos[0] + 1
+        node = node[part]
+    return best

@@ -4,12 +4,15 @@ runs)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from campaign.cli.app import app, err, guarded, out
-from campaign.errors import PreflightError
+from campaign.errors import Interrupted, PreflightError
+
+if TYPE_CHECKING:
+    from campaign.campaignfile import Campaign
 
 
 @app.command()
@@ -21,27 +24,68 @@ def check(
     lane: Annotated[str | None, typer.Option(
         "--lane", help="A sharded campaign: check this lane (its launches and this "
         "machine); without it every lane is shown and no machine is checked.")] = None,
+    engine: Annotated[bool, typer.Option(
+        help="Check each vLLM launch's flags with vLLM's own parser and its VLLM_* "
+        "variables (reads the engine once, ~20 s, then cached; boots nothing).")] = True,
+    boot: Annotated[bool, typer.Option(
+        "--boot", help="Then boot every distinct launch once, up to ready and a 1-token "
+        "request, and stop it (exit 3 when one fails; nothing is registered).")] = False,
 ) -> None:
-    """Validate a campaign file, show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready)."""
+    """Validate a campaign file (with the simulator's knobs and vLLM's own flag parser), show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready) and, with --boot, boot each launch once."""
     from campaign.campaignfile import load_campaign
-    from campaign.run import checkview
+    from campaign.run import checkview, launchcheck
     from campaign.run.preflight import preflight as run_preflight
+    from campaign.run.vllmengine import Engines
     from campaign.verdict.aa import checked_drift_band
 
     campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
+    engines = Engines(on_introspect=lambda where: err.print(
+        f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",
+        markup=False)) if engine else None
+    found = launchcheck.check_launches(campaign, engines)
+    if found.problems:
+        for warning in found.warnings:
+            err.print(f"warning: {warning}", markup=False)
+    launchcheck.refuse(found, str(campaign_file))
     checkview.print_campaign(out, campaign)
-    if not campaign.lane_chosen and preflight:
+    checkview.print_launch_checks(out, found)
+    if not campaign.lane_chosen and (preflight or boot):
         out.print(f"\npreflight: each lane is its own machine; check it there with "
-                  f"`spec-ab check {campaign_file} --lane NAME`", markup=False)
+                  f"`spec-ab check {campaign_file} --lane NAME"
+                  f"{' --boot' if boot else ''}`" + ("; nothing was booted" if boot else ""),
+                  markup=False)
         return
-    if not preflight:
-        return
-    facts, problems = run_preflight(campaign)
-    checkview.print_preflight(out, facts, problems)
-    if problems:
-        raise PreflightError(f"preflight found {len(problems)} problem(s); fix them and run "
-                             f"`spec-ab check {campaign_file}` again")
+    if preflight:
+        facts, problems = run_preflight(campaign)
+        checkview.print_preflight(out, facts, problems)
+        if problems:
+            raise PreflightError(f"preflight found {len(problems)} problem(s); fix them and "
+                                 f"run `spec-ab check {campaign_file}` again")
+    if boot:
+        _boot(campaign, campaign_file)
+
+
+def _boot(campaign: Campaign, campaign_file: Path) -> None:
+    """`check --boot`: every distinct launch booted once; exit 3 when one fails."""
+    from campaign.run import bootcheck, checkview
+
+    checkview.print_boot_header(out)
+    try:
+        boots = bootcheck.boot_all(
+            campaign, on_boot=lambda arms: checkview.print_booting(out, arms),
+            on_done=lambda b: checkview.print_boot(out, b))
+    except KeyboardInterrupt:
+        raise Interrupted("boot check interrupted: every server it started is stopped; "
+                          "nothing was registered") from None
+    failed = [b for b in boots if not b.ok]
+    if failed:
+        arms = ", ".join(", ".join(b.arms) for b in failed)
+        raise PreflightError(
+            f"boot check: {len(failed)} of {len(boots)} launch(es) did not become ready "
+            f"({arms}); nothing was registered",
+            hint=f"fix the launch (the log lines above), then `spec-ab check {campaign_file} "
+            "--boot` again")
 
 
 @app.command()

@@ -44,7 +44,7 @@ def run(
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
     from campaign.campaignfile import load_campaign
     from campaign.results.store import RunStore
-    from campaign.run import checkview, runner, stopping
+    from campaign.run import checkview, launchcheck, runner, stopping
     from campaign.run.progress import make_progress
 
     if resume is None and campaign_file is None:
@@ -70,6 +70,8 @@ def run(
     else:
         assert campaign_file is not None
         campaign = load_campaign(campaign_file, lane=lane)
+        # what `spec-ab sim serve` would refuse at boot, refused before anything is registered
+        launchcheck.refuse(launchcheck.check_launches(campaign, None), str(campaign_file))
         if campaign.sharded and fail_on:
             raise UsageError(
                 "--fail-on judges a verdict, and a shard has none: the verdict pools every "

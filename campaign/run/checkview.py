@@ -14,6 +14,8 @@ from campaign.campaignfile.duration import estimate
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
 from campaign.markers import run_labels
+from campaign.run.bootcheck import Boot
+from campaign.run.launchcheck import Findings
 from campaign.run.loadgen import aiperf_command
 from campaign.run.passes import arm_passes
 from campaign.run.progress import Eta
@@ -186,6 +188,38 @@ def print_preflight(console: Console, facts: list[str], problems: list[str]) -> 
         console.print(f"  ✗ {p}", markup=False, style="red")
     if not problems:
         console.print("  ready to run", style="green")
+
+
+def print_launch_checks(console: Console, found: Findings) -> None:
+    """What the launch checks saw (`launchcheck`): facts with ✓, warnings with `!`; nothing
+    when no launch runs vLLM and none has a warning."""
+    if not found.facts and not found.warnings:
+        return
+    console.print("\n[bold]engines[/] (flags and variables, checked without booting)")
+    for f in found.facts:
+        console.print(f"  ✓ {f}", markup=False, soft_wrap=True)
+    for w in found.warnings:
+        console.print(f"  ! {w}", markup=False, style="yellow", soft_wrap=True)
+
+
+def print_boot_header(console: Console) -> None:
+    console.print("\n[bold]boot check[/] (each distinct launch once: up to ready and a "
+                  "1-token request, then stopped)")
+
+
+def print_booting(console: Console, arms: list[str]) -> None:
+    console.print(f"  booting {', '.join(arms)} …", markup=False)
+
+
+def print_boot(console: Console, boot: Boot) -> None:
+    """One boot's outcome: its time, or its first error with the server's log lines."""
+    arms = ", ".join(boot.arms)
+    if boot.ok:
+        console.print(f"  ✓ {arms}: ready in {boot.seconds:.1f} s, then stopped",
+                      markup=False)
+        return
+    console.print(f"  ✗ {arms}: failed after {boot.seconds:.1f} s: {boot.error}",
+                  markup=False, style="red", soft_wrap=True)
 
 
 def print_dry_run(console: Console, campaign: Campaign) -> None:

@@ -95,25 +95,34 @@ def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
     return problems
 
 
+def launch_cwd(launch: ProcessLaunch, base_dir: Path) -> Path:
+    """The working folder of a process launch (the campaign file's folder by default)."""
+    cwd = launch.cwd if launch.cwd is not None else base_dir
+    return cwd if cwd.is_absolute() else base_dir / cwd
+
+
+def resolve_command(word: str, launch: ProcessLaunch, base_dir: Path) -> Path | None:
+    """A word of a process launch's command as the backend will find it: against the
+    working folder when it has a slash, else on the child's PATH (which starts with this
+    Python's own folder); None when there is no such executable."""
+    if "/" in word:
+        path = Path(word) if Path(word).is_absolute() else launch_cwd(launch, base_dir) / word
+        return path if path.is_file() and os.access(path, os.X_OK) else None
+    search = launch.env.get("PATH", os.environ.get("PATH", ""))
+    found = shutil.which(word, path=str(Path(sys.executable).parent) + os.pathsep + search)
+    return Path(found) if found else None
+
+
 def _commands(campaign: Campaign) -> list[str]:
     """A process backend's executable must exist before anything is registered: resolved
-    as the backend will (against the working directory when it has a slash, else on the
-    child's PATH, which starts with this Python's own folder)."""
+    as the backend will (`resolve_command`)."""
     problems: list[str] = []
     for arm, launch in campaign.launches.items():
         if not isinstance(launch, ProcessLaunch):
             continue
         exe = launch.argv[0]
-        cwd = launch.cwd if launch.cwd is not None else campaign.base_dir
-        if not cwd.is_absolute():
-            cwd = campaign.base_dir / cwd
-        if "/" in exe:
-            path = Path(exe) if Path(exe).is_absolute() else cwd / exe
-            found = path.is_file() and os.access(path, os.X_OK)
-        else:
-            search = launch.env.get("PATH", os.environ.get("PATH", ""))
-            found = shutil.which(exe, path=str(Path(sys.executable).parent) + os.pathsep
-                                 + search) is not None
+        cwd = launch_cwd(launch, campaign.base_dir)
+        found = resolve_command(exe, launch, campaign.base_dir) is not None
         if not found:
             problem = (f"arm {arm}: server command '{exe}' not found (from {cwd}): install it "
                        "or fix server.command")

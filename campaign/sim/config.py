@@ -160,14 +160,31 @@ def _parse_env_value(raw: str) -> Any:
     return raw if value is None and raw.strip().lower() not in ("null", "~", "") else value
 
 
+SOURCE_VARIABLES = (f"{ENV_PREFIX}CONFIG", f"{ENV_PREFIX}OVERRIDES")
+"""The two variables that name a knob source (a file), not a knob."""
+
+
+def _knob_variables() -> tuple[str, ...]:
+    top = [k for k in SimConfig.model_fields if k not in ("cost", "acceptance")]
+    return (*SOURCE_VARIABLES,
+            *(f"{ENV_PREFIX}{k.upper()}" for k in top),
+            *(f"{ENV_PREFIX}COST_{k.upper()}" for k in CostConfig.model_fields),
+            *(f"{ENV_PREFIX}ACCEPTANCE_{c.upper()}" for c in CLASSES))
+
+
+KNOWN_VARIABLES: tuple[str, ...] = _knob_variables()
+"""Every `SPECAB_SIM_*` environment variable the simulator reads: one per knob (nested
+ones as `SPECAB_SIM_COST_<PARAM>`, `SPECAB_SIM_ACCEPTANCE_<CLASS>`) and the two knob
+sources. Any other `SPECAB_SIM_*` name makes `spec-ab sim serve` exit 2 at boot, and
+`spec-ab check` refuses it before the night (`campaign.run.launchcheck`)."""
+
+
 def env_knobs(environ: Mapping[str, str]) -> dict[str, Any]:
     """The `SPECAB_SIM_*` variables as a nested knob mapping (unknown names are errors)."""
     top = set(SimConfig.model_fields) - {"cost", "acceptance"}
     out: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in (
-            f"{ENV_PREFIX}CONFIG", f"{ENV_PREFIX}OVERRIDES"
-        ):
+        if not name.startswith(ENV_PREFIX) or name in SOURCE_VARIABLES:
             continue
         key = name[len(ENV_PREFIX):].lower()
         value = _parse_env_value(raw)

@@ -198,6 +198,10 @@ def test_nightly_workflow_steps_in_order(tmp_path: Path) -> None:
     names = [r.name for r in ran]
     log = job_log(ran)
     assert names[0].startswith("Free the lane") and names[-1].startswith("Free the lane"), log
+    check = ran[1]  # before the run: each launch booted once, up to ready, and stopped
+    assert check.name.startswith("Check") and check.code == 0, log
+    assert "--boot" in next(s["run"] for s in steps if s.get("name") == check.name)
+    assert "✓ control: ready in" in check.output and "✓ deeper: ready in" in check.output, log
     run_dir = Path(outputs["run"]["run_dir"])
     assert run_dir.parent == history and run_dir != decoy and run_dir.is_dir(), log
     assert (work / "run_dir.txt").read_text().strip() == str(run_dir)
