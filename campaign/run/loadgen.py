@@ -426,18 +426,11 @@ def run_pass(
     journal the group id and kill a stale group on resume (AIPerf, in its own session,
     outlives a SIGKILLed parent).
     """
-    artifact_dir.mkdir(parents=True, exist_ok=True)
     aiperf_dir = artifact_dir / AIPERF_SUBDIR
-    if aiperf_dir.exists() and any(aiperf_dir.iterdir()):
-        raise PassError(
-            f"{aiperf_dir} already holds AIPerf results",
-            hint="give every pass attempt its own artifact directory")
-    command = aiperf_command(plan, artifact_dir)
-    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    command = _prepare(plan, artifact_dir)
     stdout_path = artifact_dir / STDOUT_NAME
     stderr_path = artifact_dir / STDERR_NAME
     problems: list[str] = []
-    timed_out = interrupted = False
     tmpdir = tempfile.mkdtemp(prefix=f"{TMPDIR_PREFIX}{os.getpid()}-")
     start = clock()
     try:
@@ -446,20 +439,10 @@ def run_pass(
             try:
                 if on_start is not None:
                     on_start(proc.pid)
-                deadline = start + plan.timeout_s
-                while True:
-                    try:
-                        proc.wait(timeout=poll_s)
-                        break
-                    except subprocess.TimeoutExpired:
-                        pass
-                    if cancel is not None and cancel.is_set():
-                        interrupted = True
-                    elif clock() >= deadline:
-                        timed_out = True
-                    if interrupted or timed_out:
-                        _stop(proc, killpg, grace_s, problems)
-                        break
+                timed_out, interrupted = _wait(proc, deadline=start + plan.timeout_s,
+                                               cancel=cancel, clock=clock, killpg=killpg,
+                                               grace_s=grace_s, poll_s=poll_s,
+                                               problems=problems)
             finally:
                 if proc.poll() is None:  # an exception above: never leave AIPerf running
                     signal_group(proc.pid, signal.SIGKILL, killpg=killpg)
@@ -478,6 +461,54 @@ def run_pass(
         problems.insert(0, "interrupted (stopped with SIGINT)")
     if returncode != 0:
         problems.append(f"aiperf exit {returncode}")
+    levels, missing = _read_levels(plan, aiperf_dir, stdout_path, problems)
+    return PassOutcome(
+        command=command, returncode=returncode, timed_out=timed_out,
+        interrupted=interrupted, wall_s=wall_s, levels=levels, stdout_path=stdout_path,
+        stderr_path=stderr_path, problems=problems, missing_levels=missing,
+        stragglers_signalled=stragglers)
+
+
+def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
+    """The pass's folder, checked empty of AIPerf results, with its command line written
+    beside them; the command."""
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    aiperf_dir = artifact_dir / AIPERF_SUBDIR
+    if aiperf_dir.exists() and any(aiperf_dir.iterdir()):
+        raise PassError(
+            f"{aiperf_dir} already holds AIPerf results",
+            hint="give every pass attempt its own artifact directory")
+    command = aiperf_command(plan, artifact_dir)
+    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    return command
+
+
+def _wait(proc: subprocess.Popen[bytes], *, deadline: float,
+          cancel: threading.Event | None, clock: Callable[[], float],
+          killpg: Callable[[int, int], None], grace_s: float, poll_s: float,
+          problems: list[str]) -> tuple[bool, bool]:
+    """Wait for AIPerf to end; stop its group at the deadline or on `cancel`. Returns
+    (timed out, interrupted)."""
+    timed_out = interrupted = False
+    while True:
+        try:
+            proc.wait(timeout=poll_s)
+            return timed_out, interrupted
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            interrupted = True
+        elif clock() >= deadline:
+            timed_out = True
+        if interrupted or timed_out:
+            _stop(proc, killpg, grace_s, problems)
+            return timed_out, interrupted
+
+
+def _read_levels(plan: PassPlan, aiperf_dir: Path, stdout_path: Path,
+                 problems: list[str]) -> tuple[list[LevelResult], list[int]]:
+    """The levels AIPerf exported, and the planned ones it did not (with AIPerf's first
+    error line added to `problems`)."""
     levels = parse_exports(aiperf_dir, problems) if aiperf_dir.exists() else []
     found = {level.concurrency for level in levels}
     missing = [c for c in plan.concurrency if c not in found]
@@ -487,11 +518,7 @@ def run_pass(
         first_error = _first_error_line(stdout_path)
         if first_error:
             problems.append(f"aiperf: {first_error}")
-    return PassOutcome(
-        command=command, returncode=returncode, timed_out=timed_out,
-        interrupted=interrupted, wall_s=wall_s, levels=levels, stdout_path=stdout_path,
-        stderr_path=stderr_path, problems=problems, missing_levels=missing,
-        stragglers_signalled=stragglers)
+    return levels, missing
 
 
 def _first_error_line(log: Path, limit: int = 300) -> str | None:
