@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from campaign.errors import UsageError
-from campaign.results.store import RunDir, recorded_lane
+from campaign.results.journal import recorded_lane
+from campaign.results.store import RunDir
 from campaign.textfiles import sha256_file
 
 

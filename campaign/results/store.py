@@ -31,18 +31,18 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from campaign import RESULTS_SCHEMA_VERSION, secrets
+from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.errors import ResultsError, SpecError
+from campaign.results import journal as jr
 from campaign.results.journal import (
     CSV_COLUMNS,
     PASS_COLUMNS,
@@ -71,7 +71,7 @@ class RunStore:
 
     @property
     def journal_path(self) -> Path:
-        return self.run_dir / "journal.jsonl"
+        return self.run_dir / jr.FILE_NAME
 
     # ---------------------------------------------------------------- creation
 
@@ -140,32 +140,10 @@ class RunStore:
 
     # ---------------------------------------------------------------- journal
 
-    def journal(self, event: str, **data: Any) -> dict[str, Any]:
-        """Append one event (flushed and fsynced: a crash loses at most this line)."""
-        record = {"t": iso(self.clock()), "event": event, **data}
-        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
-        raw = line.encode("utf-8")
-        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                written = 0
-                while written < len(raw):
-                    written += os.write(fd, raw[written:])
-                os.fsync(fd)
-            except OSError as exc:
-                # A full disk: cut the half line off, so the next line (after the cause is
-                # fixed and the run resumed) does not glue onto it and damage both.
-                try:
-                    os.ftruncate(fd, size)
-                except OSError:
-                    pass
-                if exc.filename is None:
-                    exc.filename = str(self.journal_path)
-                raise
-        finally:
-            os.close(fd)
-        return record
+    def journal(self, event: jr.Event, **data: Any) -> dict[str, Any]:
+        """Append one event to the journal (`journal.append`: fsynced, a crash loses at
+        most this line)."""
+        return jr.append(self.journal_path, event, iso(self.clock()), **data)
 
     def read_journal(self) -> list[dict[str, Any]]:
         return read_journal(self.run_dir)
@@ -225,62 +203,9 @@ class RunDir:
         return self._journal
 
 
-JOURNAL_TAIL_BYTES = 16384
-
-
-def _finished_complete(run_dir: Path) -> bool:
-    """Did the run finish complete? A complete run's last event is `finished` (nothing runs
-    after it and it cannot be resumed), so only the journal's tail is read: a report over
-    a thousand nightly runs must not parse every journal line."""
-    path = run_dir / "journal.jsonl"
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
-            tail = f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return False
-    for line in reversed(tail.splitlines()):
-        if '"finished"' not in line:
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if ev.get("event") == "finished":
-            return bool(ev.get("complete"))
-    return False
-
-
 _CAMPAIGN_CACHE: dict[tuple[bytes, str], tuple[Campaign | None, tuple[str, ...]]] = {}
 """Frozen campaign files read back, by content and base folder: the nights of a history
 share one file, parsed and validated once."""
-
-
-def _registered_base_dir(run_dir: Path) -> Path | None:
-    """The campaign's own folder at registration: the journal's first event says it (the
-    frozen copy's relative paths are relative to it)."""
-    try:
-        with open(run_dir / "journal.jsonl", "rb") as f:
-            first = f.readline(JOURNAL_TAIL_BYTES)
-        ev = json.loads(first)
-    except (OSError, ValueError):
-        return None
-    if isinstance(ev, dict) and ev.get("event") == "registered" and ev.get("base_dir"):
-        return Path(str(ev["base_dir"]))
-    return None
-
-
-def recorded_lane(events: Sequence[Mapping[str, Any]],
-                  manifest: Mapping[str, Any]) -> str | None:
-    """The lane a run was registered on: its journal's `registered` event says it, else
-    its manifest's `campaign.lane` (runs registered before the journal named it); None
-    when neither does."""
-    lane = next((e.get("lane") for e in events if e.get("event") == "registered"), None)
-    if not lane:
-        facts = manifest.get("campaign")
-        lane = facts.get("lane") if isinstance(facts, Mapping) else None
-    return lane if isinstance(lane, str) and lane else None
 
 
 def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
@@ -290,7 +215,7 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None, (f"{path.name} is missing",)
-    base = _registered_base_dir(run_dir)
+    base = jr.registered_base_dir(run_dir)
     key = (raw, str(base))
     if key not in _CAMPAIGN_CACHE:
         try:
@@ -364,7 +289,7 @@ def _read_passes(csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
     return _check_passes(passes, csv_path)
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
@@ -376,41 +301,6 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: not a JSON object but a {type(doc).__name__}")
     return doc
-
-
-def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The journal's events and what is wrong with it: lines that do not parse (a torn
-    last line is a crash while writing it; one in the middle is damage)."""
-    path = run_dir / "journal.jsonl"
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return [], []
-    events: list[dict[str, Any]] = []
-    bad: list[int] = []
-    lines = text.splitlines()
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            bad.append(i)
-            continue
-        if isinstance(ev, dict):
-            events.append(ev)
-        else:
-            bad.append(i)
-    problems = []
-    if last in bad:
-        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
-                        "while writing it; the events before it are used")
-    middle = [i + 1 for i in bad if i != last]
-    if middle:
-        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
-                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
-    return events, problems
 
 
 def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
@@ -482,10 +372,10 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None,
                            hint="give a folder made by `spec-ab run`")
     reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
-    manifest = _read_manifest(run_dir / "manifest.json")
+    manifest = read_manifest(run_dir / "manifest.json")
     if passes is None:
         passes, bad_lines = _read_passes(run_dir / "passes.csv")
-    events, notes = journal_problems(run_dir)
+    events, notes = jr.journal_problems(run_dir)
     passes, more = _reconcile(run_dir, passes, bad_lines or [], events)
     notes += more
     campaign, problems = _frozen_campaign(run_dir)
@@ -501,7 +391,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None,
                          + ", ".join(edits) + "): the registered values are used")
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
                   registration=registration, campaign=campaign, campaign_problems=problems,
-                  manifest=manifest, complete=_finished_complete(run_dir),
+                  manifest=manifest, complete=jr.finished_complete(run_dir),
                   notes=tuple(notes), registration_edits=edits, _journal=events)
 
 

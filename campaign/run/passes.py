@@ -1,12 +1,15 @@
-"""The passes of one arm, as load-generator plans: warm-ups, the knee sweep, one
-agent-fixture pass per content class. Pure; shared by the runner and `--dry-run`."""
+"""The passes of one arm, as load-generator plans (warm-ups, the knee sweep, one
+agent-fixture pass per content class), and whether a pass that ran can be used
+(`check_pass`). Pure; shared by the runner and `--dry-run`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from campaign.campaignfile import Campaign
-from campaign.run.loadgen import PassPlan
+from campaign.campaignfile import Campaign, Gates
+from campaign.results.journal import LevelRows
+from campaign.run import loadgen
+from campaign.run.loadgen import PassOutcome, PassPlan
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,55 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
                             **common)  # type: ignore[arg-type]
             out.append(ArmPass(plan, "agentfix", (cls,), cls))
     return out
+
+
+@dataclass(frozen=True)
+class PassCheck:
+    """Why a pass that ran cannot be used, as a whole and level by level."""
+
+    problems: list[str]
+    """The whole pass's: AIPerf's, the server's, levels without results."""
+    level_problems: dict[int, list[str]]
+    """concurrency → why that level's numbers cannot be used ([] : valid)."""
+    labels: dict[int, str]
+    """concurrency → the level's label (`c4`, a content class)."""
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems and not any(self.level_problems.values())
+
+    def all_problems(self) -> list[str]:
+        """Every problem, those of a level prefixed with its label (for the journal)."""
+        return self.problems + [f"{self.labels.get(c, c)}: {p}"
+                                for c, ps in self.level_problems.items() for p in ps]
+
+    def level_rows(self, outcome: PassOutcome) -> list[LevelRows]:
+        """Each measured level as the rows it gives, with the reasons against it."""
+        return [LevelRows(self.labels.get(lv.concurrency, f"c{lv.concurrency}"), lv.metrics,
+                          self.problems + self.level_problems.get(lv.concurrency, []))
+                for lv in outcome.levels]
+
+
+def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
+               server_fault: str | None = None) -> PassCheck:
+    """Whether a pass can be used: AIPerf's own problems, the server's fault (it died,
+    restarted or stopped answering under the pass), every planned level present, and each
+    level against the registered gates. A warm-up is thrown away: only "did it run"
+    matters for it, not the measured-pass gates."""
+    problems = list(outcome.problems)
+    if server_fault:
+        problems.append(server_fault)
+    level_problems = {
+        lv.concurrency: loadgen.level_problems(
+            lv, outcome,
+            max_error_rate=gates.max_error_rate if ap.measured else 1.0,
+            min_completed_requests=gates.min_completed_requests if ap.measured else 1,
+            max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
+        for lv in outcome.levels
+    }
+    labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+    found = {lv.concurrency for lv in outcome.levels}
+    missing = [labels[c] for c in ap.plan.concurrency if c not in found]
+    if missing:
+        problems.append(f"no results for level(s) {', '.join(missing)}")
+    return PassCheck(problems, level_problems, labels)

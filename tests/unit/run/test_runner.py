@@ -569,3 +569,26 @@ def test_a_shard_records_its_lane_and_resumes_on_it(tmp_path: Path, listener: in
     manifest = json.loads((store.run_dir / "manifest.json").read_text())
     assert manifest["campaign"]["lane"] == "west"
     assert manifest["campaign"]["lanes"] == ["east", "west"]
+
+
+def test_run_campaign_refuses_what_cannot_run_as_asked(tmp_path: Path, listener: int) -> None:
+    """The lane and shard refusals of `spec-ab run` hold for Python callers too (exit 2),
+    before the lane lock, the leftovers or a run directory."""
+    from campaign.errors import UsageError
+
+    text = CAMPAIGN.replace("lane: fake-lane\n", "lanes:\n  east: {}\n  west: {}\n")
+    sharded = _campaign(tmp_path, text)
+    rt = make_rt(tmp_path, listener, Script(), [])
+    guards: dict[str, Any] = {"find_leftovers": lambda c: pytest.fail("scanned"),
+                              "preflight": lambda c: pytest.fail("preflighted")}
+    with pytest.raises(UsageError, match=r"sharded over lanes \(east, west\)") as info:
+        runner.run_campaign(sharded, None, tmp_path / "results", rt, **guards)
+    assert info.value.exit_code == 2 and "--lane east" in (info.value.hint or "")
+    with pytest.raises(UsageError, match="--fail-on judges a verdict, and a shard has none"):
+        runner.run_campaign(sharded.for_lane("west"), None, tmp_path / "results", rt,
+                            fail_on=["loss"], **guards)
+    west = sharded.for_lane("west")
+    store = start(west, tmp_path, rt)
+    with pytest.raises(UsageError, match="is the shard of lane 'west'"):
+        runner.run_campaign(west, None, None, rt, resume=store, lane="east", **guards)
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [store.run_id]  # no other
