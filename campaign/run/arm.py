@@ -23,7 +23,7 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
-from campaign.run import loadgen, metrics
+from campaign.run import loadgen, metrics, records
 from campaign.run.passes import ArmPass, PassCheck, arm_passes, check_pass
 from campaign.run.readiness import wait_ready
 from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
@@ -192,7 +192,8 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
     if ap.measured:
         place = jr.PassPlace(arm.store.run_id, arm.slot.pair, arm.pair_attempt, arm.slot.arm,
                              arm.slot.index, arm.started_at, ap.workload, attempt)
-        rows = jr.pass_rows(place, check.level_rows(outcome), figures,
+        errors = {lv.concurrency: records.level_log_se(lv) for lv in outcome.levels}
+        rows = jr.pass_rows(place, check.level_rows(outcome, errors), figures,
                             figures_level=ap.spec_level, figures_reasons=check.problems,
                             valid=check.valid)
     arm.store.journal(

@@ -243,7 +243,7 @@ def _stat(data: Mapping[str, Any], metric: str, stat: str) -> float | None:
 
 
 # catalog name → (AIPerf metric tag, statistic)
-_EXPORT_METRICS: dict[str, tuple[str, str]] = {
+EXPORT_METRICS: dict[str, tuple[str, str]] = {
     "output_token_throughput": ("output_token_throughput", "avg"),
     "output_token_throughput_per_user": ("output_token_throughput_per_user", "avg"),
     "request_throughput": ("request_throughput", "avg"),
@@ -291,7 +291,7 @@ def parse_export(path: Path) -> LevelResult:
     errored = int(_stat(data, "error_request_count", "avg") or 0)
     metrics = {
         name: value
-        for name, (tag, stat) in _EXPORT_METRICS.items()
+        for name, (tag, stat) in EXPORT_METRICS.items()
         if (value := _stat(data, tag, stat)) is not None
     }
     total = completed + errored

@@ -4,6 +4,7 @@ agent-fixture pass per content class), and whether a pass that ran can be used
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from campaign.campaignfile import Campaign, Gates
@@ -85,10 +86,13 @@ class PassCheck:
         return self.problems + [f"{self.labels.get(c, c)}: {p}"
                                 for c, ps in self.level_problems.items() for p in ps]
 
-    def level_rows(self, outcome: PassOutcome) -> list[LevelRows]:
-        """Each measured level as the rows it gives, with the reasons against it."""
+    def level_rows(self, outcome: PassOutcome,
+                   log_se: Mapping[int, Mapping[str, float]] | None = None) -> list[LevelRows]:
+        """Each measured level as the rows it gives, with the reasons against it and its
+        statistics' sampling errors (`log_se`: concurrency → metric → error)."""
         return [LevelRows(self.labels.get(lv.concurrency, f"c{lv.concurrency}"), lv.metrics,
-                          self.problems + self.level_problems.get(lv.concurrency, []))
+                          self.problems + self.level_problems.get(lv.concurrency, []),
+                          (log_se or {}).get(lv.concurrency, {}))
                 for lv in outcome.levels]
 
 

@@ -592,3 +592,29 @@ def test_run_campaign_refuses_what_cannot_run_as_asked(tmp_path: Path, listener:
     with pytest.raises(UsageError, match="is the shard of lane 'west'"):
         runner.run_campaign(west, None, None, rt, resume=store, lane="east", **guards)
     assert [p.name for p in (tmp_path / "results").iterdir()] == [store.run_id]  # no other
+
+
+def test_a_pass_row_carries_its_sampling_error_from_the_records(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    """Each level's per-request records (AIPerf's profile_export.jsonl beside its export)
+    give its latency statistics their sampling error, once, in passes.csv."""
+    from campaign.run import records
+    from tests.runs import TESTS
+
+    source = TESTS / "data" / "aiperf" / "records_errors" / records.RECORDS_NAME
+
+    class WithRecords(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+            (artifact_dir / records.RECORDS_NAME).write_bytes(source.read_bytes())
+            return outcome
+
+    rt = make_rt(tmp_path, listener, WithRecords(), [])
+    store = start(campaign, tmp_path, rt)
+    assert runner.execute(campaign, store, rt).complete
+    rows = load_run(store.run_dir).passes
+    ttft = rows[rows.metric == "ttft_p99"]
+    assert len(ttft) and ttft.log_se.notna().all() and (ttft.log_se > 0).all()
+    assert ttft.log_se.nunique() == 1  # the same records everywhere: the same error
+    assert rows[rows.metric == "output_token_throughput"].log_se.isna().all()
