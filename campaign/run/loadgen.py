@@ -257,6 +257,11 @@ EXPORT_METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+ZERO_IS_NO_MEASUREMENT = ("ttft_p50", "ttft_p99", "request_latency_p50",
+                          "request_latency_p99")
+"""Latency statistics a served request cannot have at 0: a level showing one is invalid."""
+
+
 def _level_concurrency(data: Mapping[str, Any], path: Path) -> int | None:
     config = data.get("input_config")
     if isinstance(config, Mapping):
@@ -352,9 +357,11 @@ def level_problems(
 ) -> list[str]:
     """Why this level's numbers cannot be used; [] means valid.
 
-    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit
-    still invalidates the pass unless it is explained by our own timeout stop of a run
-    whose export for this level was already complete (AIPerf's hang at the very end).
+    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit still
+    invalidates the pass unless it is explained by our own timeout stop of a run whose
+    export for this level was already complete (AIPerf's hang at the very end). A TTFT or
+    request-latency statistic of 0 is no measurement: a level showing one is invalid
+    (judged as a ratio it would read as a 100% improvement).
     """
     reasons: list[str] = []
     if outcome.interrupted:
@@ -370,6 +377,11 @@ def level_problems(
         reasons.append(
             f"error rate {error_rate:.1%} > {max_error_rate:.1%} "
             f"({level.requests_errored} failed)")
+    zero = [name for name in ZERO_IS_NO_MEASUREMENT if level.metrics.get(name) == 0.0]
+    if zero:
+        reasons.append(
+            f"{', '.join(zero)} = 0 ms: a latency of 0 over a pass is no measurement (the "
+            "server answered before it was asked, or AIPerf timed nothing)")
     if level.requests_completed < min_completed_requests:
         reasons.append(
             f"{level.requests_completed} requests completed < {min_completed_requests}")

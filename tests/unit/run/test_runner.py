@@ -618,3 +618,25 @@ def test_a_pass_row_carries_its_sampling_error_from_the_records(
     assert len(ttft) and ttft.log_se.notna().all() and (ttft.log_se > 0).all()
     assert ttft.log_se.nunique() == 1  # the same records everywhere: the same error
     assert rows[rows.metric == "output_token_throughput"].log_se.isna().all()
+
+
+def test_a_zero_latency_makes_the_pass_invalid(campaign: Campaign, tmp_path: Path,
+                                               listener: int) -> None:
+    """A candidate measuring p99 TTFT 0 at a level: its rows are invalid (retried, then
+    kept invalid), so the pair cannot adopt on it."""
+    class ZeroTtft(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+            if plan.name.startswith("knee") and "cand" in str(artifact_dir):
+                outcome.levels[0].metrics["ttft_p99"] = 0.0
+            return outcome
+
+    rt = make_rt(tmp_path, listener, ZeroTtft(), [])
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert not result.complete and "cand/knee" in result.pairs_invalid[1]
+    rows = load_run(store.run_dir).passes
+    bad = rows[(rows.arm == "cand") & (rows.level == "c1") & (rows.workload == "knee")]
+    assert not bad.valid.any()
+    assert "ttft_p99 = 0 ms: a latency of 0 over a pass is no measurement" in bad.reason.iloc[0]
