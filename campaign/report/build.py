@@ -124,7 +124,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
-            levels=_levels(run.campaign), metrics=shown or (),
+            levels=_levels(run), metrics=shown or (),
             resume_command=_resume_command(run, pooled))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
@@ -353,11 +353,15 @@ def _arms(run: RunDir) -> list[str]:
     return arms
 
 
-def _levels(campaign: Campaign | None) -> dict[str, list[str]] | None:
-    """The levels the campaign configured, per workload (None: unknown, use the rows)."""
-    if campaign is None:
+def _levels(run: RunDir) -> dict[str, list[str]] | None:
+    """The levels `*` decision cells stand for, per workload: the registered ones (results
+    schema 3), else the levels the frozen campaign configured (None: unknown, use the
+    rows)."""
+    if run.registration.levels is not None:
+        return run.registration.levels.decision_levels()
+    if run.campaign is None:
         return None
-    return {w: campaign.workloads.levels(w) for w in ("knee", "agentfix")}
+    return {w: run.campaign.workloads.levels(w) for w in ("knee", "agentfix")}
 
 
 def _level_order(campaign: Campaign | None) -> list[str]:

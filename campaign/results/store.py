@@ -6,8 +6,9 @@ typed `RunDir`s (what `report` and `noise` consume).
     <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
       campaign.yaml          frozen copy of the campaign file, byte for byte; read back
                              through `campaign.campaignfile.load_campaign` (named files unchecked)
-      preregistration.json   the rule + its sha256, the resolved drift band, the arms and
-                             `values_sha256` over all three: written before the first slot
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms, the
+                             rule's cells with `*` resolved (`levels`) and `values_sha256`
+                             over them all: written before the first slot
                              (`registration.Registration`); `load_run` checks them
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
       journal.jsonl          append-only event log (the source of truth for resume); its
@@ -53,7 +54,7 @@ from campaign.results.journal import (
     rows_to_csv,
     utcnow,
 )
-from campaign.results.registration import Registration
+from campaign.results.registration import RegisteredLevels, Registration, registered_levels
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
 from campaign.textfiles import atomic_write
 
@@ -116,10 +117,11 @@ class RunStore:
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
-                 drift_band: float) -> str:
-        """Write preregistration.json (never replaced). Returns the rule's hash."""
+                 drift_band: float, levels: RegisteredLevels | None = None) -> str:
+        """Write preregistration.json (never replaced). Returns the rule's hash. `levels`:
+        the rule's cells resolved (`registration.registered_levels`)."""
         reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
-                               registered_at=iso(self.clock()))
+                               registered_at=iso(self.clock()), levels=levels)
         reg.save(self.run_dir / "preregistration.json")
         return reg.sha256
 
@@ -382,11 +384,13 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None,
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
         verified = registration.verify(
-            reg_path, None if campaign is None else campaign.arm_names)
+            reg_path, None if campaign is None else campaign.arm_names,
+            None if campaign is None else registered_levels(campaign))
         if verified.edits:
             edits = verified.edits
             registration = registration.model_copy(
-                update={"drift_band": verified.drift_band, "arms": list(verified.arms)})
+                update={"drift_band": verified.drift_band, "arms": list(verified.arms),
+                        "levels": verified.levels})
             notes.insert(0, f"{reg_path.name} was edited after registration ("
                          + ", ".join(edits) + "): the registered values are used")
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,

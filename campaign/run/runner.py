@@ -35,6 +35,7 @@ from campaign.errors import (
 )
 from campaign.markers import marked_children
 from campaign.results import journal as jr
+from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import lanelock, manifest
 from campaign.run.arm import PairInvalid, run_slot
@@ -76,7 +77,7 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
     try:
         rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
         digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
-                                drift_band=band)
+                                drift_band=band, levels=registered_levels(campaign))
         store.write_manifest(facts)
         store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
                       base_dir=str(campaign.base_dir), lane=campaign.lane,
