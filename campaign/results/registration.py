@@ -210,8 +210,8 @@ class Registration(BaseModel):
         """Does the rule still hash to `sha256` (nobody edited it after registration)?"""
         return rule_hash(self.rule) == self.sha256
 
-    def verify(self, path: Path, campaign_arms: Sequence[str] | None = None,
-               campaign_levels: RegisteredLevels | None = None) -> Verified:
+    def verify(self, path: Path, campaign_arms: Sequence[str] | None = None, *,
+               campaign: Campaign | None = None) -> Verified:
         """The registered drift band, arms and levels, checked against the hashes.
 
         Schema 1 checks the rule only (as it always did). Schema 2 and later also check
@@ -233,7 +233,8 @@ class Registration(BaseModel):
             return Verified(band, arms, levels)
         if values_hash(self.rule, band, list(arms), levels) == self.values_sha256:
             return Verified(band, arms, levels)
-        for b, a, lv in self._candidates(campaign_arms, campaign_levels):
+        levels_now = None if campaign is None else registered_levels(campaign)
+        for b, a, lv in self._candidates(campaign_arms, levels_now):
             if values_hash(self.rule, b, list(a), lv) != self.values_sha256:
                 continue
             edits = []

@@ -54,7 +54,7 @@ from campaign.results.journal import (
     rows_to_csv,
     utcnow,
 )
-from campaign.results.registration import RegisteredLevels, Registration, registered_levels
+from campaign.results.registration import RegisteredLevels, Registration
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
 from campaign.textfiles import atomic_write
 
@@ -281,14 +281,27 @@ def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, l
     return passes, bad_lines
 
 
-def _read_passes(csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
+@dataclass
+class _Csv:
+    """passes.csv as read: its rows, the file lines of rows that do not parse, and why
+    the whole file cannot be used (then `rows` is empty)."""
+
+    rows: pd.DataFrame
+    bad_lines: list[int] = field(default_factory=list)
+    unusable: str | None = None
+
+
+def _read_passes(csv_path: Path) -> _Csv:
     if not csv_path.is_file() or csv_path.stat().st_size == 0:
-        return pd.DataFrame(columns=PASS_COLUMNS), []
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS))
     try:
         passes = pd.read_csv(csv_path, keep_default_na=False)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{csv_path}: cannot be read ({exc})") from None
-    return _check_passes(passes, csv_path)
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})")
+    missing = sorted(set(PASS_COLUMNS) - set(passes.columns))
+    if missing:
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"missing columns {missing}")
+    return _Csv(*_check_passes(passes, csv_path))
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -325,26 +338,59 @@ def _lines(lines: list[int]) -> str:
     return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
 
 
-def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
+def pairs_twice(passes: pd.DataFrame) -> list[str]:
+    """Pair numbers that two different pairs carry (a renumbered or merged run directory):
+    one arm of one pair attempt measured in more than one slot. A pass retried, or a
+    pair redone (a new `pair_attempt`), is not one."""
+    places = passes.drop_duplicates(["pair", "pair_attempt", "arm", "slot", "started_at"])
+    counts = places.groupby(["pair", "pair_attempt", "arm"]).size().reset_index(name="n")
+    most = counts[counts["n"] > 1].groupby("pair")["n"].max()
+    out = []
+    for pair, times in zip(most.index, most, strict=True):
+        mine = places[places["pair"] == pair].sort_values(["slot", "started_at"])
+        how = "twice" if times == 2 else f"{times} times"
+        seen = ", ".join(f"{r.arm} in slot {r.slot} started {r.started_at}"
+                         for r in mine.itertuples(index=False))
+        out.append(f"pair {pair} appears {how}: {seen}")
+    return out
+
+
+def _csv_problems(passes: pd.DataFrame, csv: _Csv) -> list[str]:
+    """What is wrong with passes.csv's rows on their own."""
+    if csv.unusable:
+        return [csv.unusable]
+    wrong = []
+    if csv.bad_lines:
+        wrong.append(f"{len(csv.bad_lines)} row(s) that do not parse "
+                     f"(line {_lines(csv.bad_lines)})")
+    dup = passes.duplicated(PASS_KEY, keep="first")
+    n_dup = int(dup.sum())
+    twice = pairs_twice(passes) if n_dup else []
+    if twice:
+        wrong += twice
+    elif n_dup:  # after rows were left out, line numbers of the file are no longer known
+        where = ("" if csv.bad_lines
+                 else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})")
+        wrong.append(f"{n_dup} duplicated row(s){where}")
+    return wrong
+
+
+def _reconcile(run_dir: Path, csv: _Csv,
                events: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
     """passes.csv checked against the journal, the source of truth.
 
     passes.csv is rebuilt from the journal's `pass` events after every pass, so both
-    must hold the same rows. When they do not (rows that do not parse, duplicated rows,
-    a different row count), the journal's rows are used and a note says what was wrong.
-    Without pass events in the journal nothing can arbitrate: duplicated or unparsable
-    rows are then an error (exit 2), since they could change a verdict silently.
+    must hold the same rows. When they do not (a file that cannot be used, rows that do
+    not parse, duplicated rows, a different row count), the journal's rows are used and a
+    note says what was wrong. Without pass events in the journal nothing can arbitrate:
+    the damage is then an error (exit 2), since it could change a verdict silently. Two
+    different pairs with one number are an error wherever they are: no row says which is
+    which.
     """
     csv_path = run_dir / "passes.csv"
-    dup = passes.duplicated(PASS_KEY, keep="first")
-    n_dup = int(dup.sum())
+    passes = csv.rows
+    wrong = _csv_problems(passes, csv)
     journal = _journal_passes(events)
-    wrong = []
-    if bad_lines:
-        wrong.append(f"{len(bad_lines)} row(s) that do not parse (line {_lines(bad_lines)})")
-    if n_dup:  # after rows were left out, line numbers of the file are no longer known
-        where = "" if bad_lines else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})"
-        wrong.append(f"{n_dup} duplicated row(s){where}")
     if journal is None:
         if wrong:
             raise ResultsError(
@@ -355,14 +401,20 @@ def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
     expected = len(journal)
     if not wrong and len(passes) == expected:
         return passes, []
+    twice = pairs_twice(journal) if journal.duplicated(PASS_KEY).any() else []
+    if twice:
+        raise ResultsError(
+            f"{run_dir / jr.FILE_NAME}: " + "; ".join(twice) + " — two different pairs "
+            "carry one number, so no verdict can tell them apart",
+            hint="restore the run directory from a backup (a copy merged into it, or its "
+            "pairs renumbered?), or re-run the campaign")
     if not wrong:
         wrong.append(f"{len(passes)} rows where journal.jsonl has {expected}")
     return journal, [f"{csv_path.name} disagrees with journal.jsonl (" + "; ".join(wrong)
                      + "): the journal's rows are used"]
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None,
-              bad_lines: list[int] | None = None) -> RunDir:
+def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
     if run_dir.is_file():
         raise ResultsError(f"{run_dir}: is a file, not a results directory",
                            hint="give the folder `spec-ab run` printed "
@@ -375,17 +427,15 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None,
     reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
-    if passes is None:
-        passes, bad_lines = _read_passes(run_dir / "passes.csv")
+    csv = _read_passes(run_dir / "passes.csv") if passes is None else _Csv(passes)
     events, notes = jr.journal_problems(run_dir)
-    passes, more = _reconcile(run_dir, passes, bad_lines or [], events)
+    passes, more = _reconcile(run_dir, csv, events)
     notes += more
     campaign, problems = _frozen_campaign(run_dir)
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
         verified = registration.verify(
-            reg_path, None if campaign is None else campaign.arm_names,
-            None if campaign is None else registered_levels(campaign))
+            reg_path, None if campaign is None else campaign.arm_names, campaign=campaign)
         if verified.edits:
             edits = verified.edits
             registration = registration.model_copy(
@@ -452,5 +502,5 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
             continue
         part = joined.iloc[start:start + n].reset_index(drop=True)
         start += n
-        out.append(_run_data(Path(d), part, []))
+        out.append(_run_data(Path(d), part))
     return out

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -372,6 +373,35 @@ def _drop_csv_column(run: Path) -> None:
     _write_csv(run, [",".join(ln.split(",")[:-1]) for ln in _csv_lines(run)])
 
 
+def _drop_metric_column(run: Path) -> None:
+    lines = [ln.split(",") for ln in _csv_lines(run)]
+    i = lines[0].index("metric")
+    _write_csv(run, [",".join(cells[:i] + cells[i + 1:]) for cells in lines])
+
+
+def _pair_two_as_one(run: Path) -> None:
+    """passes.csv names pair 2 as a second pair 1 (the journal still knows better)."""
+    lines = _csv_lines(run)
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[1] = "1" if cells[1] == "2" else cells[1]
+        out.append(",".join(cells))
+    _write_csv(run, out)
+
+
+def _two_pairs_numbered_one(tmp: Path) -> list[str]:
+    """Two different pairs (their own slots and start times) both numbered 1, in the
+    journal and in passes.csv alike: averaged as repeats, they would adopt."""
+    def renumber(df: Any) -> Any:
+        df.loc[df["pair"] == 2, "pair"] = 1
+        return df
+
+    run = make_run(tmp, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                   guardrails=[], edit=renumber)
+    return ["report", str(run)]
+
+
 def _no_rows(run: Path) -> None:
     _write_csv(run, _csv_lines(run)[:1])
     (run / "journal.jsonl").write_text("")
@@ -392,6 +422,16 @@ RESULTS_CASES: list[Case] = [
     Case("csv-row-missing", _damaged(_dropped_row), 0,
          ("rows where journal.jsonl has", "journal's rows are used")),
     Case("csv-missing-column", _damaged(_drop_csv_column, sim=True), 2, ("missing columns",)),
+    Case("csv-missing-metric-column-with-journal", _damaged(_drop_metric_column), 0,
+         ("passes.csv disagrees with journal.jsonl (missing columns ['metric'])",
+          "the journal's rows are used", "adopt")),
+    Case("csv-pair-numbered-twice-with-journal", _damaged(_pair_two_as_one), 0,
+         ("pair 1 appears twice: control in slot 0", "control in slot 2",
+          "the journal's rows are used", "adopt")),
+    Case("two-pairs-numbered-one", _two_pairs_numbered_one, 2,
+         ("journal.jsonl: pair 1 appears twice: control in slot 0", "cand in slot 3",
+          "two different pairs carry one number"),
+         ("disagrees", "repeats")),
     Case("csv-binary", _damaged(lambda r: (r / "passes.csv").write_bytes(b"\xff\xfe\x00" * 50),
                                 sim=True), 2, ("passes.csv",)),
     Case("csv-no-rows", _damaged(_no_rows), 2, ("no measured passes yet",)),

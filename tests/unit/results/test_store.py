@@ -54,6 +54,7 @@ def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
 def test_batched_load_equals_one_by_one(tmp_path: Path) -> None:
     runs = [make_run(tmp_path, i, finished=i % 3 != 0) for i in range(20)]
     (runs[5] / "passes.csv").write_text("other,header\n1,2\n")  # read on its own → error
+    (runs[5] / "journal.jsonl").write_text("")  # with nothing to rebuild it from
     good = [r for r in runs if r != runs[5]]
     batched = load_runs(good)
     for a, b in zip(batched, (load_run(r) for r in good), strict=True):
