@@ -84,8 +84,19 @@ class Gates(Model):
     retries: int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
     pair_retries: int = Field(
         1, ge=0, le=5,
-        description="Redos of a whole pair whose server died or restarted mid-pass (the pair "
-        "is redone at once, both arms, so it stays in one window).",
+        description="Redos of a whole pair cut by the lane mid-pass: the control's server "
+        "died, restarted or turned unhealthy, or /metrics stopped answering (the pair is "
+        "redone at once, both arms, so it stays in one window). A candidate's server failing "
+        "is its own failure: that pair is invalid, never redone.",
+    )
+    redo_budget: int = Field(
+        2, ge=0, le=50,
+        description="Pairs left invalid by the lane (AIPerf crashing or timing out while "
+        "the server stays healthy, a /metrics scrape failure, any invalid pass of the "
+        "control) that are measured again within the night, whole (both arms, a new pair "
+        "attempt), at the end of the slots, before the campaign is called short. A "
+        "candidate's own failures (its requests failing beyond the gates, its server dying "
+        "or never becoming ready) are never redone.",
     )
     max_pair_gap_s: float = Field(
         3600,

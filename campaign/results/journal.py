@@ -35,6 +35,7 @@ Event = Literal[
     "slot_failed",
     "pair_done",
     "pair_invalid",
+    "pair_redo",
     "interrupted",
     "aborted",
     "finished",
@@ -45,12 +46,16 @@ Event = Literal[
   campaign's own folder: relative paths of the frozen copy resolve against it), `lane`,
   `lanes` (a shard: every lane of the campaign);
 - `run_start`: one per session (`pid`, `resumed`, `lane`, `redo_invalid`);
-- `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`): one pair
+- `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`, `fault`): one pair
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
 - `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
   `boot_s`, `aiperf_s`, `overhead_s`) / `slot_failed` (`reason`): one arm of a pair;
 - `pass`: one AIPerf pass with its `rows` (the tidy rows of `passes.csv`), `valid`,
-  `problems` and what AIPerf did; `pass_interrupted` when a stop cut it;
+  `problems`, whose failure an invalid pass is (`fault`: `lane` or `own`) and what AIPerf
+  did; `pass_interrupted` when a stop cut it;
+- `pair_redo`: a pair left invalid by the lane alone, measured again within the night
+  (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
+  `gates.redo_budget`);
 - `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
   `pairs_valid`, `pairs_invalid`: the last line of a run that ran to its end).
 """

@@ -24,7 +24,15 @@ from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
 from campaign.run import loadgen, metrics, records
-from campaign.run.passes import ArmPass, PassCheck, arm_passes, check_pass
+from campaign.run.passes import (
+    ArmPass,
+    Fault,
+    InvalidPass,
+    PassCheck,
+    ServerFault,
+    arm_passes,
+    check_pass,
+)
 from campaign.run.readiness import wait_ready
 from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
 from campaign.run.serverwatch import captures_after, scrape, unhealthy
@@ -34,6 +42,10 @@ from campaign.servers.base import serving
 
 class PairInvalid(Exception):
     """This pair cannot count (server died mid-pass...); go on with the next pair."""
+
+    def __init__(self, reason: str, fault: Fault) -> None:
+        super().__init__(reason)
+        self.fault = fault
 
 
 def _pid() -> int:
@@ -56,7 +68,7 @@ class Arm:
 
 
 def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
-              pair_attempt: int) -> list[str]:
+             pair_attempt: int) -> list[InvalidPass]:
     """Boot, measure and stop one arm. Returns the measured passes left invalid."""
     launch = campaign.launches[slot.arm]
     arm_dir = store.arm_dir(slot.pair, slot.arm, pair_attempt)
@@ -76,7 +88,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     t0 = rt.monotonic()
     boot_s = 0.0
     aiperf_s = 0.0
-    invalid: list[str] = []
+    invalid: list[InvalidPass] = []
     try:
         with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
                 rt.http() as client:
@@ -91,10 +103,12 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                        started_at)
             for ap in arm_passes(campaign, slot.arm, server.base_url):
                 check_cancel(rt)
-                spent, valid = _run_pass(arm, ap)
+                spent, check = _run_pass(arm, ap)
                 aiperf_s += spent
-                if not valid and ap.measured:
-                    invalid.append(f"{slot.arm}/{ap.plan.name}")
+                fault = check.fault(slot.arm)
+                if fault is not None and ap.measured:
+                    invalid.append(InvalidPass(f"{slot.arm}/{ap.plan.name}", fault,
+                                               "; ".join(check.all_problems())))
             facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
         store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
@@ -109,26 +123,26 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     return invalid
 
 
-def _run_pass(arm: Arm, ap: ArmPass) -> tuple[float, bool]:
-    """One pass with its retries. Returns (AIPerf's wall time, valid in the end). Raises
-    PairInvalid when the server died under it."""
+def _run_pass(arm: Arm, ap: ArmPass) -> tuple[float, PassCheck]:
+    """One pass with its retries. Returns (AIPerf's wall time, the check of its last
+    attempt). Raises PairInvalid when the server failed under it."""
     attempts = 1 + (arm.campaign.preregistration.gates.retries if ap.measured else 0)
     aiperf_s = 0.0
-    valid = False
     for attempt in range(1, attempts + 1):
         check_cancel(arm.rt)
-        wall_s, valid, died = _pass_attempt(arm, ap, attempt)
+        wall_s, check, died = _pass_attempt(arm, ap, attempt)
         aiperf_s += wall_s
-        if died:
-            raise PairInvalid(died)
-        if valid or not ap.measured:
+        if died is not None:
+            raise PairInvalid(died.reason, check.fault(arm.slot.arm) or "lane")
+        if check.valid or not ap.measured:
             break
-    return aiperf_s, valid
+    return aiperf_s, check
 
 
-def _pass_attempt(arm: Arm, ap: ArmPass, attempt: int) -> tuple[float, bool, str | None]:
+def _pass_attempt(arm: Arm, ap: ArmPass,
+                  attempt: int) -> tuple[float, PassCheck, ServerFault | None]:
     """One AIPerf run of a pass between two /metrics scrapes, judged and journaled.
-    Returns (AIPerf's wall time, valid, why the server failed under it or None)."""
+    Returns (AIPerf's wall time, its check, what the server did wrong under it or None)."""
     rt, slot, server = arm.rt, arm.slot, arm.server
     name = ap.plan.name if attempt == 1 else f"{ap.plan.name}.retry{attempt - 1}"
     mdir = arm.arm_dir / "metrics"
@@ -157,29 +171,33 @@ def _pass_attempt(arm: Arm, ap: ArmPass, attempt: int) -> tuple[float, bool, str
                   scraped=before is not None or after is not None)
     rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
                 measured=ap.measured, summary=summary, problems=check.all_problems())
-    return outcome.wall_s, check.valid, died
+    return outcome.wall_s, check, died
 
 
-def _server_fault(arm: Arm, name: str, before: metrics.Snapshot | None,
-                  after: metrics.Snapshot | None) -> tuple[str | None, metrics.PassDelta | None]:
-    """(why the server failed under the pass or None, its counters' change over the pass
-    or None when they were not read)."""
+Scrape = metrics.Snapshot | None
+
+
+def _server_fault(arm: Arm, name: str, before: Scrape,
+                  after: Scrape) -> tuple[ServerFault | None, metrics.PassDelta | None]:
+    """(what the server did wrong under the pass or None, its counters' change over the
+    pass or None when they were not read)."""
     server = arm.server
     died = None
     if not server.alive():
-        died = f"server {server.exit_status()} during {name}"
+        died = ServerFault(f"server {server.exit_status()} during {name}")
     elif after is None and before is not None:
         # It answered /metrics before the pass: it stopped answering during it. A
         # server that never answers has no server counters: figures n/a, pair valid.
-        died = f"server stopped answering /metrics during {name}"
+        died = ServerFault(f"server stopped answering /metrics during {name}", scrape=True)
     else:
-        died = unhealthy(arm.client, server, arm.campaign.launches[arm.slot.arm], name)
+        why = unhealthy(arm.client, server, arm.campaign.launches[arm.slot.arm], name)
+        died = ServerFault(why) if why else None
     delta = None
     if before is not None and after is not None:
         try:
             delta = metrics.pass_delta(before, after)
         except metrics.CounterReset as exc:
-            died = f"server restarted during {name} ({exc})"
+            died = ServerFault(f"server restarted during {name} ({exc})")
     return died, delta
 
 
@@ -200,6 +218,7 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
         "pass", slot=arm.slot.index, pair=arm.slot.pair, arm=arm.slot.arm, name=name,
         workload=ap.workload, attempt=attempt, valid=check.valid,
         problems=check.all_problems(),
+        **({"fault": fault} if (fault := check.fault(arm.slot.arm)) else {}),
         aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
         returncode=outcome.returncode, summary=_summary(outcome),
         spec_decode=figures or None,

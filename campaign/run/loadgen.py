@@ -355,13 +355,19 @@ def level_problems(
     max_osl_mismatch: int | None = None,
     max_osl_mismatch_share: float | None = None,
 ) -> list[str]:
-    """Why this level's numbers cannot be used; [] means valid.
+    """Why this level's numbers cannot be used; [] means valid: how AIPerf ran
+    (`run_problems`), then the server's answers against the gates (`answer_problems`)."""
+    return run_problems(level, outcome) + answer_problems(
+        level, max_error_rate=max_error_rate, min_completed_requests=min_completed_requests,
+        max_osl_mismatch=max_osl_mismatch, max_osl_mismatch_share=max_osl_mismatch_share)
+
+
+def run_problems(level: LevelResult, outcome: PassOutcome) -> list[str]:
+    """Why AIPerf's run of this level cannot be used (the load generator's side).
 
     The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit still
     invalidates the pass unless it is explained by our own timeout stop of a run whose
-    export for this level was already complete (AIPerf's hang at the very end). A TTFT or
-    request-latency statistic of 0 is no measurement: a level showing one is invalid
-    (judged as a ratio it would read as a 100% improvement).
+    export for this level was already complete (AIPerf's hang at the very end).
     """
     reasons: list[str] = []
     if outcome.interrupted:
@@ -372,6 +378,22 @@ def level_problems(
         reasons.append("export says incomplete (is_complete=false)")
     if level.cancelled:
         reasons.append("export says cancelled (was_cancelled=true)")
+    return reasons
+
+
+def answer_problems(
+    level: LevelResult,
+    *,
+    max_error_rate: float,
+    min_completed_requests: int,
+    max_osl_mismatch: int | None = None,
+    max_osl_mismatch_share: float | None = None,
+) -> list[str]:
+    """Why the server's answers in this level fail the registered gates (the server's
+    side): failed requests, too few completed, another output length than asked, and a
+    TTFT or request-latency statistic of 0, which is no measurement (judged as a ratio it
+    would read as a 100% improvement)."""
+    reasons: list[str] = []
     error_rate = level.metrics.get("error_rate", 0.0)
     if error_rate > max_error_rate:
         reasons.append(

@@ -269,6 +269,11 @@ class PlainProgress:
         elif event == "pair_invalid":
             log.warning("pair %s invalid: %s", d["pair"], d["reason"])
             self.line(f"pair {d['pair']} INVALID: {d['reason']}")
+        elif event == "pair_redo" and "budget_left" in d:
+            log.warning("pair %s redone within the night: %s", d["pair"], d["reason"])
+            self.line(f"pair {d['pair']}: redoing the whole pair within the night, invalid by "
+                      f"the lane ({d['reason']}); {d['budget_left']} of {d['budget']} redos "
+                      "left (gates.redo_budget)")
         elif event == "pair_redo":
             self.line(f"pair {d['pair']}: redoing the whole pair (gates.pair_retries)")
         elif event == "eta" and self.eta is None:  # without a campaign: the runner's figure

@@ -39,6 +39,7 @@ from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import lanelock, manifest
 from campaign.run.arm import PairInvalid, run_slot
+from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
 from campaign.verdict.aa import checked_drift_band
 
@@ -289,6 +290,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
             status = _reopened_invalid(events, status)
         eta = _Eta(rt, len(slots), sum(len(by_pair[p]) for p, (_, st) in status.items()
                                        if st != "started"))
+        measured: dict[int, _PairOutcome] = {}
         for pair, pair_slots in by_pair.items():
             attempt, state = status.get(pair, (0, "new"))
             if state == "done":
@@ -301,9 +303,12 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
             if state == "invalid":
                 result.pairs_invalid[pair] = "invalid in an earlier session"
                 continue
-            outcome = _measure_pair(campaign, store, rt, pair, attempt, pair_slots,
-                                    redo=state == "started", eta=eta)
-            _settle(result, pair, outcome)
+            measured[pair] = _measure_pair(campaign, store, rt, pair, attempt, pair_slots,
+                                           redo=state == "started", eta=eta)
+            _settle(result, pair, measured[pair])
+        budget = pre.gates.redo_budget - len(jr.of_kind(events, "pair_redo"))
+        _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
+        result.pairs_valid.sort()
         store.journal("finished", complete=result.complete,
                       pairs_valid=result.pairs_valid, pairs_invalid=result.pairs_invalid)
     return result
@@ -339,15 +344,42 @@ class _Eta:
         self.rt.progress("eta", elapsed_s=elapsed, eta_s=elapsed / self.done * remaining)
 
 
+def _redo_lane_faults(campaign: Campaign, store: RunStore, rt: Runtime,
+                      by_pair: dict[int, list[Slot]], measured: dict[int, _PairOutcome],
+                      result: RunResult, budget: int, eta: _Eta) -> None:
+    """The night's redos: at the end of the slots, each pair this session left invalid by
+    the lane alone (`_PairOutcome.lane_only`) is measured again whole (a new pair attempt,
+    both arms), lowest pair first, until `budget` pairs are spent, before the campaign is
+    called short. A pair with a failure of the candidate's own is never redone: it counts
+    against the candidate. Each redo is journaled (`pair_redo`) with its cause."""
+    while budget > 0:
+        pair = next((p for p in sorted(result.pairs_invalid)
+                     if p in measured and measured[p].lane_only), None)
+        if pair is None:
+            return
+        budget -= 1
+        done = measured.pop(pair)
+        store.journal("pair_redo", pair=pair, pair_attempt=done.attempt + 1,
+                      cause=done.cause, budget_left=budget)
+        rt.progress("pair_redo", pair=pair, reason=done.cause, budget_left=budget,
+                    budget=campaign.preregistration.gates.redo_budget)
+        del result.pairs_invalid[pair]
+        measured[pair] = _measure_pair(campaign, store, rt, pair, done.attempt, by_pair[pair],
+                                       redo=True, eta=eta)
+        _settle(result, pair, measured[pair])
+
+
 def _measure_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, attempt: int,
                   pair_slots: list[Slot], *, redo: bool, eta: _Eta) -> _PairOutcome:
-    """One pair, redone at once (up to `gates.pair_retries` times) when a fault cut it."""
+    """One pair, redone at once (up to `gates.pair_retries` times) when the lane's fault
+    cut it (the control's server failed, /metrics stopped answering). The candidate's
+    server failing is its own failure: the pair is invalid, never redone."""
     tries_left = campaign.preregistration.gates.pair_retries
     while True:
         attempt += 1
         outcome = _run_pair(campaign, store, rt, pair, attempt, pair_slots, redo=redo)
         eta.slots_done(len(pair_slots))
-        if outcome.died is None or tries_left == 0:
+        if outcome.died is None or outcome.died_fault == "own" or tries_left == 0:
             return outcome
         tries_left -= 1
         redo = True  # the redo of a pair cut by a fault
@@ -367,9 +399,29 @@ def _settle(result: RunResult, pair: int, outcome: _PairOutcome) -> None:
 
 @dataclass
 class _PairOutcome:
+    attempt: int
     died: str | None = None
     """Why the pair is invalid (server died / restarted mid-pass), else None."""
-    invalid_passes: list[str] = field(default_factory=list)
+    died_fault: Fault | None = None
+    invalid: list[InvalidPass] = field(default_factory=list)
+    """Measured passes left invalid after their retries."""
+
+    @property
+    def invalid_passes(self) -> list[str]:
+        return [p.name for p in self.invalid]
+
+    @property
+    def lane_only(self) -> bool:
+        """Invalid, and only by the lane: no failure is the candidate's own."""
+        faults = [p.fault for p in self.invalid] + ([self.died_fault] if self.died else [])
+        return bool(faults) and all(f == "lane" for f in faults)
+
+    @property
+    def cause(self) -> str:
+        """Why the pair is invalid, in words (for the journal and the live display)."""
+        if self.died is not None:
+            return self.died
+        return "; ".join(f"{p.name}: {p.cause}" for p in self.invalid)
 
 
 def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_attempt: int,
@@ -378,14 +430,15 @@ def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_
     store.journal("pair_start", pair=pair, pair_attempt=pair_attempt, redo=redo)
     rt.progress("pair_start", pair=pair, pairs=campaign.preregistration.pairs,
                 pair_attempt=pair_attempt)
-    outcome = _PairOutcome()
+    outcome = _PairOutcome(pair_attempt)
     try:
         for slot in pair_slots:
             check_cancel(rt)
-            outcome.invalid_passes += run_slot(campaign, store, rt, slot, pair_attempt)
+            outcome.invalid += run_slot(campaign, store, rt, slot, pair_attempt)
     except PairInvalid as exc:
-        outcome.died = str(exc)
-        store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died)
+        outcome.died, outcome.died_fault = str(exc), exc.fault
+        store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died,
+                      fault=exc.fault)
         rt.progress("pair_invalid", pair=pair, reason=outcome.died)
         return outcome
     except Interrupted:
