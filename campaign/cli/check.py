@@ -24,12 +24,14 @@ def check(
 ) -> None:
     """Validate a campaign file, show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready)."""
     from campaign.campaignfile import load_campaign
+    from campaign.campaignfile.checks import refuse_thin_tails
     from campaign.run import checkview
     from campaign.run.preflight import preflight as run_preflight
     from campaign.verdict.aa import checked_drift_band
 
     campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
+    refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
     checkview.print_campaign(out, campaign)
     if not campaign.lane_chosen and preflight:
         out.print(f"\npreflight: each lane is its own machine; check it there with "

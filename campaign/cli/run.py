@@ -59,6 +59,10 @@ def run(
     if dry_run:
         checkview.print_dry_run(out, campaign)
         return
+    if store is None:
+        from campaign.campaignfile.checks import thin_tails
+
+        checkview.print_thin_tails(err, thin_tails(campaign))
     result = _run(campaign, out_dir, rt, opts, run_dir_file, skip_preflight=skip_preflight,
                   redo_invalid=redo_invalid)
     code = _print_summary(result.run_dir, asked)

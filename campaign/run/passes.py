@@ -46,12 +46,8 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
         out.append(ArmPass(plan, "warmup", (f"c{w.concurrency}",), "all"))
     if wl.knee:
         k = wl.knee
-        reqs = {k.requests_at(c) for c in k.concurrency}
-        # AIPerf sweeps concurrency in one invocation with one request count; keep the
-        # largest so the top level gets enough requests.
-        per_level = None if k.duration_s else max(r for r in reqs if r is not None)
         plan = PassPlan(name="knee", kind="knee", concurrency=tuple(k.concurrency),
-                        requests_per_level=per_level, duration_s=k.duration_s,
+                        requests_per_level=k.requests_each_level, duration_s=k.duration_s,
                         input_tokens=k.input_tokens, output_tokens=k.output_tokens,
                         input_file=None, seed=seed, **common)  # type: ignore[arg-type]
         out.append(ArmPass(plan, "knee", tuple(k.levels), "all"))

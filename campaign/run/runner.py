@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from campaign.campaignfile import Campaign, load_campaign
+from campaign.campaignfile.checks import refuse_thin_tails
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.errors import (
     STORAGE_ERRNOS,
@@ -122,7 +123,9 @@ class RunOptions:
 
 def refuse_unrunnable(campaign: Campaign, opts: RunOptions) -> None:
     """UsageError (exit 2) for a campaign that cannot run as asked: a sharded campaign with
-    no lane chosen, a shard with verdict conditions, a resumed shard of another lane."""
+    no lane chosen, a shard with verdict conditions, a resumed shard of another lane; and
+    SpecError (exit 2) for a guardrail's quantile its passes are too small for, when the
+    campaign registered `gates.tail_requests: refuse`."""
     shown = opts.shown_as or campaign.source
     if opts.resume is not None:
         if opts.lane is not None and opts.lane != campaign.lane:
@@ -140,6 +143,7 @@ def refuse_unrunnable(campaign: Campaign, opts: RunOptions) -> None:
             f"{shown} is sharded over lanes ({', '.join(campaign.lane_names)}): "
             "run one lane's shard per machine with --lane",
             hint=f"spec-ab run {shown} --lane {campaign.lane_names[0]}")
+    refuse_thin_tails(campaign)
 
 
 def run_campaign(

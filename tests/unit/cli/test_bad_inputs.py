@@ -224,6 +224,14 @@ CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
          ("results_dir: shell.jsonl is a file, not a folder",)),
     Case("arm-port-range", campaign(sub("  depth7:\n", "  depth7:\n    port: 70000\n")), 2,
          ("arms.depth7.port", "65535")),
+    Case("thin-tail-refused", campaign(sub("  decision_cells:", "  gates: {tail_requests: "
+                                           "refuse}\n  decision_cells:")), 2,
+         ("preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level "
+          "cannot give a p99 of their own", "at least 100 requests per level",
+          "guardrail ttft_p99 at agentfix: 30 requests", "(gates.tail_requests: refuse)")),
+    Case("thin-tail-warned", campaign(BASE), 0,
+         ("! preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level",
+          "300 (3 beyond it)", "(raise workloads.knee.requests_per_level)")),
 ]
 
 
@@ -262,6 +270,11 @@ CLI_CASES: list[Case] = [
          ("--out", "is a file, not a folder")),
     Case("run-results-dir-is-a-file", _run_with_results_dir_file, 2,
          ("results_dir: shell.jsonl is a file",)),
+    Case("run-thin-tail-refused", lambda t: ["run", str(write(t, sub(
+        "  decision_cells:", "  gates: {tail_requests: refuse}\n  decision_cells:"))),
+        "--skip-preflight"], 2,
+         ("guardrail ttft_p99 at knee: 8 requests per level", "(gates.tail_requests: refuse)"),
+         ("run directory:",)),
     Case("run-nothing", lambda t: ["run"], 2, ("--resume RUN_DIR",)),
     Case("run-resume-a-file", lambda t: ["run", "--resume", str(write(t, BASE))], 2,
          ("is a file, not a run directory",)),
