@@ -193,6 +193,11 @@ def finished_complete(run_dir: Path) -> bool:
     return False
 
 
+def finished(events: Events) -> bool:
+    """Did the run finish complete (a `finished` event with `complete`)?"""
+    return any(ev.get("event") == "finished" and ev.get("complete") for ev in events)
+
+
 def registered(events: Events) -> Mapping[str, Any]:
     """The `registered` event ({} when the journal has none)."""
     return next((ev for ev in events if ev.get("event") == "registered"), {})

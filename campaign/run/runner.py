@@ -262,7 +262,7 @@ def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
     lane = jr.recorded_lane(events, manifest)
     campaign = load_campaign(run_dir / "campaign.yaml", base_dir=jr.base_dir_of(events),
                              lane=lane)
-    if any(e.get("event") == "finished" and e.get("complete") for e in events):
+    if jr.finished(events):
         raise ResultsError(f"{run_dir} is already complete; nothing to resume",
                            hint=f"spec-ab report {run_dir}")
     return store, campaign
