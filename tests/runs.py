@@ -52,7 +52,7 @@ def record_passes(store: RunStore, rows: Iterable[PassRow], *, complete: bool = 
     store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
     store.rebuild_passes_csv()
     if complete:
-        store.journal("finished", complete=True)
+        store.finish(complete=True)
     return store.run_dir
 
 

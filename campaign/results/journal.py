@@ -57,7 +57,9 @@ Event = Literal[
   (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
   `gates.redo_budget`);
 - `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
-  `pairs_valid`, `pairs_invalid`: the last line of a run that ran to its end).
+  `pairs_valid`, `pairs_invalid`, the journal's tidy `rows` and its size before this line,
+  `journal_bytes`: the last line of a run that ran to its end, which lets a reader check
+  `passes.csv` against the journal from its tail alone).
 """
 EVENTS: frozenset[str] = frozenset(get_args(Event))
 
@@ -164,33 +166,72 @@ def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return events, problems
 
 
+ROW_MARK = '{"run": '
+"""How every tidy row of a `pass` event begins in the journal's text (`PassRow`'s first
+field, as `json.dumps` writes it)."""
+
+
+def pass_rows_unparsed(run_dir: Path) -> int | None:
+    """The number of tidy rows the journal's `pass` events hold, counted in its text
+    without parsing it (a report over a thousand runs must not decode every line); None
+    when a line may be torn or damaged (each line must be one whole event, `{"t": …}`):
+    then parse it (`journal_problems`)."""
+    try:
+        text = (run_dir / FILE_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.count("\n")
+    whole = (text.startswith('{"t": ') and text.endswith("}\n")
+             and text.count('\n{"t": ') == lines - 1 and text.count("}\n") == lines)
+    return text.count(ROW_MARK) if whole else None
+
+
 def of_kind(events: Events, event: Event) -> list[Mapping[str, Any]]:
     """The events of one kind, in journal order."""
     return [ev for ev in events if ev.get("event") == event]
 
 
-def finished_complete(run_dir: Path) -> bool:
-    """Did the run finish complete? A complete run's last event is `finished` (nothing runs
-    after it and it cannot be resumed), so only the journal's tail is read: a report over
-    a thousand nightly runs must not parse every journal line."""
+@dataclass(frozen=True)
+class Ending:
+    """The journal's last `finished` event, read from its tail."""
+
+    complete: bool
+    rows: int | None
+    """The tidy rows the journal held when the run finished, when the journal is still
+    exactly as it was then (`finished` its last line, its size the one it recorded); None
+    otherwise (read the journal to know)."""
+
+
+def ending(run_dir: Path) -> Ending:
+    """How the run ended, from the journal's tail only: a report over a thousand nightly
+    runs must not parse every journal line. A complete run's last event is `finished`
+    (nothing runs after it and it cannot be resumed)."""
     path = run_dir / FILE_NAME
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - TAIL_BYTES))
-            tail = f.read().decode("utf-8", errors="replace")
+            raw = f.read()
     except FileNotFoundError:
-        return False
-    for line in reversed(tail.splitlines()):
+        return Ending(False, None)
+    tail = raw.decode("utf-8", errors="replace")
+    last = len(tail.splitlines()) - 1
+    for i, line in reversed(list(enumerate(tail.splitlines()))):
         if '"finished"' not in line:
             continue
         try:
             ev = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if ev.get("event") == "finished":
-            return bool(ev.get("complete"))
-    return False
+        if ev.get("event") != "finished":
+            continue
+        before = ev.get("journal_bytes")
+        intact = (i == last and raw.endswith(b"\n") and isinstance(before, int)
+                  and size == before + len(line.encode("utf-8")) + 1)
+        rows = ev.get("rows")
+        return Ending(bool(ev.get("complete")),
+                      rows if intact and isinstance(rows, int) else None)
+    return Ending(False, None)
 
 
 def finished(events: Events) -> bool:

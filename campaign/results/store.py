@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from campaign import RESULTS_SCHEMA_VERSION
@@ -157,6 +158,13 @@ class RunStore:
         path = self.run_dir / "pairs" / f"{pair:02d}" / name
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def finish(self, **data: Any) -> dict[str, Any]:
+        """Journal the run's `finished` event (`data`: complete, pairs…) with the number
+        of tidy rows (passes.csv rebuilt once more) and the journal's size before it."""
+        rows = self.rebuild_passes_csv()
+        size = self.journal_path.stat().st_size if self.journal_path.exists() else 0
+        return self.journal("finished", **data, rows=rows, journal_bytes=size)
 
     def rebuild_passes_csv(self) -> int:
         """Rewrite passes.csv from the journal's `pass` events; returns the row count."""
@@ -390,7 +398,11 @@ def _reconcile(run_dir: Path, csv: _Csv,
     csv_path = run_dir / "passes.csv"
     passes = csv.rows
     wrong = _csv_problems(passes, csv)
-    journal = _journal_passes(events)
+    pass_events = [ev for ev in events if ev.get("event") == "pass"]
+    counted = sum(len(rows) for ev in pass_events if isinstance(rows := ev.get("rows"), list))
+    if pass_events and not wrong and len(passes) == counted:
+        return passes, []  # the common case, without building the journal's table
+    journal = _journal_passes(pass_events)
     if journal is None:
         if wrong:
             raise ResultsError(
@@ -414,7 +426,9 @@ def _reconcile(run_dir: Path, csv: _Csv,
                      + "): the journal's rows are used"]
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
+def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False) -> RunDir:
+    """One run directory read back; `passes` its rows when already read (`load_runs`),
+    `sound` when they are known to parse and hold no duplicated row."""
     if run_dir.is_file():
         raise ResultsError(f"{run_dir}: is a file, not a results directory",
                            hint="give the folder `spec-ab run` printed "
@@ -428,9 +442,16 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
     csv = _read_passes(run_dir / "passes.csv") if passes is None else _Csv(passes)
-    events, notes = jr.journal_problems(run_dir)
-    passes, more = _reconcile(run_dir, csv, events)
-    notes += more
+    events: list[dict[str, Any]] | None = None
+    notes: list[str] = []
+    end = jr.ending(run_dir)
+    counted = end.rows if end.rows is not None else jr.pass_rows_unparsed(run_dir)
+    if counted and counted == len(csv.rows) and (sound or not _csv_problems(csv.rows, csv)):
+        passes = csv.rows  # as the journal has it: its events are read when asked for
+    else:
+        events, notes = jr.journal_problems(run_dir)
+        passes, more = _reconcile(run_dir, csv, events)
+        notes += more
     campaign, problems = _frozen_campaign(run_dir)
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
@@ -445,7 +466,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None) -> RunDir:
                          + ", ".join(edits) + "): the registered values are used")
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
                   registration=registration, campaign=campaign, campaign_problems=problems,
-                  manifest=manifest, complete=jr.finished_complete(run_dir),
+                  manifest=manifest, complete=end.complete,
                   notes=tuple(notes), registration_edits=edits, _journal=events)
 
 
@@ -494,13 +515,19 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
                 joined = None
         except (pd.errors.ParserError, ValueError, ResultsError):
             joined = None
+    duplicated: set[int] = set()
+    if joined is not None:  # duplicated rows of every file in one pass: which files have any
+        chunk = np.repeat(np.arange(len(bodies)), [n for n in counts if n is not None])
+        dup = joined.assign(_chunk=chunk).duplicated([*PASS_KEY, "_chunk"]).to_numpy()
+        duplicated = {int(c) for c in chunk[dup]}
     out: list[RunDir] = []
-    start = 0
+    start = i = 0
     for d, n in zip(run_dirs, counts, strict=True):
         if n is None or joined is None:
             out.append(load_run(d))
             continue
         part = joined.iloc[start:start + n].reset_index(drop=True)
         start += n
-        out.append(_run_data(Path(d), part))
+        out.append(_run_data(Path(d), part, sound=i not in duplicated))
+        i += 1
     return out

@@ -313,8 +313,8 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         budget = pre.gates.redo_budget - len(jr.of_kind(events, "pair_redo"))
         _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
         result.pairs_valid.sort()
-        store.journal("finished", complete=result.complete,
-                      pairs_valid=result.pairs_valid, pairs_invalid=result.pairs_invalid)
+        store.finish(complete=result.complete, pairs_valid=result.pairs_valid,
+                     pairs_invalid=result.pairs_invalid)
     return result
 
 
