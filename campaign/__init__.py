@@ -7,7 +7,7 @@ spec (campaign file) → schedule → runner (servers, loadgen, metrics, store) 
 
 __version__ = "0.1.0"
 
-RESULTS_SCHEMA_VERSION = 2
+RESULTS_SCHEMA_VERSION = 3
 """Version of the results-directory layout written by `store` (bumped on any change of
 file names, keys or columns; older versions are migrated in memory when read, newer ones
 refused with how to upgrade). History and migrations: `campaign.results.registration`."""

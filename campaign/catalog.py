@@ -86,3 +86,13 @@ def direction(name: str) -> Direction:
 
 def is_known(name: str) -> bool:
     return name in METRICS
+
+
+QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
+"""A metric name's quantile suffix → the quantile (`ttft_p99` is the 0.99 quantile of the
+level's requests)."""
+
+
+def quantile_of(metric: str) -> float | None:
+    """The quantile a metric is of its level's requests (`ttft_p99` → 0.99), else None."""
+    return QUANTILES.get(metric.rsplit("_", 1)[-1])

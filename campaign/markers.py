@@ -1,12 +1,16 @@
 """How a run marks everything it starts, spelled once.
 
 Containers carry labels (`LABEL_*`), process-backend children carry environment
-variables (`*_ENV`). `spec-ab clean` reads the same names to find what a dead runner left
-behind, so every writer and reader imports them from here. A leaf module: it imports
-nothing from `campaign`.
+variables (`*_ENV`, set by `marked_children`). `spec-ab clean` reads the same names to
+find what a dead runner left behind, so every writer and reader imports them from here.
+A leaf module: it imports nothing from `campaign`.
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # ------------------------------------------------------------------ container labels
 
@@ -46,6 +50,25 @@ def run_labels(run_id: str, pair: int | str, arm: str) -> dict[str, str]:
     return {LABEL_RUN: run_id, LABEL_PAIR: str(pair), LABEL_ARM: arm}
 
 
+@contextmanager
+def marked_children(run_id: str, lane: str) -> Iterator[None]:
+    """Every child started inside (servers, AIPerf and its workers) inherits the run id,
+    the lane and this pid in its environment, so `spec-ab clean` can find what a crashed
+    runner (SIGKILL, power loss) left behind, and say whose it is."""
+    saved = {k: os.environ.get(k) for k in (RUN_ENV, RUNNER_PID_ENV, LANE_ENV)}
+    os.environ[RUN_ENV] = run_id
+    os.environ[RUNNER_PID_ENV] = str(os.getpid())
+    os.environ[LANE_ENV] = lane
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 __all__ = [
     "ARM_ENV",
     "LABEL_ARM",
@@ -62,5 +85,6 @@ __all__ = [
     "RUNNER_PID_ENV",
     "RUN_ENV",
     "TMPDIR_PREFIX",
+    "marked_children",
     "run_labels",
 ]

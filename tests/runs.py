@@ -18,8 +18,10 @@ import docker
 import pandas as pd
 import pytest
 
-from campaign.campaignfile import Preregistration
+from campaign.campaignfile import Preregistration, load_campaign
+from campaign.errors import SpecError
 from campaign.results.journal import PassRow
+from campaign.results.registration import RegisteredLevels, registered_levels
 from campaign.results.store import RunStore
 
 TESTS = Path(__file__).resolve().parent
@@ -50,7 +52,7 @@ def record_passes(store: RunStore, rows: Iterable[PassRow], *, complete: bool = 
     store.journal("pass", rows=[dataclasses.asdict(r) for r in rows])
     store.rebuild_passes_csv()
     if complete:
-        store.journal("finished", complete=True)
+        store.finish(complete=True)
     return store.run_dir
 
 
@@ -138,12 +140,22 @@ def make_run(
     }
     store = RunStore.create(root, name, json.dumps(campaign, indent=1).encode(),
                             clock=lambda: when, short_id=short_id)
-    store.register(rule, campaign=name, arms=list(arms), drift_band=band)
+    store.register(rule, campaign=name, arms=list(arms), drift_band=band,
+                   levels=_levels(store.run_dir / "campaign.yaml"))
     df = frame(spec, arms=arms, run=store.run_id)
     if edit is not None:
         df = edit(df)
     rows = [PassRow(**r) for r in df.to_dict("records")]  # type: ignore[arg-type]
     return record_passes(store, rows, complete=complete)
+
+
+def _levels(frozen: Path) -> RegisteredLevels | None:
+    """The rule's cells resolved as `spec-ab run` registers them (None when the campaign
+    file does not load)."""
+    try:
+        return registered_levels(load_campaign(frozen, check_files=False))
+    except SpecError:
+        return None
 
 
 def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:

@@ -3,8 +3,11 @@
     base     the strict frozen `Model`, `CONTROL`, `NAME_RE`
     launch   how a server starts: process, external and docker launches, volumes
     models   rule, workloads, arms, `Campaign`, the arm merge rule
-    files    which local files and folders a campaign names, and which are missing
-    loader   YAML → `Campaign`, one `SpecError` line per problem (YAML path + line)
+    files    which local files and folders a campaign names, which are missing, what
+             the existing ones must hold
+    loader   YAML → `Campaign` (load → merge → check), one `SpecError` line per problem
+    problems pydantic's errors in the file's words (YAML path + line)
+    checks   the cross-field checks (files, ports, levels, pairs)
     yamlread YAML with size and alias limits;  builtin  files shipped with spec-ab
     schedule the slot order a campaign implies (AB, ABBA, random; per lane)
     duration the night's estimated length;  reference  docs/campaign-file.md, generated

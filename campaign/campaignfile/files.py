@@ -1,12 +1,12 @@
 """The local files and folders a campaign names, and which of them are missing.
 
 One list serves every reader: the loader checks the relative ones when it reads the
-file, the preflight checks them all before a run, the manifest hashes the bind-mounted
-files. A campaign names four kinds of local path: the tokenizer folder, the agentfix
-fixture files, bind-mount sources of docker containers and the working folder of a
-process server. Named docker volumes and sources on a remote docker host
-(`docker_host` set on the server or on an extra container) are not local and are left
-out.
+file (and what the existing ones hold: `content_problems`), the preflight checks them
+all before a run, the manifest hashes the bind-mounted files. A campaign names four
+kinds of local path: the tokenizer folder, the agentfix fixture files, bind-mount sources
+of docker containers and the working folder of a process server. Named docker volumes
+and sources on a remote docker host (`docker_host` set on the server or on an extra
+container) are not local and are left out.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Literal
 
 from campaign.campaignfile.builtin import BUILTIN_PREFIX, builtin_names
 from campaign.campaignfile.launch import DockerLaunch, LaunchModel, ProcessLaunch, parse_volume
-from campaign.campaignfile.models import Campaign
+from campaign.campaignfile.models import Campaign, DriftFrom
 
 YamlPath = tuple[str | int, ...]
 Kind = Literal["tokenizer", "fixture", "mount", "cwd"]
@@ -208,4 +208,39 @@ def fixture_problem(path: Path) -> str | None:
             return f"line {n} has no text field ({how})"
     if not seen:
         return f"is empty ({how})"
+    return None
+
+
+def content_problems(campaign: Campaign, launches: Mapping[str, LaunchModel] | None = None
+                     ) -> list[tuple[YamlPath, str]]:
+    """(YAML path, what is wrong) for files that exist but cannot serve: fixtures that are
+    not AIPerf JSONL, an A/A run folder that is not one, a results folder that is a file."""
+    out: list[tuple[YamlPath, str]] = []
+    for f in local_files(campaign, launches):
+        if f.kind == "fixture" and f.resolved.is_file():
+            msg = fixture_problem(f.resolved)
+            if msg:
+                out.append((f.yaml_path, f"fixture file {f.declared} {msg}"))
+    results = campaign.resolve(campaign.results_dir)
+    if results.exists() and not results.is_dir():
+        out.append((("results_dir",), f"{campaign.results_dir} is a file, not a folder"))
+    band = campaign.preregistration.drift_band
+    if isinstance(band, DriftFrom):
+        msg = _drift_from_problem(campaign, band)
+        if msg:
+            out.append((("preregistration", "drift_band", "from"), msg))
+    return out
+
+
+def _drift_from_problem(campaign: Campaign, band: DriftFrom) -> str | None:
+    """What makes `drift_band: {from: RUN}` not an A/A run's folder, or None. The band
+    itself is measured by `aa.checked_drift_band` (check and run, before anything is
+    registered): measuring needs the verdict, a layer above this one."""
+    run = campaign.resolve(band.from_)
+    if not run.exists():
+        return f"results folder {band.from_} does not exist"
+    if not run.is_dir():
+        return f"{band.from_} is a file, not a results folder of an A/A run"
+    if not (run / "preregistration.json").is_file():
+        return f"{band.from_} is not a spec-ab results folder (no preregistration.json)"
     return None

@@ -84,8 +84,27 @@ class Gates(Model):
     retries: int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
     pair_retries: int = Field(
         1, ge=0, le=5,
-        description="Redos of a whole pair whose server died or restarted mid-pass (the pair "
-        "is redone at once, both arms, so it stays in one window).",
+        description="Redos of a whole pair cut by the lane mid-pass: the control's server "
+        "died, restarted or turned unhealthy, or /metrics stopped answering (the pair is "
+        "redone at once, both arms, so it stays in one window). A candidate's server failing "
+        "is its own failure: that pair is invalid, never redone.",
+    )
+    tail_requests: Literal["warn", "refuse"] = Field(
+        "warn",
+        description="A guardrail on a quantile (`ttft_p99`) needs enough requests per level "
+        "for the quantile to be one: fewer than 1 ÷ (1 − q) (100 for a p99) and the pass's "
+        "p99 is just its slowest request or two. `warn`: `check` and `run` say so, per "
+        "guardrail and workload, with the requests that would make it meaningful; `refuse`: "
+        "they exit 2 instead.",
+    )
+    redo_budget: int = Field(
+        2, ge=0, le=50,
+        description="Pairs left invalid by the lane (AIPerf crashing or timing out while "
+        "the server stays healthy, a /metrics scrape failure, any invalid pass of the "
+        "control) that are measured again within the night, whole (both arms, a new pair "
+        "attempt), at the end of the slots, before the campaign is called short. A "
+        "candidate's own failures (its requests failing beyond the gates, its server dying "
+        "or never becoming ready) are never redone.",
     )
     max_pair_gap_s: float = Field(
         3600,
@@ -233,6 +252,14 @@ class KneeWorkload(Model):
         if self.duration_s is not None:
             return None
         return self.requests_per_level or max(8, 4 * concurrency)
+
+    @property
+    def requests_each_level(self) -> int | None:
+        """Requests every level gets (None: duration-bound). AIPerf sweeps all levels in
+        one invocation with one request count: the largest, so the top level gets enough."""
+        if self.duration_s is not None:
+            return None
+        return max(r for c in self.concurrency if (r := self.requests_at(c)) is not None)
 
     @property
     def levels(self) -> list[str]:

@@ -33,6 +33,7 @@ def check(
 ) -> None:
     """Validate a campaign file (with the simulator's knobs and vLLM's own flag parser), show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready) and, with --boot, boot each launch once."""
     from campaign.campaignfile import load_campaign
+    from campaign.campaignfile.checks import refuse_thin_tails
     from campaign.run import checkview, launchcheck
     from campaign.run.preflight import preflight as run_preflight
     from campaign.run.vllmengine import Engines
@@ -40,6 +41,7 @@ def check(
 
     campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
+    refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
     engines = Engines(on_introspect=lambda where: err.print(
         f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",
         markup=False)) if engine else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +13,11 @@ from campaign.cli.app import FailOnChoice, app, err, guarded, out
 from campaign.errors import EXIT_INCOMPLETE, CampaignError, UsageError
 from campaign.report.formats import FAIL_ON
 from campaign.textfiles import check_output_path, write_output
+
+if TYPE_CHECKING:
+    from campaign.campaignfile import Campaign
+    from campaign.results.store import RunStore
+    from campaign.run import runner
 
 
 @app.command()
@@ -42,11 +47,37 @@ def run(
         "pairs only; `spec-ab report` pools the shards).")] = None,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
-    from campaign.campaignfile import load_campaign
-    from campaign.results.store import RunStore
-    from campaign.run import checkview, launchcheck, runner, stopping
-    from campaign.run.progress import make_progress
+    from campaign.run import checkview, runner
 
+    _check_options(campaign_file, out_dir, resume, run_dir_file, redo_invalid)
+    rt = runner.Runtime()
+    store, campaign = _campaign(campaign_file, resume, lane, rt)
+    asked = [c.value for c in fail_on or []]
+    opts = runner.RunOptions(resume=store, shown_as=campaign_file or resume, lane=lane,
+                             fail_on=asked)
+    runner.refuse_unrunnable(campaign, opts)  # before a dry run too
+    if dry_run:
+        checkview.print_dry_run(out, campaign)
+        return
+    if store is None:
+        from campaign.campaignfile.checks import thin_tails
+
+        checkview.print_thin_tails(err, thin_tails(campaign))
+    result = _run(campaign, out_dir, rt, opts, run_dir_file, skip_preflight=skip_preflight,
+                  redo_invalid=redo_invalid)
+    code = _print_summary(result.run_dir, asked)
+    if not result.complete:
+        bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
+        err.print(f"[yellow]campaign incomplete[/] — {escape(bad)}")
+        code = EXIT_INCOMPLETE
+    out.print(f"run_dir={result.run_dir}", markup=False)
+    if code:
+        raise typer.Exit(code)
+
+
+def _check_options(campaign_file: Path | None, out_dir: Path | None, resume: Path | None,
+                   run_dir_file: Path | None, redo_invalid: bool) -> None:
+    """The options that do not go together, before anything is read."""
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
@@ -57,34 +88,34 @@ def run(
         raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
     if run_dir_file is not None:
         check_output_path(run_dir_file, "--run-dir-file")
-    rt = runner.Runtime()
-    store: RunStore | None = None
+
+
+def _campaign(campaign_file: Path | None, resume: Path | None, lane: str | None,
+              rt: runner.Runtime) -> tuple[RunStore | None, Campaign]:
+    """The run to resume (its frozen campaign) or the campaign file, on `lane`."""
+    from campaign.campaignfile import load_campaign
+    from campaign.run import launchcheck, runner
+
     if resume is not None:
         store, campaign = runner.reopen_run(resume, rt)
-        if lane is not None and lane != campaign.lane:
-            raise UsageError(f"--lane {lane}: {resume} is the shard of lane "
-                             f"'{campaign.lane}'", hint=f"spec-ab run --resume {resume}")
-        if campaign_file is not None:
+        if campaign_file is not None and (lane is None or lane == campaign.lane):
             out.print(f"resuming {resume}: its frozen campaign.yaml is used, not "
                       f"{campaign_file}")
-    else:
-        assert campaign_file is not None
-        campaign = load_campaign(campaign_file, lane=lane)
-        # what `spec-ab sim serve` would refuse at boot, refused before anything is registered
-        launchcheck.refuse(launchcheck.check_launches(campaign, None), str(campaign_file))
-        if campaign.sharded and fail_on:
-            raise UsageError(
-                "--fail-on judges a verdict, and a shard has none: the verdict pools every "
-                "lane's shard", hint="spec-ab report SHARD_DIR_A SHARD_DIR_B --fail-on "
-                f"{fail_on[0].value} (after every lane has run)")
-        if not campaign.lane_chosen:
-            raise UsageError(
-                f"{campaign_file} is sharded over lanes ({', '.join(campaign.lane_names)}): "
-                "run one lane's shard per machine with --lane",
-                hint=f"spec-ab run {campaign_file} --lane {campaign.lane_names[0]}")
-    if dry_run:
-        checkview.print_dry_run(out, campaign)
-        return
+        return store, campaign
+    assert campaign_file is not None
+    campaign = load_campaign(campaign_file, lane=lane)
+    # what `spec-ab sim serve` would refuse at boot, refused before anything is registered
+    launchcheck.refuse(launchcheck.check_launches(campaign, None), str(campaign_file))
+    return None, campaign
+
+
+def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
+         opts: runner.RunOptions, run_dir_file: Path | None, *, skip_preflight: bool,
+         redo_invalid: bool) -> runner.RunResult:
+    """`run_campaign` with the live status and the Ctrl-C handler while it runs."""
+    from campaign.run import runner, stopping
+    from campaign.run.progress import make_progress
+
     previous: dict[int, Any] = {}
 
     def on_start(run: RunStore) -> None:
@@ -94,23 +125,16 @@ def run(
         previous.update(stopping.install(rt.cancel, lambda: rt.doing, _say_stopping))
 
     try:
-        result = runner.run_campaign(
-            campaign, None, out_dir, rt, resume=store, skip_preflight=skip_preflight,
-            shown_as=campaign_file or resume, on_note=lambda note: err.print(f"note: {note}"),
-            on_start=on_start, redo_invalid=redo_invalid)
+        return runner.run_campaign(
+            campaign, None, out_dir, rt, resume=opts.resume, skip_preflight=skip_preflight,
+            shown_as=opts.shown_as, on_note=lambda note: err.print(f"note: {note}"),
+            on_start=on_start, redo_invalid=redo_invalid, lane=opts.lane,
+            fail_on=opts.fail_on)
     finally:
         close = getattr(rt.progress, "close", None)
         if close:
             close()
         stopping.restore(previous)
-    code = _print_summary(result.run_dir, [c.value for c in fail_on or []])
-    if not result.complete:
-        bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
-        err.print(f"[yellow]campaign incomplete[/] — {escape(bad)}")
-        code = EXIT_INCOMPLETE
-    out.print(f"run_dir={result.run_dir}", markup=False)
-    if code:
-        raise typer.Exit(code)
 
 
 def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:

@@ -32,6 +32,7 @@ from campaign.report.model import (
     RunReport,
 )
 from campaign.results import pool
+from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash
 from campaign.verdict import aa
 from campaign.verdict import judge as vd
@@ -86,6 +87,18 @@ def build_report(
     rule_new = prepared[newest].rule
     shown.add(rule_new.metric)
     shown.update(g.metric for g in rule_new.prereg.guardrails)
+    # the directory names the run, whatever its rows say (a copied or renamed run dir)
+    all_rows = _stack(_frames(runs), [r.run_id for r in runs])
+    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
+    out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
+                       pooled, overrides, picked, shown if i == newest else None)
+           for i, (run, prep) in enumerate(zip(runs, prepared, strict=True))]
+    out.sort(key=lambda r: (r.registered_at, r.run_id))
+    return Report(runs=tuple(out))
+
+
+def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
+    """Each run's tidy rows; ResultsError for a run without the columns or the rows."""
     frames = []
     for run in runs:
         df = run.passes
@@ -98,60 +111,64 @@ def build_report(
                 hint=f"spec-ab run --resume {run.run_dir}",
             )
         frames.append(df)
-    # the directory names the run, whatever its rows say (a copied or renamed run dir)
-    all_rows = _stack(frames, [r.run_id for r in runs])
-    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
-    out: list[RunReport] = []
-    for i, (run, prep) in enumerate(zip(runs, prepared, strict=True)):
-        rule_dict, rule = prep.rule_dict, prep.rule
-        table = tables.get(run.run_id, td.RunTable(run=run.run_id))
-        arms = _arms(run)
-        order = _level_order(run.campaign)
-        csv_path = run.run_dir / "passes.csv"
-        try:
-            verdict = vd.judge_run(
-                table, rule, arms, level_order=order, levels=_levels(run.campaign),
-                metrics=shown if i == newest else (),
-                resume_command=_resume_command(run, pooled))
-        except oc.DataProblem as exc:
-            raise ResultsError(f"{csv_path}: {exc}",
-                               hint="the file is damaged or the pass never measured it") from None
-        aa_band = None
-        if run.campaign is not None and aa.is_aa(run.campaign, arms):
-            try:
-                aa_band = aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
-            except oc.DataProblem:
-                aa_band = None
-        reg, frozen = run.registration, run.campaign
-        out.append(RunReport(
-            run_id=run.run_id,
-            run_dir=run.run_dir,
-            campaign=reg.campaign,
-            hypothesis="" if frozen is None else frozen.hypothesis.strip(),
-            lane=(", ".join(s.lane for s in pooled.shards) if pooled is not None
-                  else "" if frozen is None else frozen.lane),
-            registered_at=reg.registered_at,
-            complete=bool(run.complete),
-            arms=tuple(arms),
-            rule=rule,
-            rule_dict=rule_dict,
-            # without overrides the rule used is the registered one (its hash was checked)
-            rule_sha256=rule_hash(rule_dict) if overrides else reg.sha256,
-            registered_sha256=reg.sha256,
-            overrides=overrides,
-            edited_after_registration=prep.edited,
-            verdict=verdict,
-            aa=aa_band,
-            notes=(*run.notes, *prep.notes),
-            registration_edits=run.registration_edits,
-            results_schema_version=run.schema_version,
-            shown_metrics=None if picked is None else frozenset(picked),
-            slots={p: dict(a) for p, a in table.slots.items()} if i == newest else {},
-            measurements=_measurements(table) if i == newest else {},
-            pooled=pooled,
-        ))
-    out.sort(key=lambda r: (r.registered_at, r.run_id))
-    return Report(runs=tuple(out))
+    return frames
+
+
+def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
+                pooled: pool.Pooled | None, overrides: dict[str, str],
+                picked: tuple[str, ...] | None, shown: set[str] | None) -> RunReport:
+    """One run judged under its prepared rule; `shown`: the metrics of the newest run,
+    judged in full (None for an older run of a history: its decision needs only)."""
+    rule_dict, rule = prep.rule_dict, prep.rule
+    arms = _arms(run)
+    try:
+        verdict = vd.judge_run(
+            table, rule, arms, level_order=_level_order(run.campaign),
+            levels=_levels(run), metrics=shown or (),
+            resume_command=_resume_command(run, pooled))
+    except oc.DataProblem as exc:
+        raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
+                           hint="the file is damaged or the pass never measured it") from None
+    reg, frozen = run.registration, run.campaign
+    newest = shown is not None
+    return RunReport(
+        run_id=run.run_id,
+        run_dir=run.run_dir,
+        campaign=reg.campaign,
+        hypothesis="" if frozen is None else frozen.hypothesis.strip(),
+        lane=(", ".join(s.lane for s in pooled.shards) if pooled is not None
+              else "" if frozen is None else frozen.lane),
+        registered_at=reg.registered_at,
+        complete=bool(run.complete),
+        arms=tuple(arms),
+        rule=rule,
+        rule_dict=rule_dict,
+        # without overrides the rule used is the registered one (its hash was checked)
+        rule_sha256=rule_hash(rule_dict) if overrides else reg.sha256,
+        registered_sha256=reg.sha256,
+        overrides=overrides,
+        edited_after_registration=prep.edited,
+        verdict=verdict,
+        aa=_aa_band(run, arms, verdict),
+        notes=(*run.notes, *prep.notes),
+        registration_edits=run.registration_edits,
+        results_schema_version=run.schema_version,
+        shown_metrics=None if picked is None else frozenset(picked),
+        slots={p: dict(a) for p, a in table.slots.items()} if newest else {},
+        measurements=_measurements(table) if newest else {},
+        pooled=pooled,
+    )
+
+
+def _aa_band(run: RunDir, arms: list[str],
+             verdict: oc.RunVerdict) -> aa.BandRecommendation | None:
+    """The drift band an A/A run measures (None for a run that is not one)."""
+    if run.campaign is None or not aa.is_aa(run.campaign, arms):
+        return None
+    try:
+        return aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
+    except oc.DataProblem:
+        return None
 
 
 def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
@@ -172,8 +189,7 @@ def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
     if pooled is None:
         return f"spec-ab run --resume {run.run_dir}"
     todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]
-    source = next((e.get("campaign_path") for e in run.journal
-                   if e.get("event") == "registered" and e.get("campaign_path")), None)
+    source = campaign_path(run.journal)
     todo += [f"spec-ab run {source or 'CAMPAIGN_FILE'} --lane {lane}"
              for lane in pooled.missing_lanes]
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
@@ -337,11 +353,15 @@ def _arms(run: RunDir) -> list[str]:
     return arms
 
 
-def _levels(campaign: Campaign | None) -> dict[str, list[str]] | None:
-    """The levels the campaign configured, per workload (None: unknown, use the rows)."""
-    if campaign is None:
+def _levels(run: RunDir) -> dict[str, list[str]] | None:
+    """The levels `*` decision cells stand for, per workload: the registered ones (results
+    schema 3), else the levels the frozen campaign configured (None: unknown, use the
+    rows)."""
+    if run.registration.levels is not None:
+        return run.registration.levels.decision_levels()
+    if run.campaign is None:
         return None
-    return {w: campaign.workloads.levels(w) for w in ("knee", "agentfix")}
+    return {w: run.campaign.workloads.levels(w) for w in ("knee", "agentfix")}
 
 
 def _level_order(campaign: Campaign | None) -> list[str]:

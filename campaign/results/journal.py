@@ -1,5 +1,11 @@
-"""The journal's format and a pass's tidy rows: what a run directory's `journal.jsonl`
-holds and how `passes.csv` is written from it (shared by the writer and the reader)."""
+"""The journal, `journal.jsonl`: its events spelled once, the append (fsynced line by line),
+every reader, and a pass's tidy rows (how `passes.csv` is written from it).
+
+The journal is the run directory's source of truth: the runner appends one event before
+it takes the next step, `--resume` reads where it stopped, and `passes.csv` is rebuilt
+from its `pass` events. Every writer and reader goes through this module, so an event's
+name and fields are spelled in one place (`Event`).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +13,55 @@ import csv
 import datetime as dt
 import io
 import json
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from campaign import secrets
+
+FILE_NAME = "journal.jsonl"
+
+Event = Literal[
+    "registered",
+    "run_start",
+    "pair_start",
+    "slot_start",
+    "server_ready",
+    "pass",
+    "pass_interrupted",
+    "slot_done",
+    "slot_failed",
+    "pair_done",
+    "pair_invalid",
+    "pair_redo",
+    "interrupted",
+    "aborted",
+    "finished",
+]
+"""Every event a journal holds, in the order a run writes them:
+
+- `registered` (first line): `sha256` of the rule, `campaign_path`, `base_dir` (the
+  campaign's own folder: relative paths of the frozen copy resolve against it), `lane`,
+  `lanes` (a shard: every lane of the campaign);
+- `run_start`: one per session (`pid`, `resumed`, `lane`, `redo_invalid`);
+- `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`, `fault`): one pair
+  attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
+- `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
+  `boot_s`, `aiperf_s`, `overhead_s`) / `slot_failed` (`reason`): one arm of a pair;
+- `pass`: one AIPerf pass with its `rows` (the tidy rows of `passes.csv`), `valid`,
+  `problems`, whose failure an invalid pass is (`fault`: `lane` or `own`) and what AIPerf
+  did; `pass_interrupted` when a stop cut it;
+- `pair_redo`: a pair left invalid by the lane alone, measured again within the night
+  (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
+  `gates.redo_budget`);
+- `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
+  `pairs_valid`, `pairs_invalid`, the journal's tidy `rows` and its size before this line,
+  `journal_bytes`: the last line of a run that ran to its end, which lets a reader check
+  `passes.csv` against the journal from its tail alone).
+"""
+EVENTS: frozenset[str] = frozenset(get_args(Event))
 
 PASS_COLUMNS = [
     "run", "pair", "pair_attempt", "arm", "slot", "started_at", "workload", "level",
@@ -22,6 +71,239 @@ PASS_COLUMNS = [
 OPTIONAL_COLUMNS = ["log_se"]
 """Columns a newer passes.csv adds; an older file without them reads them as missing."""
 CSV_COLUMNS = [*PASS_COLUMNS, *OPTIONAL_COLUMNS]
+
+TAIL_BYTES = 16384
+"""How much of a journal's end (or first line) the quick readers look at."""
+
+Events = Sequence[Mapping[str, Any]]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def dumps(obj: Any) -> str:
+    """JSON for a results file (secret values of the runner's environment scrubbed)."""
+    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
+
+
+def append(path: Path, event: Event, t: str, **data: Any) -> dict[str, Any]:
+    """Append one event at time `t` (flushed and fsynced: a crash loses at most this
+    line); the record written."""
+    record = {"t": t, "event": event, **data}
+    line = secrets.scrub(json.dumps(record, default=str)) + "\n"
+    raw = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(raw):
+                written += os.write(fd, raw[written:])
+            os.fsync(fd)
+        except OSError as exc:
+            # A full disk: cut the half line off, so the next line (after the cause is
+            # fixed and the run resumed) does not glue onto it and damage both.
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            if exc.filename is None:
+                exc.filename = str(path)
+            raise
+    finally:
+        os.close(fd)
+    return record
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_journal(run_dir: Path) -> list[dict[str, Any]]:
+    """All complete journal lines (a torn last line from a crash is ignored)."""
+    return journal_problems(run_dir)[0]
+
+
+def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The journal's events and what is wrong with it: lines that do not parse (a torn
+    last line is a crash while writing it; one in the middle is damage)."""
+    path = run_dir / FILE_NAME
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], []
+    events: list[dict[str, Any]] = []
+    bad: list[int] = []
+    lines = text.splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(i)
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+        else:
+            bad.append(i)
+    problems = []
+    if last in bad:
+        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
+                        "while writing it; the events before it are used")
+    middle = [i + 1 for i in bad if i != last]
+    if middle:
+        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
+                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
+    return events, problems
+
+
+ROW_MARK = '{"run": '
+"""How every tidy row of a `pass` event begins in the journal's text (`PassRow`'s first
+field, as `json.dumps` writes it)."""
+
+
+def pass_rows_unparsed(run_dir: Path) -> int | None:
+    """The number of tidy rows the journal's `pass` events hold, counted in its text
+    without parsing it (a report over a thousand runs must not decode every line); None
+    when a line may be torn or damaged (each line must be one whole event, `{"t": …}`):
+    then parse it (`journal_problems`)."""
+    try:
+        text = (run_dir / FILE_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.count("\n")
+    whole = (text.startswith('{"t": ') and text.endswith("}\n")
+             and text.count('\n{"t": ') == lines - 1 and text.count("}\n") == lines)
+    return text.count(ROW_MARK) if whole else None
+
+
+def of_kind(events: Events, event: Event) -> list[Mapping[str, Any]]:
+    """The events of one kind, in journal order."""
+    return [ev for ev in events if ev.get("event") == event]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """The journal's last `finished` event, read from its tail."""
+
+    complete: bool
+    rows: int | None
+    """The tidy rows the journal held when the run finished, when the journal is still
+    exactly as it was then (`finished` its last line, its size the one it recorded); None
+    otherwise (read the journal to know)."""
+
+
+def ending(run_dir: Path) -> Ending:
+    """How the run ended, from the journal's tail only: a report over a thousand nightly
+    runs must not parse every journal line. A complete run's last event is `finished`
+    (nothing runs after it and it cannot be resumed)."""
+    path = run_dir / FILE_NAME
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            raw = f.read()
+    except FileNotFoundError:
+        return Ending(False, None)
+    tail = raw.decode("utf-8", errors="replace")
+    last = len(tail.splitlines()) - 1
+    for i, line in reversed(list(enumerate(tail.splitlines()))):
+        if '"finished"' not in line:
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("event") != "finished":
+            continue
+        before = ev.get("journal_bytes")
+        intact = (i == last and raw.endswith(b"\n") and isinstance(before, int)
+                  and size == before + len(line.encode("utf-8")) + 1)
+        rows = ev.get("rows")
+        return Ending(bool(ev.get("complete")),
+                      rows if intact and isinstance(rows, int) else None)
+    return Ending(False, None)
+
+
+def finished(events: Events) -> bool:
+    """Did the run finish complete (a `finished` event with `complete`)?"""
+    return any(ev.get("event") == "finished" and ev.get("complete") for ev in events)
+
+
+def registered(events: Events) -> Mapping[str, Any]:
+    """The `registered` event ({} when the journal has none)."""
+    return next((ev for ev in events if ev.get("event") == "registered"), {})
+
+
+def registered_base_dir(run_dir: Path) -> Path | None:
+    """The campaign's own folder at registration: the journal's first event says it (the
+    frozen copy's relative paths are relative to it). Reads the first line only."""
+    try:
+        with open(run_dir / FILE_NAME, "rb") as f:
+            first = f.readline(TAIL_BYTES)
+        ev = json.loads(first)
+    except (OSError, ValueError):
+        return None
+    return base_dir_of([ev]) if isinstance(ev, dict) else None
+
+
+def base_dir_of(events: Events) -> Path | None:
+    """The registered campaign's own folder (None when the journal does not say)."""
+    base = registered(events).get("base_dir")
+    return Path(str(base)) if base else None
+
+
+def campaign_path(events: Events) -> str | None:
+    """The campaign file the run was registered from, as the journal names it."""
+    path = registered(events).get("campaign_path")
+    return str(path) if path else None
+
+
+def recorded_lane(events: Events, manifest: Mapping[str, Any]) -> str | None:
+    """The lane a run was registered on: its journal's `registered` event says it, else
+    its manifest's `campaign.lane` (runs registered before the journal named it); None
+    when neither does."""
+    lane = registered(events).get("lane")
+    if not lane:
+        facts = manifest.get("campaign")
+        lane = facts.get("lane") if isinstance(facts, Mapping) else None
+    return lane if isinstance(lane, str) and lane else None
+
+
+PairState = Literal["started", "done", "invalid"]
+
+
+def pair_status(events: Events) -> dict[int, tuple[int, PairState]]:
+    """pair → (latest attempt, state: started | done | invalid) from the journal."""
+    states: dict[str, PairState] = {"pair_start": "started", "pair_done": "done",
+                                    "pair_invalid": "invalid"}
+    status: dict[int, tuple[int, PairState]] = {}
+    for ev in events:
+        state = states.get(str(ev.get("event")))
+        if state is not None:
+            status[ev["pair"]] = (ev["pair_attempt"], state)
+    return status
+
+
+def invalid_passes_of(events: Events, pair: int, attempt: int) -> list[str]:
+    """The passes a finished pair attempt left invalid (`arm/pass`), from its `pair_done`."""
+    for ev in events:
+        if (ev.get("event") == "pair_done" and ev.get("pair") == pair
+                and ev.get("pair_attempt") == attempt):
+            return list(ev.get("invalid_passes", []))
+    return []
+
+
+# --------------------------------------------------------------------------- tidy rows
 
 
 @dataclass(frozen=True)
@@ -46,17 +328,48 @@ class PassRow:
     resamples of the level's requests (None when not computed, e.g. a throughput)."""
 
 
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+@dataclass(frozen=True)
+class PassPlace:
+    """What every row of one pass attempt shares: where and when it was measured."""
+
+    run: str
+    pair: int
+    pair_attempt: int
+    arm: str
+    slot: int
+    started_at: str
+    workload: str
+    attempt: int
 
 
-def iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+@dataclass(frozen=True)
+class LevelRows:
+    """One level of a pass as rows: its label, its metrics and why it is invalid."""
+
+    level: str
+    metrics: Mapping[str, float]
+    reasons: Sequence[str] = ()
+    log_se: Mapping[str, float] = field(default_factory=dict)
+    """metric → its sampling error (metrics without one carry none)."""
 
 
-def dumps(obj: Any) -> str:
-    """JSON for a results file (secret values of the runner's environment scrubbed)."""
-    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
+def pass_rows(place: PassPlace, levels: Iterable[LevelRows],
+              figures: Mapping[str, float] | None = None, *, figures_level: str = "all",
+              figures_reasons: Sequence[str] = (), valid: bool = True) -> list[PassRow]:
+    """The tidy rows of one measured pass: each level's metrics (valid when the level has
+    no reason against it), then the server's figures of the whole pass under
+    `figures_level` (valid when the pass is)."""
+    rows: list[PassRow] = []
+    for lv in levels:
+        reason = "; ".join(lv.reasons)
+        rows.extend(PassRow(**asdict(place), level=lv.level, metric=name, value=float(value),
+                            valid=not lv.reasons, reason=reason, log_se=lv.log_se.get(name))
+                    for name, value in lv.metrics.items())
+    for name, value in (figures or {}).items():
+        rows.append(PassRow(**asdict(place), level=figures_level, metric=name,
+                            value=float(value), valid=valid,
+                            reason="; ".join(figures_reasons)))
+    return rows
 
 
 def rows_to_csv(rows: Iterable[PassRow]) -> str:
@@ -72,25 +385,7 @@ def rows_to_csv(rows: Iterable[PassRow]) -> str:
     return buf.getvalue()
 
 
-def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """All complete journal lines (a torn last line from a crash is ignored)."""
-    path = run_dir / "journal.jsonl"
-    out = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def passes_from_journal(events: list[dict[str, Any]]) -> list[PassRow]:
+def passes_from_journal(events: Events) -> list[PassRow]:
     rows: list[PassRow] = []
     for ev in events:
         if ev.get("event") == "pass":

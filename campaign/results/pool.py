@@ -7,7 +7,8 @@ rule and values (`preregistration.json`'s `sha256` and `values_sha256`); then th
 are judged together as one run, pair numbers given in the order the pairs started (each
 keeps its lane: `tidy.RunTable.lanes`). Anything else is refused (exit 2) with what
 differs: shards of different registrations, a lane given twice, shards mixed with plain
-runs. Plain runs are not touched here (a nightly history, side by side).
+runs, shards registered more than 12 hours apart (different nights, even of one unchanged
+file). Plain runs are not touched here (a nightly history, side by side).
 
 Pure over loaded `RunDir`s: nothing is written.
 """
@@ -22,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from campaign.errors import UsageError
-from campaign.results.store import RunDir, recorded_lane
+from campaign.results.journal import recorded_lane
+from campaign.results.store import RunDir
 from campaign.textfiles import sha256_file
 
 
@@ -94,6 +96,7 @@ def pool(runs: Sequence[RunDir]) -> Pooled | None:
                 "a lane runs its pairs once per registered campaign",
                 hint="pool one night's shards: one run directory per lane")
         seen[lane] = run.run_id
+    _same_night(runs, [str(lane) for lane in lanes])
     campaign = runs[0].campaign
     assert campaign is not None
     order = {lane: i for i, lane in enumerate(campaign.lane_names)}
@@ -125,6 +128,41 @@ def _same_registration(runs: Sequence[RunDir], lanes: Sequence[str]) -> None:
         + "; ".join(lines),
         hint="run every lane from the same campaign file, unchanged, and pool those shards; "
         "report other runs on their own")
+
+
+ONE_NIGHT = dt.timedelta(hours=12)
+"""Shards registered further apart than this are not one night's registration."""
+
+
+def _registered(run: RunDir) -> dt.datetime | None:
+    try:
+        t = dt.datetime.fromisoformat(run.registration.registered_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)
+
+
+def _same_night(runs: Sequence[RunDir], lanes: Sequence[str]) -> None:
+    """Refuse shards registered more than `ONE_NIGHT` apart, whatever their files' hashes:
+    the same unchanged file run on lane a one night and on lane b another is two
+    registrations, and pooling them would let a lane's best night be picked."""
+    times = [(t, r, lane) for r, lane in zip(runs, lanes, strict=True)
+             if (t := _registered(r)) is not None]
+    if len(times) < 2:
+        return
+    first, last = min(times, key=lambda x: x[0]), max(times, key=lambda x: x[0])
+    apart = last[0] - first[0]
+    if apart <= ONE_NIGHT:
+        return
+    hours = apart.total_seconds() / 3600
+    raise UsageError(
+        f"cannot pool: lane {first[2]}'s shard ({first[1].run_id}) was registered "
+        f"{first[1].registration.registered_at} and lane {last[2]}'s ({last[1].run_id}) "
+        f"{last[1].registration.registered_at}, {hours:.1f} hours apart — shards of one "
+        f"registration run the same night (registered within {ONE_NIGHT.total_seconds() / 3600:g} "
+        "hours of each other); pooling nights would let a lane's best night be picked",
+        hint="pool the shards of one night; for a pooled verdict, run every lane again in "
+        "one night (spec-ab run FILE --lane NAME on each lane's machine)")
 
 
 def _first_start(passes: pd.DataFrame) -> dict[int, dt.datetime | None]:

@@ -17,6 +17,12 @@ carries a `schema_version` carries the same number):
        resolved drift band, the arms in their order: `values_hash`). `sha256` stays the
        rule's own hash. Nothing else in the directory changed. Schema-1 directories have
        no `values_sha256`: only their rule is checked, as before.
+    3  preregistration.json carries `levels`: the decision cells and each guardrail's
+       cells, with `level: "*"` resolved to the levels the campaign configured at
+       registration (`RegisteredLevels`), so a verdict knows every registered level
+       without the frozen campaign.yaml. `values_sha256` covers them too. Schema-2
+       directories have no `levels` (None): their verdict reads the levels from
+       campaign.yaml, as before.
 
 Reading a directory of an older schema never rewrites it: `update_to_<N>` turns the
 version N-1 document into version N in memory, one step at a time, and remembers the
@@ -35,7 +41,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from campaign import RESULTS_SCHEMA_VERSION, __version__
+from campaign import RESULTS_SCHEMA_VERSION, __version__, catalog
+from campaign.campaignfile import Campaign
 from campaign.errors import ResultsError
 from campaign.textfiles import atomic_write
 
@@ -48,12 +55,88 @@ def rule_hash(rule: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def values_hash(rule: dict[str, Any], drift_band: float, arms: list[str]) -> str:
-    """sha256 of every value a verdict depends on: the rule, the resolved drift band and
-    the arms in their order (canonical JSON)."""
-    doc = {"arms": list(arms), "drift_band": float(drift_band), "rule": rule}
+def values_hash(rule: dict[str, Any], drift_band: float, arms: list[str],
+                levels: RegisteredLevels | None = None) -> str:
+    """sha256 of every value a verdict depends on: the rule, the resolved drift band, the
+    arms in their order and (schema 3) the resolved levels, as canonical JSON. A value
+    registered later is one more key of this document (absent: the older hash)."""
+    doc: dict[str, Any] = {"arms": list(arms), "drift_band": float(drift_band), "rule": rule}
+    if levels is not None:
+        doc["levels"] = levels.model_dump(mode="json")
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class CellRef(BaseModel):
+    """One (workload, level) place of the results."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    workload: str
+    level: str
+
+
+class GuardrailCells(BaseModel):
+    """Where one guardrail of the rule (same position in `rule.guardrails`) is checked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str
+    cells: list[CellRef]
+
+
+class RegisteredLevels(BaseModel):
+    """The rule's places resolved at registration: `*` → the levels the campaign
+    configured (a level registered here and never measured is missing, not skipped)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    decision_cells: list[CellRef] = Field(
+        description="Every decision cell, `level: \"*\"` resolved.")
+    guardrails: list[GuardrailCells] = Field(
+        description="Each guardrail's cells, `workload`/`level` `*` resolved.")
+
+    def decision_levels(self) -> dict[str, list[str]]:
+        """workload → its registered decision levels (what `judge_run` expands `*` to)."""
+        out: dict[str, list[str]] = {}
+        for cell in self.decision_cells:
+            levels = out.setdefault(cell.workload, [])
+            if cell.level not in levels:
+                levels.append(cell.level)
+        return out
+
+
+WORKLOADS = ("knee", "agentfix")
+
+
+def _configured(campaign: Campaign, workload: str, metric: str) -> list[str]:
+    """The levels a metric has rows at in a workload: a knee sweep's spec-decode figures
+    are read around the whole sweep (level `all`), everything else per level."""
+    levels = campaign.workloads.levels(workload)
+    if levels and workload == "knee" and catalog.METRICS[metric].source == "spec_decode":
+        return ["all"]
+    return levels
+
+
+def registered_levels(campaign: Campaign) -> RegisteredLevels:
+    """The campaign's decision cells and guardrail cells, `*` resolved to its configured
+    levels (what `start_run` registers)."""
+    pre = campaign.preregistration
+    decisions: list[CellRef] = []
+    for dc in pre.decision_cells:
+        levels = (_configured(campaign, dc.workload, pre.primary_metric) if dc.level == "*"
+                  else [dc.level])
+        decisions += [c for lvl in levels if (c := CellRef(workload=dc.workload, level=lvl))
+                      not in decisions]
+    guards = []
+    for g in pre.guardrails:
+        cells = [CellRef(workload=w, level=lvl)
+                 for w in (WORKLOADS if g.workload == "*" else (g.workload,))
+                 for lvl in _configured(campaign, w, g.metric) if g.level in ("*", lvl)]
+        if g.level != "*" and g.workload != "*" and not cells:
+            cells = [CellRef(workload=g.workload, level=g.level)]  # named as written
+        guards.append(GuardrailCells(metric=g.metric, cells=cells))
+    return RegisteredLevels(decision_cells=decisions, guardrails=guards)
 
 
 @dataclass(frozen=True)
@@ -62,6 +145,7 @@ class Verified:
 
     drift_band: float
     arms: tuple[str, ...]
+    levels: RegisteredLevels | None = None
     edits: tuple[str, ...] = ()
     """What was edited in preregistration.json after registration (then not used)."""
 
@@ -71,7 +155,7 @@ class Verified:
 
 
 class Registration(BaseModel):
-    """preregistration.json (results schema 2; older schemas are migrated by `load`)."""
+    """preregistration.json (results schema 3; older schemas are migrated by `load`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -90,7 +174,12 @@ class Registration(BaseModel):
     )
     values_sha256: str | None = Field(
         None, pattern=r"^[0-9a-f]{64}$",
-        description="`values_hash(rule, drift_band, arms)` (None: schema 1, rule only).",
+        description="`values_hash(rule, drift_band, arms, levels)` (None: schema 1, rule "
+        "only).",
+    )
+    levels: RegisteredLevels | None = Field(
+        None, description="The decision and guardrail cells, `*` resolved at registration "
+        "(None: schema 2 and older, or registered without a campaign)."
     )
 
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
@@ -104,11 +193,12 @@ class Registration(BaseModel):
 
     @classmethod
     def new(cls, rule: dict[str, Any], *, campaign: str, arms: list[str], drift_band: float,
-            registered_at: str) -> Registration:
-        """The registration of a rule now (hashes it, stamps this spec-ab's version)."""
+            registered_at: str, levels: RegisteredLevels | None = None) -> Registration:
+        """The registration of a rule now (hashes it, stamps this spec-ab's version);
+        `levels`: the campaign's resolved cells (`registered_levels`)."""
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
-                   values_sha256=values_hash(rule, drift_band, arms))
+                   values_sha256=values_hash(rule, drift_band, arms, levels), levels=levels)
 
     @property
     def written_version(self) -> int:
@@ -120,15 +210,17 @@ class Registration(BaseModel):
         """Does the rule still hash to `sha256` (nobody edited it after registration)?"""
         return rule_hash(self.rule) == self.sha256
 
-    def verify(self, path: Path, campaign_arms: Sequence[str] | None = None) -> Verified:
-        """The registered drift band and arms, checked against the hashes.
+    def verify(self, path: Path, campaign_arms: Sequence[str] | None = None, *,
+               campaign: Campaign | None = None) -> Verified:
+        """The registered drift band, arms and levels, checked against the hashes.
 
-        Schema 1 checks the rule only (as it always did). Schema 2 also checks the band and
-        the arms with `values_sha256`; when they do not match, the registered values are
-        recovered where the hash proves them (the band from a numeric `rule.drift_band`,
-        the arms from the frozen campaign's arm list) and the edit is reported. Raises
-        `ResultsError` naming the file when the rule itself, or a value that cannot be
-        recovered, was edited.
+        Schema 1 checks the rule only (as it always did). Schema 2 and later also check
+        the band, the arms (and, schema 3, the levels) with `values_sha256`; when they do
+        not match, the registered values are recovered where the hash proves them (the
+        band from a numeric `rule.drift_band`, the arms from the frozen campaign's arm
+        list, the levels resolved from the frozen campaign) and the edit is reported.
+        Raises `ResultsError` naming the file when the rule itself, or a value that cannot
+        be recovered, was edited.
         """
         if not self.rule_intact:
             raise ResultsError(
@@ -136,33 +228,45 @@ class Registration(BaseModel):
                 "registration, so no verdict can claim to be pre-registered",
                 hint="re-run the campaign, or report with --rule overrides (exploratory)",
             )
-        band, arms = float(self.drift_band), tuple(self.arms)
+        band, arms, levels = float(self.drift_band), tuple(self.arms), self.levels
         if self.values_sha256 is None:  # schema 1: the rule only
-            return Verified(band, arms)
-        if values_hash(self.rule, band, list(arms)) == self.values_sha256:
-            return Verified(band, arms)
-        bands = [band]
-        if _is_fraction(self.rule.get("drift_band")):
-            bands.insert(0, float(self.rule["drift_band"]))
-        arm_lists = [arms]
-        if campaign_arms is not None and tuple(campaign_arms) != arms:
-            arm_lists.append(tuple(campaign_arms))
-        for b in bands:
-            for a in arm_lists:
-                if values_hash(self.rule, b, list(a)) != self.values_sha256:
-                    continue
-                edits = []
-                if b != band:
-                    edits.append(f"drift_band {band:g} (registered {b:g})")
-                if a != arms:
-                    edits.append(f"arms {list(arms)} (registered {list(a)})")
-                return Verified(b, a, tuple(edits))
+            return Verified(band, arms, levels)
+        if values_hash(self.rule, band, list(arms), levels) == self.values_sha256:
+            return Verified(band, arms, levels)
+        levels_now = None if campaign is None else registered_levels(campaign)
+        for b, a, lv in self._candidates(campaign_arms, levels_now):
+            if values_hash(self.rule, b, list(a), lv) != self.values_sha256:
+                continue
+            edits = []
+            if b != band:
+                edits.append(f"drift_band {band:g} (registered {b:g})")
+            if a != arms:
+                edits.append(f"arms {list(arms)} (registered {list(a)})")
+            if lv != levels:
+                edits.append("levels (registered: as the frozen campaign resolves them)")
+            return Verified(b, a, lv, tuple(edits))
         raise ResultsError(
-            f"{path}: the drift band or the arms do not match values_sha256 — the file was "
-            "changed after registration and the registered values cannot be recovered, so "
-            "no verdict can claim to be pre-registered",
+            f"{path}: the drift band, the arms or the levels do not match values_sha256 — "
+            "the file was changed after registration and the registered values cannot be "
+            "recovered, so no verdict can claim to be pre-registered",
             hint="restore the file from a backup, or re-run the campaign",
         )
+
+    def _candidates(self, campaign_arms: Sequence[str] | None,
+                    campaign_levels: RegisteredLevels | None
+                    ) -> list[tuple[float, tuple[str, ...], RegisteredLevels | None]]:
+        """The values the registration may have held: the file's, and those the rule and
+        the frozen campaign prove."""
+        bands = [float(self.drift_band)]
+        if _is_fraction(self.rule.get("drift_band")):
+            bands.insert(0, float(self.rule["drift_band"]))
+        arm_lists = [tuple(self.arms)]
+        if campaign_arms is not None and tuple(campaign_arms) != tuple(self.arms):
+            arm_lists.append(tuple(campaign_arms))
+        level_sets = [self.levels]
+        if campaign_levels is not None and campaign_levels != self.levels:
+            level_sets.append(campaign_levels)
+        return [(b, a, lv) for b in bands for a in arm_lists for lv in level_sets]
 
     @property
     def arm_order(self) -> list[str]:
@@ -208,6 +312,8 @@ class Registration(BaseModel):
             raise ResultsError(f"{path}: {_problem(exc)}") from None
         if version >= 2 and reg.values_sha256 is None:
             raise ResultsError(f"{path}: 'values_sha256' is missing")
+        if version >= 3 and "levels" not in doc:
+            raise ResultsError(f"{path}: 'levels' is missing")
         reg._written_version = version
         return reg
 
@@ -231,5 +337,12 @@ def update_to_2(doc: dict[str, Any]) -> dict[str, Any]:
             "values_sha256": doc.get("values_sha256")}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {2: update_to_2}
+def update_to_3(doc: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 → 3: the version and `levels` (not registered before schema 3: None, and
+    the verdict reads the configured levels from the frozen campaign.yaml)."""
+    return {**doc, "schema_version": 3, "levels": doc.get("levels")}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    2: update_to_2, 3: update_to_3}
 """Target version → the step from the version before it."""

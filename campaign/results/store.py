@@ -6,8 +6,9 @@ typed `RunDir`s (what `report` and `noise` consume).
     <out>/<YYYY-MM-DD>-<campaign>-<shortid>/
       campaign.yaml          frozen copy of the campaign file, byte for byte; read back
                              through `campaign.campaignfile.load_campaign` (named files unchecked)
-      preregistration.json   the rule + its sha256, the resolved drift band, the arms and
-                             `values_sha256` over all three: written before the first slot
+      preregistration.json   the rule + its sha256, the resolved drift band, the arms, the
+                             rule's cells with `*` resolved (`levels`) and `values_sha256`
+                             over them all: written before the first slot
                              (`registration.Registration`); `load_run` checks them
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
       journal.jsonl          append-only event log (the source of truth for resume); its
@@ -31,18 +32,19 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from campaign import RESULTS_SCHEMA_VERSION, secrets
+from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.errors import ResultsError, SpecError
+from campaign.results import journal as jr
 from campaign.results.journal import (
     CSV_COLUMNS,
     PASS_COLUMNS,
@@ -53,7 +55,7 @@ from campaign.results.journal import (
     rows_to_csv,
     utcnow,
 )
-from campaign.results.registration import Registration
+from campaign.results.registration import RegisteredLevels, Registration
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
 from campaign.textfiles import atomic_write
 
@@ -71,7 +73,7 @@ class RunStore:
 
     @property
     def journal_path(self) -> Path:
-        return self.run_dir / "journal.jsonl"
+        return self.run_dir / jr.FILE_NAME
 
     # ---------------------------------------------------------------- creation
 
@@ -116,10 +118,11 @@ class RunStore:
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
-                 drift_band: float) -> str:
-        """Write preregistration.json (never replaced). Returns the rule's hash."""
+                 drift_band: float, levels: RegisteredLevels | None = None) -> str:
+        """Write preregistration.json (never replaced). Returns the rule's hash. `levels`:
+        the rule's cells resolved (`registration.registered_levels`)."""
         reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
-                               registered_at=iso(self.clock()))
+                               registered_at=iso(self.clock()), levels=levels)
         reg.save(self.run_dir / "preregistration.json")
         return reg.sha256
 
@@ -140,32 +143,10 @@ class RunStore:
 
     # ---------------------------------------------------------------- journal
 
-    def journal(self, event: str, **data: Any) -> dict[str, Any]:
-        """Append one event (flushed and fsynced: a crash loses at most this line)."""
-        record = {"t": iso(self.clock()), "event": event, **data}
-        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
-        raw = line.encode("utf-8")
-        fd = os.open(self.journal_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                written = 0
-                while written < len(raw):
-                    written += os.write(fd, raw[written:])
-                os.fsync(fd)
-            except OSError as exc:
-                # A full disk: cut the half line off, so the next line (after the cause is
-                # fixed and the run resumed) does not glue onto it and damage both.
-                try:
-                    os.ftruncate(fd, size)
-                except OSError:
-                    pass
-                if exc.filename is None:
-                    exc.filename = str(self.journal_path)
-                raise
-        finally:
-            os.close(fd)
-        return record
+    def journal(self, event: jr.Event, **data: Any) -> dict[str, Any]:
+        """Append one event to the journal (`journal.append`: fsynced, a crash loses at
+        most this line)."""
+        return jr.append(self.journal_path, event, iso(self.clock()), **data)
 
     def read_journal(self) -> list[dict[str, Any]]:
         return read_journal(self.run_dir)
@@ -177,6 +158,13 @@ class RunStore:
         path = self.run_dir / "pairs" / f"{pair:02d}" / name
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def finish(self, **data: Any) -> dict[str, Any]:
+        """Journal the run's `finished` event (`data`: complete, pairs…) with the number
+        of tidy rows (passes.csv rebuilt once more) and the journal's size before it."""
+        rows = self.rebuild_passes_csv()
+        size = self.journal_path.stat().st_size if self.journal_path.exists() else 0
+        return self.journal("finished", **data, rows=rows, journal_bytes=size)
 
     def rebuild_passes_csv(self) -> int:
         """Rewrite passes.csv from the journal's `pass` events; returns the row count."""
@@ -225,62 +213,9 @@ class RunDir:
         return self._journal
 
 
-JOURNAL_TAIL_BYTES = 16384
-
-
-def _finished_complete(run_dir: Path) -> bool:
-    """Did the run finish complete? A complete run's last event is `finished` (nothing runs
-    after it and it cannot be resumed), so only the journal's tail is read: a report over
-    a thousand nightly runs must not parse every journal line."""
-    path = run_dir / "journal.jsonl"
-    try:
-        with open(path, "rb") as f:
-            size = f.seek(0, os.SEEK_END)
-            f.seek(max(0, size - JOURNAL_TAIL_BYTES))
-            tail = f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return False
-    for line in reversed(tail.splitlines()):
-        if '"finished"' not in line:
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if ev.get("event") == "finished":
-            return bool(ev.get("complete"))
-    return False
-
-
 _CAMPAIGN_CACHE: dict[tuple[bytes, str], tuple[Campaign | None, tuple[str, ...]]] = {}
 """Frozen campaign files read back, by content and base folder: the nights of a history
 share one file, parsed and validated once."""
-
-
-def _registered_base_dir(run_dir: Path) -> Path | None:
-    """The campaign's own folder at registration: the journal's first event says it (the
-    frozen copy's relative paths are relative to it)."""
-    try:
-        with open(run_dir / "journal.jsonl", "rb") as f:
-            first = f.readline(JOURNAL_TAIL_BYTES)
-        ev = json.loads(first)
-    except (OSError, ValueError):
-        return None
-    if isinstance(ev, dict) and ev.get("event") == "registered" and ev.get("base_dir"):
-        return Path(str(ev["base_dir"]))
-    return None
-
-
-def recorded_lane(events: Sequence[Mapping[str, Any]],
-                  manifest: Mapping[str, Any]) -> str | None:
-    """The lane a run was registered on: its journal's `registered` event says it, else
-    its manifest's `campaign.lane` (runs registered before the journal named it); None
-    when neither does."""
-    lane = next((e.get("lane") for e in events if e.get("event") == "registered"), None)
-    if not lane:
-        facts = manifest.get("campaign")
-        lane = facts.get("lane") if isinstance(facts, Mapping) else None
-    return lane if isinstance(lane, str) and lane else None
 
 
 def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
@@ -290,7 +225,7 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None, (f"{path.name} is missing",)
-    base = _registered_base_dir(run_dir)
+    base = jr.registered_base_dir(run_dir)
     key = (raw, str(base))
     if key not in _CAMPAIGN_CACHE:
         try:
@@ -354,17 +289,30 @@ def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, l
     return passes, bad_lines
 
 
-def _read_passes(csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
+@dataclass
+class _Csv:
+    """passes.csv as read: its rows, the file lines of rows that do not parse, and why
+    the whole file cannot be used (then `rows` is empty)."""
+
+    rows: pd.DataFrame
+    bad_lines: list[int] = field(default_factory=list)
+    unusable: str | None = None
+
+
+def _read_passes(csv_path: Path) -> _Csv:
     if not csv_path.is_file() or csv_path.stat().st_size == 0:
-        return pd.DataFrame(columns=PASS_COLUMNS), []
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS))
     try:
         passes = pd.read_csv(csv_path, keep_default_na=False)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{csv_path}: cannot be read ({exc})") from None
-    return _check_passes(passes, csv_path)
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})")
+    missing = sorted(set(PASS_COLUMNS) - set(passes.columns))
+    if missing:
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"missing columns {missing}")
+    return _Csv(*_check_passes(passes, csv_path))
 
 
-def _read_manifest(path: Path) -> dict[str, Any]:
+def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
@@ -376,41 +324,6 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: not a JSON object but a {type(doc).__name__}")
     return doc
-
-
-def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The journal's events and what is wrong with it: lines that do not parse (a torn
-    last line is a crash while writing it; one in the middle is damage)."""
-    path = run_dir / "journal.jsonl"
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return [], []
-    events: list[dict[str, Any]] = []
-    bad: list[int] = []
-    lines = text.splitlines()
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            bad.append(i)
-            continue
-        if isinstance(ev, dict):
-            events.append(ev)
-        else:
-            bad.append(i)
-    problems = []
-    if last in bad:
-        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
-                        "while writing it; the events before it are used")
-    middle = [i + 1 for i in bad if i != last]
-    if middle:
-        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
-                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
-    return events, problems
 
 
 def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
@@ -433,26 +346,63 @@ def _lines(lines: list[int]) -> str:
     return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
 
 
-def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
+def pairs_twice(passes: pd.DataFrame) -> list[str]:
+    """Pair numbers that two different pairs carry (a renumbered or merged run directory):
+    one arm of one pair attempt measured in more than one slot. A pass retried, or a
+    pair redone (a new `pair_attempt`), is not one."""
+    places = passes.drop_duplicates(["pair", "pair_attempt", "arm", "slot", "started_at"])
+    counts = places.groupby(["pair", "pair_attempt", "arm"]).size().reset_index(name="n")
+    most = counts[counts["n"] > 1].groupby("pair")["n"].max()
+    out = []
+    for pair, times in zip(most.index, most, strict=True):
+        mine = places[places["pair"] == pair].sort_values(["slot", "started_at"])
+        how = "twice" if times == 2 else f"{times} times"
+        seen = ", ".join(f"{r.arm} in slot {r.slot} started {r.started_at}"
+                         for r in mine.itertuples(index=False))
+        out.append(f"pair {pair} appears {how}: {seen}")
+    return out
+
+
+def _csv_problems(passes: pd.DataFrame, csv: _Csv) -> list[str]:
+    """What is wrong with passes.csv's rows on their own."""
+    if csv.unusable:
+        return [csv.unusable]
+    wrong = []
+    if csv.bad_lines:
+        wrong.append(f"{len(csv.bad_lines)} row(s) that do not parse "
+                     f"(line {_lines(csv.bad_lines)})")
+    dup = passes.duplicated(PASS_KEY, keep="first")
+    n_dup = int(dup.sum())
+    twice = pairs_twice(passes) if n_dup else []
+    if twice:
+        wrong += twice
+    elif n_dup:  # after rows were left out, line numbers of the file are no longer known
+        where = ("" if csv.bad_lines
+                 else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})")
+        wrong.append(f"{n_dup} duplicated row(s){where}")
+    return wrong
+
+
+def _reconcile(run_dir: Path, csv: _Csv,
                events: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
     """passes.csv checked against the journal, the source of truth.
 
     passes.csv is rebuilt from the journal's `pass` events after every pass, so both
-    must hold the same rows. When they do not (rows that do not parse, duplicated rows,
-    a different row count), the journal's rows are used and a note says what was wrong.
-    Without pass events in the journal nothing can arbitrate: duplicated or unparsable
-    rows are then an error (exit 2), since they could change a verdict silently.
+    must hold the same rows. When they do not (a file that cannot be used, rows that do
+    not parse, duplicated rows, a different row count), the journal's rows are used and a
+    note says what was wrong. Without pass events in the journal nothing can arbitrate:
+    the damage is then an error (exit 2), since it could change a verdict silently. Two
+    different pairs with one number are an error wherever they are: no row says which is
+    which.
     """
     csv_path = run_dir / "passes.csv"
-    dup = passes.duplicated(PASS_KEY, keep="first")
-    n_dup = int(dup.sum())
-    journal = _journal_passes(events)
-    wrong = []
-    if bad_lines:
-        wrong.append(f"{len(bad_lines)} row(s) that do not parse (line {_lines(bad_lines)})")
-    if n_dup:  # after rows were left out, line numbers of the file are no longer known
-        where = "" if bad_lines else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})"
-        wrong.append(f"{n_dup} duplicated row(s){where}")
+    passes = csv.rows
+    wrong = _csv_problems(passes, csv)
+    pass_events = [ev for ev in events if ev.get("event") == "pass"]
+    counted = sum(len(rows) for ev in pass_events if isinstance(rows := ev.get("rows"), list))
+    if pass_events and not wrong and len(passes) == counted:
+        return passes, []  # the common case, without building the journal's table
+    journal = _journal_passes(pass_events)
     if journal is None:
         if wrong:
             raise ResultsError(
@@ -463,14 +413,22 @@ def _reconcile(run_dir: Path, passes: pd.DataFrame, bad_lines: list[int],
     expected = len(journal)
     if not wrong and len(passes) == expected:
         return passes, []
+    twice = pairs_twice(journal) if journal.duplicated(PASS_KEY).any() else []
+    if twice:
+        raise ResultsError(
+            f"{run_dir / jr.FILE_NAME}: " + "; ".join(twice) + " — two different pairs "
+            "carry one number, so no verdict can tell them apart",
+            hint="restore the run directory from a backup (a copy merged into it, or its "
+            "pairs renumbered?), or re-run the campaign")
     if not wrong:
         wrong.append(f"{len(passes)} rows where journal.jsonl has {expected}")
     return journal, [f"{csv_path.name} disagrees with journal.jsonl (" + "; ".join(wrong)
                      + "): the journal's rows are used"]
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None,
-              bad_lines: list[int] | None = None) -> RunDir:
+def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False) -> RunDir:
+    """One run directory read back; `passes` its rows when already read (`load_runs`),
+    `sound` when they are known to parse and hold no duplicated row."""
     if run_dir.is_file():
         raise ResultsError(f"{run_dir}: is a file, not a results directory",
                            hint="give the folder `spec-ab run` printed "
@@ -482,26 +440,33 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None,
                            hint="give a folder made by `spec-ab run`")
     reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
-    manifest = _read_manifest(run_dir / "manifest.json")
-    if passes is None:
-        passes, bad_lines = _read_passes(run_dir / "passes.csv")
-    events, notes = journal_problems(run_dir)
-    passes, more = _reconcile(run_dir, passes, bad_lines or [], events)
-    notes += more
+    manifest = read_manifest(run_dir / "manifest.json")
+    csv = _read_passes(run_dir / "passes.csv") if passes is None else _Csv(passes)
+    events: list[dict[str, Any]] | None = None
+    notes: list[str] = []
+    end = jr.ending(run_dir)
+    counted = end.rows if end.rows is not None else jr.pass_rows_unparsed(run_dir)
+    if counted and counted == len(csv.rows) and (sound or not _csv_problems(csv.rows, csv)):
+        passes = csv.rows  # as the journal has it: its events are read when asked for
+    else:
+        events, notes = jr.journal_problems(run_dir)
+        passes, more = _reconcile(run_dir, csv, events)
+        notes += more
     campaign, problems = _frozen_campaign(run_dir)
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
         verified = registration.verify(
-            reg_path, None if campaign is None else campaign.arm_names)
+            reg_path, None if campaign is None else campaign.arm_names, campaign=campaign)
         if verified.edits:
             edits = verified.edits
             registration = registration.model_copy(
-                update={"drift_band": verified.drift_band, "arms": list(verified.arms)})
+                update={"drift_band": verified.drift_band, "arms": list(verified.arms),
+                        "levels": verified.levels})
             notes.insert(0, f"{reg_path.name} was edited after registration ("
                          + ", ".join(edits) + "): the registered values are used")
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
                   registration=registration, campaign=campaign, campaign_problems=problems,
-                  manifest=manifest, complete=_finished_complete(run_dir),
+                  manifest=manifest, complete=end.complete,
                   notes=tuple(notes), registration_edits=edits, _journal=events)
 
 
@@ -550,13 +515,19 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
                 joined = None
         except (pd.errors.ParserError, ValueError, ResultsError):
             joined = None
+    duplicated: set[int] = set()
+    if joined is not None:  # duplicated rows of every file in one pass: which files have any
+        chunk = np.repeat(np.arange(len(bodies)), [n for n in counts if n is not None])
+        dup = joined.assign(_chunk=chunk).duplicated([*PASS_KEY, "_chunk"]).to_numpy()
+        duplicated = {int(c) for c in chunk[dup]}
     out: list[RunDir] = []
-    start = 0
+    start = i = 0
     for d, n in zip(run_dirs, counts, strict=True):
         if n is None or joined is None:
             out.append(load_run(d))
             continue
         part = joined.iloc[start:start + n].reset_index(drop=True)
         start += n
-        out.append(_run_data(Path(d), part, []))
+        out.append(_run_data(Path(d), part, sound=i not in duplicated))
+        i += 1
     return out

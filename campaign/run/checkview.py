@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from campaign import secrets
-from campaign.campaignfile import Campaign
+from campaign.campaignfile import Campaign, format_yaml_path
+from campaign.campaignfile.checks import ThinTail, thin_tails
 from campaign.campaignfile.duration import estimate
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
@@ -55,6 +56,7 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     cells = ", ".join(f"{c.workload}/{c.level}" for c in pre.decision_cells)
     console.print(f"  rule: {pre.rule}, {pre.primary_metric} ({pre.metric_direction} is better) "
                   f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
+    print_thin_tails(console, thin_tails(campaign))
     lanes = ([campaign] if campaign.lane_chosen
              else [campaign.for_lane(name) for name in campaign.lane_names])
     for view in lanes:
@@ -96,6 +98,13 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     console.print(f"\n[bold]estimated duration[/] {human(est.total_s)}{each} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)
+
+
+def print_thin_tails(console: Console, thin: list[ThinTail]) -> None:
+    """One warning per guardrail × workload whose quantile the passes are too small for."""
+    for t in thin:
+        console.print(f"  ! {format_yaml_path(t.path)}: {t.text()}", markup=False,
+                      style="yellow", soft_wrap=True)
 
 
 _SKIP = {"readiness", "backend"}

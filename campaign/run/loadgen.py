@@ -243,7 +243,7 @@ def _stat(data: Mapping[str, Any], metric: str, stat: str) -> float | None:
 
 
 # catalog name → (AIPerf metric tag, statistic)
-_EXPORT_METRICS: dict[str, tuple[str, str]] = {
+EXPORT_METRICS: dict[str, tuple[str, str]] = {
     "output_token_throughput": ("output_token_throughput", "avg"),
     "output_token_throughput_per_user": ("output_token_throughput_per_user", "avg"),
     "request_throughput": ("request_throughput", "avg"),
@@ -255,6 +255,11 @@ _EXPORT_METRICS: dict[str, tuple[str, str]] = {
     "request_latency_p99": ("request_latency", "p99"),
     "output_tokens": ("total_output_tokens", "avg"),
 }
+
+
+ZERO_IS_NO_MEASUREMENT = ("ttft_p50", "ttft_p99", "request_latency_p50",
+                          "request_latency_p99")
+"""Latency statistics a served request cannot have at 0: a level showing one is invalid."""
 
 
 def _level_concurrency(data: Mapping[str, Any], path: Path) -> int | None:
@@ -291,7 +296,7 @@ def parse_export(path: Path) -> LevelResult:
     errored = int(_stat(data, "error_request_count", "avg") or 0)
     metrics = {
         name: value
-        for name, (tag, stat) in _EXPORT_METRICS.items()
+        for name, (tag, stat) in EXPORT_METRICS.items()
         if (value := _stat(data, tag, stat)) is not None
     }
     total = completed + errored
@@ -350,11 +355,19 @@ def level_problems(
     max_osl_mismatch: int | None = None,
     max_osl_mismatch_share: float | None = None,
 ) -> list[str]:
-    """Why this level's numbers cannot be used; [] means valid.
+    """Why this level's numbers cannot be used; [] means valid: how AIPerf ran
+    (`run_problems`), then the server's answers against the gates (`answer_problems`)."""
+    return run_problems(level, outcome) + answer_problems(
+        level, max_error_rate=max_error_rate, min_completed_requests=min_completed_requests,
+        max_osl_mismatch=max_osl_mismatch, max_osl_mismatch_share=max_osl_mismatch_share)
 
-    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit
-    still invalidates the pass unless it is explained by our own timeout stop of a run
-    whose export for this level was already complete (AIPerf's hang at the very end).
+
+def run_problems(level: LevelResult, outcome: PassOutcome) -> list[str]:
+    """Why AIPerf's run of this level cannot be used (the load generator's side).
+
+    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit still
+    invalidates the pass unless it is explained by our own timeout stop of a run whose
+    export for this level was already complete (AIPerf's hang at the very end).
     """
     reasons: list[str] = []
     if outcome.interrupted:
@@ -365,11 +378,32 @@ def level_problems(
         reasons.append("export says incomplete (is_complete=false)")
     if level.cancelled:
         reasons.append("export says cancelled (was_cancelled=true)")
+    return reasons
+
+
+def answer_problems(
+    level: LevelResult,
+    *,
+    max_error_rate: float,
+    min_completed_requests: int,
+    max_osl_mismatch: int | None = None,
+    max_osl_mismatch_share: float | None = None,
+) -> list[str]:
+    """Why the server's answers in this level fail the registered gates (the server's
+    side): failed requests, too few completed, another output length than asked, and a
+    TTFT or request-latency statistic of 0, which is no measurement (judged as a ratio it
+    would read as a 100% improvement)."""
+    reasons: list[str] = []
     error_rate = level.metrics.get("error_rate", 0.0)
     if error_rate > max_error_rate:
         reasons.append(
             f"error rate {error_rate:.1%} > {max_error_rate:.1%} "
             f"({level.requests_errored} failed)")
+    zero = [name for name in ZERO_IS_NO_MEASUREMENT if level.metrics.get(name) == 0.0]
+    if zero:
+        reasons.append(
+            f"{', '.join(zero)} = 0 ms: a latency of 0 over a pass is no measurement (the "
+            "server answered before it was asked, or AIPerf timed nothing)")
     if level.requests_completed < min_completed_requests:
         reasons.append(
             f"{level.requests_completed} requests completed < {min_completed_requests}")
@@ -426,18 +460,11 @@ def run_pass(
     journal the group id and kill a stale group on resume (AIPerf, in its own session,
     outlives a SIGKILLed parent).
     """
-    artifact_dir.mkdir(parents=True, exist_ok=True)
     aiperf_dir = artifact_dir / AIPERF_SUBDIR
-    if aiperf_dir.exists() and any(aiperf_dir.iterdir()):
-        raise PassError(
-            f"{aiperf_dir} already holds AIPerf results",
-            hint="give every pass attempt its own artifact directory")
-    command = aiperf_command(plan, artifact_dir)
-    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    command = _prepare(plan, artifact_dir)
     stdout_path = artifact_dir / STDOUT_NAME
     stderr_path = artifact_dir / STDERR_NAME
     problems: list[str] = []
-    timed_out = interrupted = False
     tmpdir = tempfile.mkdtemp(prefix=f"{TMPDIR_PREFIX}{os.getpid()}-")
     start = clock()
     try:
@@ -446,20 +473,10 @@ def run_pass(
             try:
                 if on_start is not None:
                     on_start(proc.pid)
-                deadline = start + plan.timeout_s
-                while True:
-                    try:
-                        proc.wait(timeout=poll_s)
-                        break
-                    except subprocess.TimeoutExpired:
-                        pass
-                    if cancel is not None and cancel.is_set():
-                        interrupted = True
-                    elif clock() >= deadline:
-                        timed_out = True
-                    if interrupted or timed_out:
-                        _stop(proc, killpg, grace_s, problems)
-                        break
+                timed_out, interrupted = _wait(proc, deadline=start + plan.timeout_s,
+                                               cancel=cancel, clock=clock, killpg=killpg,
+                                               grace_s=grace_s, poll_s=poll_s,
+                                               problems=problems)
             finally:
                 if proc.poll() is None:  # an exception above: never leave AIPerf running
                     signal_group(proc.pid, signal.SIGKILL, killpg=killpg)
@@ -478,6 +495,54 @@ def run_pass(
         problems.insert(0, "interrupted (stopped with SIGINT)")
     if returncode != 0:
         problems.append(f"aiperf exit {returncode}")
+    levels, missing = _read_levels(plan, aiperf_dir, stdout_path, problems)
+    return PassOutcome(
+        command=command, returncode=returncode, timed_out=timed_out,
+        interrupted=interrupted, wall_s=wall_s, levels=levels, stdout_path=stdout_path,
+        stderr_path=stderr_path, problems=problems, missing_levels=missing,
+        stragglers_signalled=stragglers)
+
+
+def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
+    """The pass's folder, checked empty of AIPerf results, with its command line written
+    beside them; the command."""
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    aiperf_dir = artifact_dir / AIPERF_SUBDIR
+    if aiperf_dir.exists() and any(aiperf_dir.iterdir()):
+        raise PassError(
+            f"{aiperf_dir} already holds AIPerf results",
+            hint="give every pass attempt its own artifact directory")
+    command = aiperf_command(plan, artifact_dir)
+    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    return command
+
+
+def _wait(proc: subprocess.Popen[bytes], *, deadline: float,
+          cancel: threading.Event | None, clock: Callable[[], float],
+          killpg: Callable[[int, int], None], grace_s: float, poll_s: float,
+          problems: list[str]) -> tuple[bool, bool]:
+    """Wait for AIPerf to end; stop its group at the deadline or on `cancel`. Returns
+    (timed out, interrupted)."""
+    timed_out = interrupted = False
+    while True:
+        try:
+            proc.wait(timeout=poll_s)
+            return timed_out, interrupted
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel is not None and cancel.is_set():
+            interrupted = True
+        elif clock() >= deadline:
+            timed_out = True
+        if interrupted or timed_out:
+            _stop(proc, killpg, grace_s, problems)
+            return timed_out, interrupted
+
+
+def _read_levels(plan: PassPlan, aiperf_dir: Path, stdout_path: Path,
+                 problems: list[str]) -> tuple[list[LevelResult], list[int]]:
+    """The levels AIPerf exported, and the planned ones it did not (with AIPerf's first
+    error line added to `problems`)."""
     levels = parse_exports(aiperf_dir, problems) if aiperf_dir.exists() else []
     found = {level.concurrency for level in levels}
     missing = [c for c in plan.concurrency if c not in found]
@@ -487,11 +552,7 @@ def run_pass(
         first_error = _first_error_line(stdout_path)
         if first_error:
             problems.append(f"aiperf: {first_error}")
-    return PassOutcome(
-        command=command, returncode=returncode, timed_out=timed_out,
-        interrupted=interrupted, wall_s=wall_s, levels=levels, stdout_path=stdout_path,
-        stderr_path=stderr_path, problems=problems, missing_levels=missing,
-        stragglers_signalled=stragglers)
+    return levels, missing
 
 
 def _first_error_line(log: Path, limit: int = 300) -> str | None:

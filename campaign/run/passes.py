@@ -1,12 +1,17 @@
-"""The passes of one arm, as load-generator plans: warm-ups, the knee sweep, one
-agent-fixture pass per content class. Pure; shared by the runner and `--dry-run`."""
+"""The passes of one arm, as load-generator plans (warm-ups, the knee sweep, one
+agent-fixture pass per content class), and whether a pass that ran can be used
+(`check_pass`). Pure; shared by the runner and `--dry-run`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
-from campaign.campaignfile import Campaign
-from campaign.run.loadgen import PassPlan
+from campaign.campaignfile import CONTROL, Campaign, Gates
+from campaign.results.journal import LevelRows
+from campaign.run import loadgen
+from campaign.run.loadgen import PassOutcome, PassPlan
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,8 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
         out.append(ArmPass(plan, "warmup", (f"c{w.concurrency}",), "all"))
     if wl.knee:
         k = wl.knee
-        reqs = {k.requests_at(c) for c in k.concurrency}
-        # AIPerf sweeps concurrency in one invocation with one request count; keep the
-        # largest so the top level gets enough requests.
-        per_level = None if k.duration_s else max(r for r in reqs if r is not None)
         plan = PassPlan(name="knee", kind="knee", concurrency=tuple(k.concurrency),
-                        requests_per_level=per_level, duration_s=k.duration_s,
+                        requests_per_level=k.requests_each_level, duration_s=k.duration_s,
                         input_tokens=k.input_tokens, output_tokens=k.output_tokens,
                         input_file=None, seed=seed, **common)  # type: ignore[arg-type]
         out.append(ArmPass(plan, "knee", tuple(k.levels), "all"))
@@ -60,3 +61,98 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
                             **common)  # type: ignore[arg-type]
             out.append(ArmPass(plan, "agentfix", (cls,), cls))
     return out
+
+
+Fault = Literal["lane", "own"]
+"""Whose failure an invalid pass is: the lane's (AIPerf crashing or timing out while the
+server stays healthy, a /metrics scrape failure, any invalid pass of the control) or the
+candidate's own (its requests failing beyond the gates, its server dying)."""
+
+
+@dataclass(frozen=True)
+class ServerFault:
+    """What went wrong with the server under a pass (it died, restarted, turned unhealthy
+    or stopped answering /metrics): the pair cannot count."""
+
+    reason: str
+    scrape: bool = False
+    """Only /metrics stopped answering (the server itself still up): the lane's fault."""
+
+
+@dataclass(frozen=True)
+class PassCheck:
+    """Why a pass that ran cannot be used, as a whole and level by level."""
+
+    problems: list[str]
+    """The whole pass's: AIPerf's, the server's, levels without results."""
+    level_problems: dict[int, list[str]]
+    """concurrency → why that level's numbers cannot be used ([] : valid)."""
+    labels: dict[int, str]
+    """concurrency → the level's label (`c4`, a content class)."""
+    own: tuple[str, ...] = ()
+    """The problems that are the server's own: its answers against the gates, its death."""
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems and not any(self.level_problems.values())
+
+    def fault(self, arm: str) -> Fault | None:
+        """Whose failure the pass is (None when valid): the control's is always the
+        lane's; a candidate's is its own when any of its problems is the server's."""
+        if self.valid:
+            return None
+        if arm == CONTROL or not self.own:
+            return "lane"
+        return "own"
+
+    def all_problems(self) -> list[str]:
+        """Every problem, those of a level prefixed with its label (for the journal)."""
+        return self.problems + [f"{self.labels.get(c, c)}: {p}"
+                                for c, ps in self.level_problems.items() for p in ps]
+
+    def level_rows(self, outcome: PassOutcome,
+                   log_se: Mapping[int, Mapping[str, float]] | None = None) -> list[LevelRows]:
+        """Each measured level as the rows it gives, with the reasons against it and its
+        statistics' sampling errors (`log_se`: concurrency → metric → error)."""
+        return [LevelRows(self.labels.get(lv.concurrency, f"c{lv.concurrency}"), lv.metrics,
+                          self.problems + self.level_problems.get(lv.concurrency, []),
+                          (log_se or {}).get(lv.concurrency, {}))
+                for lv in outcome.levels]
+
+
+def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
+               server_fault: ServerFault | None = None) -> PassCheck:
+    """Whether a pass can be used: AIPerf's own problems, the server's fault (it died,
+    restarted or stopped answering under the pass), every planned level present, and each
+    level against the registered gates. A warm-up is thrown away: only "did it run"
+    matters for it, not the measured-pass gates."""
+    problems = list(outcome.problems)
+    own: list[str] = []
+    if server_fault is not None:
+        problems.append(server_fault.reason)
+        if not server_fault.scrape:
+            own.append(server_fault.reason)
+    level_problems: dict[int, list[str]] = {}
+    for lv in outcome.levels:
+        answers = loadgen.answer_problems(
+            lv, max_error_rate=gates.max_error_rate if ap.measured else 1.0,
+            min_completed_requests=gates.min_completed_requests if ap.measured else 1,
+            max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
+        level_problems[lv.concurrency] = loadgen.run_problems(lv, outcome) + answers
+        own += answers
+    labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+    found = {lv.concurrency for lv in outcome.levels}
+    missing = [labels[c] for c in ap.plan.concurrency if c not in found]
+    if missing:
+        problems.append(f"no results for level(s) {', '.join(missing)}")
+    return PassCheck(problems, level_problems, labels, tuple(own))
+
+
+@dataclass(frozen=True)
+class InvalidPass:
+    """A measured pass left invalid after its retries, and whose failure it is."""
+
+    name: str
+    """`arm/pass`, as `pair_done` lists it."""
+    fault: Fault
+    cause: str

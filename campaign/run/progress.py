@@ -36,7 +36,7 @@ from campaign.campaignfile import Campaign
 from campaign.campaignfile.duration import boot_s, estimate
 from campaign.campaignfile.schedule import plan_slots
 from campaign.fmt import clock as human
-from campaign.results.journal import read_journal
+from campaign.results.journal import of_kind, read_journal
 
 log = logging.getLogger("campaign.run")
 
@@ -66,9 +66,7 @@ def _earlier_runs(campaign: Campaign, run_dir: Path | None
         if not isinstance(frozen, dict) or frozen.get("lane") != campaign.lane:
             continue
         same = frozen.get("name") == campaign.name
-        for e in events:
-            if e.get("event") != "slot_done":
-                continue
+        for e in of_kind(events, "slot_done"):
             if isinstance(e.get("boot_s"), int | float):
                 boots.append(float(e["boot_s"]))
             if same and isinstance(e.get("wall_s"), int | float) and e.get("arm"):
@@ -271,6 +269,11 @@ class PlainProgress:
         elif event == "pair_invalid":
             log.warning("pair %s invalid: %s", d["pair"], d["reason"])
             self.line(f"pair {d['pair']} INVALID: {d['reason']}")
+        elif event == "pair_redo" and "budget_left" in d:
+            log.warning("pair %s redone within the night: %s", d["pair"], d["reason"])
+            self.line(f"pair {d['pair']}: redoing the whole pair within the night, invalid by "
+                      f"the lane ({d['reason']}); {d['budget_left']} of {d['budget']} redos "
+                      "left (gates.redo_budget)")
         elif event == "pair_redo":
             self.line(f"pair {d['pair']}: redoing the whole pair (gates.pair_retries)")
         elif event == "eta" and self.eta is None:  # without a campaign: the runner's figure

@@ -1,7 +1,8 @@
 """Fault tests of `spec-ab run` for real (simulated lane, process backend, real AIPerf, the
 CLI in a subprocess): a secret in the server's environment reaches the server and nothing
-else; an engine that dies inside a live process (/health 503) is a server death; a results
-disk that fills up mid-run exits 3 naming the file."""
+else; an engine that dies inside a live process (/health 503) is a server death (the
+candidate's: its own failure, never redone); a results disk that fills up mid-run exits 3
+naming the file."""
 
 from __future__ import annotations
 
@@ -63,11 +64,12 @@ def test_a_secret_reaches_the_server_and_no_file_or_output(tmp_path: Path, out: 
     assert secret not in refused.stdout + refused.stderr
 
 
-def test_an_unhealthy_engine_is_a_death_and_the_pair_is_redone(tmp_path: Path,
-                                                              out: Path) -> None:
-    """The sim's engine dies after 5 requests but its API server stays up (/health 503):
-    the pass is not retried against it, the pair is invalid and redone (dying again: exit
-    4), and nothing is left running."""
+def test_an_unhealthy_engine_is_a_death_that_counts_against_the_candidate(
+        tmp_path: Path, out: Path) -> None:
+    """The candidate's engine dies after 5 requests but its API server stays up (/health
+    503): the pass is not retried against it, the pair is invalid and, the candidate's own
+    failure, never redone (not by pair_retries, not within the night): exit 4, and nothing
+    is left running."""
     port = free_port()
     text = campaign_text(port, retries=1, cand_env=(
         '\n      SPECAB_SIM_DIE_AFTER_REQUESTS: "5"\n      SPECAB_SIM_DEATH_MODE: unhealthy'))
@@ -81,9 +83,11 @@ def test_an_unhealthy_engine_is_a_death_and_the_pair_is_redone(tmp_path: Path,
     run_dir = run_dir_of(out)
     events = journal_events(run_dir)
     invalid = [e for e in events if e["event"] == "pair_invalid"]
-    assert len(invalid) == 2, json.dumps(invalid)
-    assert all("unhealthy (/health → 503) during knee" in str(e["reason"]) for e in invalid)
-    assert [e["pair_attempt"] for e in events if e["event"] == "pair_start"] == [1, 2]
+    assert len(invalid) == 1, json.dumps(invalid)
+    assert "unhealthy (/health → 503) during knee" in str(invalid[0]["reason"])
+    assert invalid[0]["fault"] == "own"
+    assert [e["pair_attempt"] for e in events if e["event"] == "pair_start"] == [1]
+    assert not [e for e in events if e["event"] == "pair_redo"]
     assert not [e for e in events if e["event"] == "pass" and ".retry" in str(e["name"])]
     assert "campaign incomplete" in proc.stderr
     assert not procs_of(run_dir)

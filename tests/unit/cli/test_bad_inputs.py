@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -223,6 +224,14 @@ CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
          ("results_dir: shell.jsonl is a file, not a folder",)),
     Case("arm-port-range", campaign(sub("  depth7:\n", "  depth7:\n    port: 70000\n")), 2,
          ("arms.depth7.port", "65535")),
+    Case("thin-tail-refused", campaign(sub("  decision_cells:", "  gates: {tail_requests: "
+                                           "refuse}\n  decision_cells:")), 2,
+         ("preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level "
+          "cannot give a p99 of their own", "at least 100 requests per level",
+          "guardrail ttft_p99 at agentfix: 30 requests", "(gates.tail_requests: refuse)")),
+    Case("thin-tail-warned", campaign(BASE), 0,
+         ("! preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level",
+          "300 (3 beyond it)", "(raise workloads.knee.requests_per_level)")),
 ]
 
 
@@ -261,6 +270,11 @@ CLI_CASES: list[Case] = [
          ("--out", "is a file, not a folder")),
     Case("run-results-dir-is-a-file", _run_with_results_dir_file, 2,
          ("results_dir: shell.jsonl is a file",)),
+    Case("run-thin-tail-refused", lambda t: ["run", str(write(t, sub(
+        "  decision_cells:", "  gates: {tail_requests: refuse}\n  decision_cells:"))),
+        "--skip-preflight"], 2,
+         ("guardrail ttft_p99 at knee: 8 requests per level", "(gates.tail_requests: refuse)"),
+         ("run directory:",)),
     Case("run-nothing", lambda t: ["run"], 2, ("--resume RUN_DIR",)),
     Case("run-resume-a-file", lambda t: ["run", "--resume", str(write(t, BASE))], 2,
          ("is a file, not a run directory",)),
@@ -372,6 +386,35 @@ def _drop_csv_column(run: Path) -> None:
     _write_csv(run, [",".join(ln.split(",")[:-1]) for ln in _csv_lines(run)])
 
 
+def _drop_metric_column(run: Path) -> None:
+    lines = [ln.split(",") for ln in _csv_lines(run)]
+    i = lines[0].index("metric")
+    _write_csv(run, [",".join(cells[:i] + cells[i + 1:]) for cells in lines])
+
+
+def _pair_two_as_one(run: Path) -> None:
+    """passes.csv names pair 2 as a second pair 1 (the journal still knows better)."""
+    lines = _csv_lines(run)
+    out = [lines[0]]
+    for line in lines[1:]:
+        cells = line.split(",")
+        cells[1] = "1" if cells[1] == "2" else cells[1]
+        out.append(",".join(cells))
+    _write_csv(run, out)
+
+
+def _two_pairs_numbered_one(tmp: Path) -> list[str]:
+    """Two different pairs (their own slots and start times) both numbered 1, in the
+    journal and in passes.csv alike: averaged as repeats, they would adopt."""
+    def renumber(df: Any) -> Any:
+        df.loc[df["pair"] == 2, "pair"] = 1
+        return df
+
+    run = make_run(tmp, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                   guardrails=[], edit=renumber)
+    return ["report", str(run)]
+
+
 def _no_rows(run: Path) -> None:
     _write_csv(run, _csv_lines(run)[:1])
     (run / "journal.jsonl").write_text("")
@@ -392,6 +435,16 @@ RESULTS_CASES: list[Case] = [
     Case("csv-row-missing", _damaged(_dropped_row), 0,
          ("rows where journal.jsonl has", "journal's rows are used")),
     Case("csv-missing-column", _damaged(_drop_csv_column, sim=True), 2, ("missing columns",)),
+    Case("csv-missing-metric-column-with-journal", _damaged(_drop_metric_column), 0,
+         ("passes.csv disagrees with journal.jsonl (missing columns ['metric'])",
+          "the journal's rows are used", "adopt")),
+    Case("csv-pair-numbered-twice-with-journal", _damaged(_pair_two_as_one), 0,
+         ("pair 1 appears twice: control in slot 0", "control in slot 2",
+          "the journal's rows are used", "adopt")),
+    Case("two-pairs-numbered-one", _two_pairs_numbered_one, 2,
+         ("journal.jsonl: pair 1 appears twice: control in slot 0", "cand in slot 3",
+          "two different pairs carry one number"),
+         ("disagrees", "repeats")),
     Case("csv-binary", _damaged(lambda r: (r / "passes.csv").write_bytes(b"\xff\xfe\x00" * 50),
                                 sim=True), 2, ("passes.csv",)),
     Case("csv-no-rows", _damaged(_no_rows), 2, ("no measured passes yet",)),

@@ -226,3 +226,22 @@ def test_the_window_plot_draws_each_lane_as_its_own_window(tmp_path: Path) -> No
     lines = {ln.get_label(): list(ln.get_ydata()) for ln in fig.axes[0].get_lines()}
     assert lines == {"control (knee c1), lane a": [100.0, 100.0],
                      "control (knee c1), lane b": [140.0, 141.0]}
+
+
+def test_shards_of_different_nights_do_not_pool(tmp_path: Path) -> None:
+    """Lane a registered on 11-28 and lane b four days later, from the same unchanged
+    file (equal hashes): two registrations, not one. Picking one lane's best night would
+    otherwise raise the false-adopt rate."""
+    a = make_shard(tmp_path, "a", gains(0.14, 0.15))
+    b = make_shard(tmp_path, "b", gains(0.13, 0.16), start=T0 + dt.timedelta(days=4))
+    assert (a / "campaign.yaml").read_bytes() == (b / "campaign.yaml").read_bytes()
+    with pytest.raises(UsageError) as exc:
+        rp.build_report([a, b])
+    text = str(exc.value)
+    assert exc.value.exit_code == 2
+    assert f"lane a's shard ({a.name}) was registered 2026-11-28T22:00:00.000Z" in text
+    assert f"lane b's ({b.name}) 2026-12-02T22:00:00.000Z, 96.0 hours apart" in text
+    assert "pool the shards of one night" in (exc.value.hint or "")
+    late = make_shard(tmp_path / "late", "b", gains(0.13, 0.16),
+                      start=T0 + dt.timedelta(hours=11, minutes=59))
+    assert rp.build_report([a, late]).latest.decision == "adopt"  # one night: pooled

@@ -14,7 +14,15 @@ from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign import report as rp
 from campaign.campaignfile import Campaign, Preregistration, load_campaign
 from campaign.errors import EXIT_USAGE, ResultsError, SpecError
-from campaign.results.registration import Registration, rule_hash, update_to_2, values_hash
+from campaign.results.registration import (
+    CellRef,
+    Registration,
+    registered_levels,
+    rule_hash,
+    update_to_2,
+    update_to_3,
+    values_hash,
+)
 from campaign.results.store import RunStore, load_run
 from tests.runs import SIM_RUN, TPUT, make_run
 
@@ -33,12 +41,12 @@ def test_round_trip(tmp_path: Path) -> None:
     reg.save(path)
     back = Registration.load(path)
     assert back == reg
-    assert back.written_version == back.schema_version == RESULTS_SCHEMA_VERSION == 2
+    assert back.written_version == back.schema_version == RESULTS_SCHEMA_VERSION == 3
     assert back.tool_version == __version__ and back.rule_intact
     assert back.sha256 == rule_hash(RULE)
     assert list(json.loads(path.read_text())) == [
         "schema_version", "campaign", "registered_at", "arms", "rule", "drift_band", "sha256",
-        "tool_version", "values_sha256"]
+        "tool_version", "values_sha256", "levels"]
     assert back.values_sha256 == values_hash(RULE, 0.03, ["control", "cand"])
     with pytest.raises(FileExistsError):
         reg.save(path)  # never replaced
@@ -48,7 +56,7 @@ def test_store_registers_through_the_model(tmp_path: Path) -> None:
     store = RunStore.create(tmp_path, "demo", b"name: demo\n", short_id="abcdef")
     digest = store.register(RULE, campaign="demo", arms=["control", "cand"], drift_band=0.02)
     reg = Registration.load(store.run_dir / "preregistration.json")
-    assert reg.sha256 == digest and reg.drift_band == 0.02 and reg.schema_version == 2
+    assert reg.sha256 == digest and reg.drift_band == 0.02 and reg.schema_version == 3
 
 
 @pytest.fixture()
@@ -64,7 +72,8 @@ def test_schema_1_directory_is_migrated_in_memory_only(sim_run: Path) -> None:
     data = load_run(sim_run)
     assert data.schema_version == 1 and data.registration.written_version == 1
     reg = data.registration
-    assert reg.schema_version == 2 and reg.tool_version is None and reg.rule_intact
+    assert reg.schema_version == RESULTS_SCHEMA_VERSION and reg.tool_version is None
+    assert reg.rule_intact and reg.levels is None
     assert (reg.campaign, reg.arms, reg.drift_band) == ("sim-depth7", ["control", "depth7"], 0.03)
     rep = rp.build_report([sim_run])
     assert json.loads(rp.render(rep, "json"))["results_schema_version"] == 1
@@ -77,6 +86,29 @@ def test_update_to_2_keeps_everything_else() -> None:
     assert update_to_2(v1) == {**v1, "schema_version": 2, "tool_version": None,
                                "values_sha256": None}
     assert v1["schema_version"] == 1  # the input is not changed
+
+
+def test_update_to_3_adds_no_levels() -> None:
+    v2 = {"schema_version": 2, "campaign": "c", "values_sha256": "y"}
+    assert update_to_3(v2) == {**v2, "schema_version": 3, "levels": None}
+
+
+def test_schema_2_directory_is_read_and_verified_as_before(tmp_path: Path) -> None:
+    """A schema-2 registration (no `levels`; values_sha256 over rule, band and arms) keeps
+    its hash, is migrated in memory, and its verdict reads the levels from campaign.yaml."""
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    path = run / "preregistration.json"
+    doc = json.loads(path.read_text())
+    del doc["levels"]
+    doc["schema_version"] = 2
+    doc["values_sha256"] = values_hash(doc["rule"], doc["drift_band"], doc["arms"])
+    path.chmod(0o644)
+    path.write_text(json.dumps(doc))
+    data = load_run(run)
+    assert data.schema_version == 2 and data.registration.levels is None
+    assert data.registration_edits == () and not data.notes
+    rep = rp.build_report([run])
+    assert rep.latest.decision == "adopt" and rep.latest.results_schema_version == 2
 
 
 def test_frozen_campaign_comes_back_as_the_model(sim_run: Path) -> None:
@@ -234,6 +266,73 @@ def test_schema_2_without_values_hash_is_refused(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc))
     with pytest.raises(ResultsError, match="'values_sha256' is missing"):
         load_run(run)
+
+
+def test_levels_are_registered_resolved_and_hashed(tmp_path: Path) -> None:
+    """`level: "*"` is resolved to the configured levels at registration: decision cells,
+    and each guardrail's cells (a knee sweep's spec-decode figures at level `all`)."""
+    run = make_run(tmp_path, ADOPTS, decision_cells=[{"workload": "knee", "level": "*"}],
+                   guardrails=[{"metric": "ttft_p99"},
+                               {"metric": "acceptance_rate", "workload": "knee"},
+                               {"metric": "error_rate", "level": "shell", "absolute": True}])
+    reg = load_run(run).registration
+    assert reg.levels is not None
+    assert reg.levels.decision_cells == [CellRef(workload="knee", level="c1"),
+                                         CellRef(workload="knee", level="c4")]
+    assert reg.levels.decision_levels() == {"knee": ["c1", "c4"]}
+    ttft, acceptance, errors = reg.levels.guardrails
+    assert [(c.workload, c.level) for c in ttft.cells] == [
+        ("knee", "c1"), ("knee", "c4"), ("agentfix", "shell"), ("agentfix", "prose")]
+    assert [(c.workload, c.level) for c in acceptance.cells] == [("knee", "all")]
+    assert [(c.workload, c.level) for c in errors.cells] == [("agentfix", "shell")]
+    assert reg.values_sha256 == values_hash(reg.rule, reg.drift_band, reg.arms, reg.levels)
+    assert reg.values_sha256 != values_hash(reg.rule, reg.drift_band, reg.arms)
+
+
+def test_edited_levels_are_detected_and_the_registered_ones_used(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[],
+                   decision_cells=[{"workload": "knee", "level": "*"}])
+    registered = load_run(run).registration.levels
+    doc = json.loads((run / "preregistration.json").read_text())
+    doc["levels"]["decision_cells"] = doc["levels"]["decision_cells"][:1]  # drop c4
+    _edit(run, levels=doc["levels"])
+    data = load_run(run)
+    assert data.registration.levels == registered
+    assert "levels (registered: as the frozen campaign resolves them)" in data.notes[0]
+    (run / "campaign.yaml").write_text("not: a campaign\n")  # nothing left to recover from
+    with pytest.raises(ResultsError, match="the levels do not match values_sha256"):
+        load_run(run)
+
+
+def test_schema_3_without_levels_is_refused(tmp_path: Path) -> None:
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    doc = json.loads((run / "preregistration.json").read_text())
+    del doc["levels"]
+    (run / "preregistration.json").chmod(0o644)
+    (run / "preregistration.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultsError, match="'levels' is missing"):
+        load_run(run)
+
+
+@pytest.mark.parametrize("damage", ["deleted", "damaged"])
+def test_registered_levels_hold_without_campaign_yaml(tmp_path: Path, damage: str) -> None:
+    """A run of `level: "*"` whose campaign.yaml is gone still reports every registered
+    level; a registered level with no rows is missing (no adopt), not skipped."""
+    run = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 120.0), (100.0, 121.0)]},
+                   guardrails=[], decision_cells=[{"workload": "knee", "level": "*"}])
+    assert registered_levels(load_run(run).campaign).decision_levels() == {  # type: ignore[arg-type]
+        "knee": ["c1", "c4"]}
+    if damage == "deleted":
+        (run / "campaign.yaml").unlink()
+    else:
+        (run / "campaign.yaml").write_text("name: [broken\n")
+    assert load_run(run).campaign is None
+    rep = rp.build_report([run])
+    cells = {(c.workload, c.level) for c in rep.latest.decision_cells()}
+    assert cells == {("knee", "c1"), ("knee", "c4")}
+    assert rep.latest.decision == "keep-default"
+    c4 = next(c for c in rep.latest.decision_cells() if c.level == "c4")
+    assert c4.verdict != "adopt" and c4.pairs == () and c4.stats is None
 
 
 def test_schema_1_checks_the_rule_only(sim_run: Path) -> None:

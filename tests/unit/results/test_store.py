@@ -54,6 +54,7 @@ def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
 def test_batched_load_equals_one_by_one(tmp_path: Path) -> None:
     runs = [make_run(tmp_path, i, finished=i % 3 != 0) for i in range(20)]
     (runs[5] / "passes.csv").write_text("other,header\n1,2\n")  # read on its own → error
+    (runs[5] / "journal.jsonl").write_text("")  # with nothing to rebuild it from
     good = [r for r in runs if r != runs[5]]
     batched = load_runs(good)
     for a, b in zip(batched, (load_run(r) for r in good), strict=True):
@@ -82,3 +83,24 @@ def test_not_a_run_dir(tmp_path: Path) -> None:
         load_run(tmp_path)
     with pytest.raises(ResultsError, match="no such results directory"):
         load_run(tmp_path / "missing")
+
+
+def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
+    """A finished run's last event records its tidy rows and the journal's size before it:
+    a report checks passes.csv against the journal from the tail alone, and reads the
+    whole journal as soon as it changed after the run finished."""
+    from campaign.results import journal as jr
+
+    run = make_run(tmp_path, 1)
+    end = jr.ending(run)
+    assert end.complete and end.rows == 3
+    assert jr.pass_rows_unparsed(run) == 3  # the same count, from the whole text
+    data = load_run(run)
+    assert data._journal is None and [e["event"] for e in data.journal] == ["pass", "finished"]
+    with open(run / "journal.jsonl", "a") as f:
+        f.write('{"t": "2026-11-29T10:00:00.000Z", "event": "run_start"}\n')
+    assert jr.ending(run) == jr.Ending(True, None)  # changed since: read it all
+    unfinished = make_run(tmp_path, 2, finished=False)
+    assert jr.ending(unfinished) == jr.Ending(False, None)
+    data = load_run(unfinished)  # counted from the whole journal
+    assert not data.complete and list(data.passes.value) == [103.0, 103.0, 104.0]

@@ -648,3 +648,17 @@ def test_parsed_exports_carry_the_mismatch_share(tmp_path: Path) -> None:
     path.write_text(json.dumps(data))
     level = loadgen.parse_export(path)
     assert level.metrics["osl_mismatch_share"] == pytest.approx(2 / level.requests_completed)
+
+
+@pytest.mark.parametrize("metric", ["ttft_p99", "ttft_p50", "request_latency_p99"])
+def test_a_latency_of_zero_is_no_measurement(metric: str) -> None:
+    """A measured p99 TTFT of 0 used to read as "100% better" and adopt: the level is
+    invalid, and the reason says why."""
+    levels = loadgen.parse_exports(DATA / "sweep_complete")
+    level = replace(levels[0], metrics={**levels[0].metrics, metric: 0.0})
+    [reason] = loadgen.level_problems(level, outcome_for([level]), max_error_rate=0.0,
+                                      min_completed_requests=1)
+    assert reason.startswith(f"{metric} = 0 ms: a latency of 0 over a pass is no measurement")
+    fine = replace(levels[0], metrics={**levels[0].metrics, "itl_p50": 0.0})  # one token
+    assert loadgen.level_problems(fine, outcome_for([fine]), max_error_rate=0.0,
+                                  min_completed_requests=1) == []

@@ -144,10 +144,12 @@ def test_a_run_writes_no_secret(tmp_path: Path, listener: int,
 # ------------------------------------------------------------------ 2. unhealthy engine
 
 
+@pytest.mark.parametrize("arm", ["control", "cand"])
 def test_an_unhealthy_engine_is_a_server_death_and_the_pair_is_redone(
-        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+        campaign: Campaign, tmp_path: Path, listener: int, arm: str) -> None:
     """The process stays up but /health says 503 (vLLM's EngineDeadError): no retry of the
-    pass against a dead server; the pair is invalid and redone whole."""
+    pass against a dead server; the pair is invalid. The control's death is the lane's:
+    the pair is redone whole. The candidate's is its own: it counts, never redone."""
     script = Script()
     rt = make_rt(tmp_path, listener, script, [])
     metrics = Metrics()
@@ -169,8 +171,8 @@ def test_an_unhealthy_engine_is_a_server_death_and_the_pair_is_redone(
     def run_pass(plan: loadgen.PassPlan, artifact_dir: Path, *,
                  cancel: threading.Event | None = None) -> loadgen.PassOutcome:
         out = inner(plan, artifact_dir, cancel=cancel)
-        # the engine dies in the first knee pass of the candidate, the first time only
-        if plan.name == "knee" and artifact_dir.parent.parent.name == "cand" \
+        # the engine dies in the first knee pass of `arm`, the first time only
+        if plan.name == "knee" and artifact_dir.parent.parent.name == arm \
                 and not sick.get("done"):
             sick["on"] = sick["done"] = True
         return out
@@ -180,8 +182,8 @@ def test_an_unhealthy_engine_is_a_server_death_and_the_pair_is_redone(
                                     tmp_path / "results", rt)
 
     def healthy_again(event: str, **data: Any) -> None:
-        if event == "pair_redo":
-            sick["on"] = False  # a fresh server of the redo
+        if event == "arm_start":
+            sick["on"] = False  # a fresh server
 
     rt.progress = healthy_again
     result = runner.execute(campaign, runner_store, rt)
@@ -190,8 +192,14 @@ def test_an_unhealthy_engine_is_a_server_death_and_the_pair_is_redone(
     assert invalid and "unhealthy (/health → 503) during knee" in invalid[0]["reason"]
     assert not any(e["event"] == "pass" and ".retry" in e["name"] for e in events)
     starts = [e["pair_attempt"] for e in events if e["event"] == "pair_start"]
-    assert starts.count(2) == 1  # the pair was redone
-    assert result.complete
+    if arm == "control":
+        assert invalid[0]["fault"] == "lane"
+        assert starts.count(2) == 1  # the pair was redone
+        assert result.complete
+    else:
+        assert invalid[0]["fault"] == "own"
+        assert starts == [1, 1] and not result.complete  # it counts against the candidate
+        assert not any(e["event"] == "pair_redo" for e in events)
 
 
 @pytest.fixture()

@@ -4,6 +4,8 @@ readiness port check is real), a scripted pass runner, an httpx MockTransport fo
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import socket
 import threading
@@ -299,7 +301,8 @@ def test_server_dying_mid_pass_redoes_the_whole_pair(campaign: Campaign, tmp_pat
 
 
 def test_server_dying_again_leaves_the_pair_invalid(tmp_path: Path, listener: int) -> None:
-    campaign = _campaign(tmp_path, CAMPAIGN.replace("retries: 1,", "retries: 1, pair_retries: 0,"))
+    campaign = _campaign(tmp_path, CAMPAIGN.replace("retries: 1,",
+                                                    "retries: 1, pair_retries: 0, redo_budget: 0,"))
     events: list[str] = []
     script = Script(die_at=2)
     rt = make_rt(tmp_path, listener, script, events)
@@ -569,3 +572,232 @@ def test_a_shard_records_its_lane_and_resumes_on_it(tmp_path: Path, listener: in
     manifest = json.loads((store.run_dir / "manifest.json").read_text())
     assert manifest["campaign"]["lane"] == "west"
     assert manifest["campaign"]["lanes"] == ["east", "west"]
+
+
+def test_run_campaign_refuses_what_cannot_run_as_asked(tmp_path: Path, listener: int) -> None:
+    """The lane and shard refusals of `spec-ab run` hold for Python callers too (exit 2),
+    before the lane lock, the leftovers or a run directory."""
+    from campaign.errors import UsageError
+
+    text = CAMPAIGN.replace("lane: fake-lane\n", "lanes:\n  east: {}\n  west: {}\n")
+    sharded = _campaign(tmp_path, text)
+    rt = make_rt(tmp_path, listener, Script(), [])
+    guards: dict[str, Any] = {"find_leftovers": lambda c: pytest.fail("scanned"),
+                              "preflight": lambda c: pytest.fail("preflighted")}
+    with pytest.raises(UsageError, match=r"sharded over lanes \(east, west\)") as info:
+        runner.run_campaign(sharded, None, tmp_path / "results", rt, **guards)
+    assert info.value.exit_code == 2 and "--lane east" in (info.value.hint or "")
+    with pytest.raises(UsageError, match="--fail-on judges a verdict, and a shard has none"):
+        runner.run_campaign(sharded.for_lane("west"), None, tmp_path / "results", rt,
+                            fail_on=["loss"], **guards)
+    west = sharded.for_lane("west")
+    store = start(west, tmp_path, rt)
+    with pytest.raises(UsageError, match="is the shard of lane 'west'"):
+        runner.run_campaign(west, None, None, rt, resume=store, lane="east", **guards)
+    assert [p.name for p in (tmp_path / "results").iterdir()] == [store.run_id]  # no other
+
+
+def test_a_pass_row_carries_its_sampling_error_from_the_records(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    """Each level's per-request records (AIPerf's profile_export.jsonl beside its export)
+    give its latency statistics their sampling error, once, in passes.csv."""
+    from campaign.run import records
+    from tests.runs import TESTS
+
+    source = TESTS / "data" / "aiperf" / "records_errors" / records.RECORDS_NAME
+
+    class WithRecords(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+            (artifact_dir / records.RECORDS_NAME).write_bytes(source.read_bytes())
+            return outcome
+
+    rt = make_rt(tmp_path, listener, WithRecords(), [])
+    store = start(campaign, tmp_path, rt)
+    assert runner.execute(campaign, store, rt).complete
+    rows = load_run(store.run_dir).passes
+    ttft = rows[rows.metric == "ttft_p99"]
+    assert len(ttft) and ttft.log_se.notna().all() and (ttft.log_se > 0).all()
+    assert ttft.log_se.nunique() == 1  # the same records everywhere: the same error
+    assert rows[rows.metric == "output_token_throughput"].log_se.isna().all()
+
+
+def test_a_zero_latency_makes_the_pass_invalid(campaign: Campaign, tmp_path: Path,
+                                               listener: int) -> None:
+    """A candidate measuring p99 TTFT 0 at a level: its rows are invalid (retried, then
+    kept invalid), so the pair cannot adopt on it."""
+    class ZeroTtft(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+            if plan.name.startswith("knee") and "cand" in str(artifact_dir):
+                outcome.levels[0].metrics["ttft_p99"] = 0.0
+            return outcome
+
+    rt = make_rt(tmp_path, listener, ZeroTtft(), [])
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert not result.complete and "cand/knee" in result.pairs_invalid[1]
+    rows = load_run(store.run_dir).passes
+    bad = rows[(rows.arm == "cand") & (rows.level == "c1") & (rows.workload == "knee")]
+    assert not bad.valid.any()
+    assert "ttft_p99 = 0 ms: a latency of 0 over a pass is no measurement" in bad.reason.iloc[0]
+
+
+# ------------------------------------------------------------------ the night's redos
+
+
+@dataclass
+class Faulty(Script):
+    """Scripted faults by (pair, pair attempt, arm, pass): `crash` (AIPerf exits 1 and
+    writes nothing, while the server stays healthy) or `errors` (half the requests fail)."""
+
+    faults: dict[tuple[int, int, str, str], str] = field(default_factory=dict)
+
+    def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                 cancel: threading.Event | None = None) -> PassOutcome:
+        outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+        arm_dir = artifact_dir.parent.parent
+        arm, _, redo = arm_dir.name.partition(".redo")
+        key = (int(arm_dir.parent.name), 1 + int(redo or 0), arm, plan.name.split(".")[0])
+        kind = self.faults.get(key)
+        if kind == "crash":
+            return dataclasses.replace(outcome, returncode=1, levels=[], problems=[
+                "aiperf exit 1", "export missing for concurrency 1,4 (see o)"])
+        if kind == "errors":
+            for lv in outcome.levels:
+                lv.metrics["error_rate"] = 0.5
+                lv.requests_errored = 8
+        return outcome
+
+
+def _redo_campaign(tmp_path: Path, budget: int | None = None) -> Campaign:
+    extra = "" if budget is None else f", redo_budget: {budget}"
+    return _campaign(tmp_path, CAMPAIGN.replace("min_completed_requests: 2}",
+                                                f"min_completed_requests: 2{extra}}}"))
+
+
+def _run_faulty(tmp_path: Path, listener: int, campaign: Campaign,
+                faults: dict[tuple[int, int, str, str], str]
+                ) -> tuple[runner.RunResult, list[dict[str, Any]], list[dict[str, Any]]]:
+    seen: list[dict[str, Any]] = []
+    rt = make_rt(tmp_path, listener, Faulty(faults=faults), [])
+    rt.progress = lambda event, **d: seen.append({"event": event, **d})
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    return result, load_run(store.run_dir).journal, seen
+
+
+def test_a_pass_made_invalid_by_the_lane_is_redone_within_the_night(
+        tmp_path: Path, listener: int) -> None:
+    """AIPerf crashes on the candidate's knee in pair 1, and again on its retry, while the
+    server stays healthy: at the end of the slots pair 1 is measured again, whole, as a new
+    attempt, and the campaign is complete."""
+    crash = {(1, 1, "cand", "knee"): "crash"}
+    result, journal, seen = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path), crash)
+    assert result.complete and result.pairs_valid == [1, 2]
+    starts = [(e["pair"], e["pair_attempt"]) for e in journal if e["event"] == "pair_start"]
+    assert starts == [(1, 1), (2, 1), (1, 2)]  # the redo comes after the last slot
+    (redo,) = [e for e in journal if e["event"] == "pair_redo"]
+    assert redo["pair"] == 1 and redo["pair_attempt"] == 2 and redo["budget_left"] == 1
+    assert redo["cause"].startswith("cand/knee: aiperf exit 1")
+    bad = [e for e in journal if e["event"] == "pass" and not e["valid"]]
+    assert bad and all(e["fault"] == "lane" for e in bad)
+    (shown,) = [e for e in seen if e["event"] == "pair_redo"]
+    assert shown["budget_left"] == 1 and shown["budget"] == 2 and "aiperf exit 1" in shown["reason"]
+    text = io.StringIO()
+    from rich.console import Console
+
+    from campaign.run.progress import PlainProgress
+
+    PlainProgress(Console(file=text, width=400))("pair_redo", **{
+        k: v for k, v in shown.items() if k != "event"})
+    assert ("pair 1: redoing the whole pair within the night, invalid by the lane "
+            "(cand/knee: aiperf exit 1") in text.getvalue()
+    assert "1 of 2 redos left (gates.redo_budget)" in text.getvalue()
+
+
+def test_any_invalid_pass_of_the_control_is_the_lanes(tmp_path: Path, listener: int) -> None:
+    faults = {(2, 1, "control", "agentfix-shell"): "errors"}
+    result, journal, _ = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path), faults)
+    assert result.complete
+    assert [e["pair"] for e in journal if e["event"] == "pair_redo"] == [2]
+
+
+def test_a_candidates_own_failure_is_never_redone(tmp_path: Path, listener: int) -> None:
+    """Its requests failing beyond the gate count against it: the pair stays invalid and
+    the campaign is short, with the budget unspent."""
+    faults = {(1, 1, "cand", "knee"): "errors"}
+    result, journal, _ = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path), faults)
+    assert not result.complete and set(result.pairs_invalid) == {1}
+    assert not [e for e in journal if e["event"] == "pair_redo"]
+    (bad,) = {e["fault"] for e in journal if e["event"] == "pass" and not e["valid"]}
+    assert bad == "own"
+
+
+def test_a_candidates_own_failure_beside_a_lane_fault_is_not_redone(
+        tmp_path: Path, listener: int) -> None:
+    faults = {(1, 1, "control", "knee"): "crash", (1, 1, "cand", "knee"): "errors"}
+    result, journal, _ = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path), faults)
+    assert set(result.pairs_invalid) == {1}
+    assert not [e for e in journal if e["event"] == "pair_redo"]
+
+
+def test_redos_stop_when_the_budget_is_spent(tmp_path: Path, listener: int) -> None:
+    """Both pairs invalid by the lane, a budget of one pair: pair 1 is redone, pair 2 is
+    left invalid and the campaign is called short."""
+    faults = {(1, 1, "cand", "knee"): "crash", (2, 1, "control", "knee"): "crash"}
+    result, journal, _ = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path, 1), faults)
+    assert result.pairs_valid == [1] and set(result.pairs_invalid) == {2}
+    assert [e["pair"] for e in journal if e["event"] == "pair_redo"] == [1]
+    finished = journal[-1]
+    assert finished["event"] == "finished" and not finished["complete"]
+
+
+def test_a_redo_invalid_again_may_be_redone_while_budget_lasts(
+        tmp_path: Path, listener: int) -> None:
+    faults = {(1, 1, "cand", "knee"): "crash", (1, 2, "cand", "knee"): "crash"}
+    result, journal, _ = _run_faulty(tmp_path, listener, _redo_campaign(tmp_path), faults)
+    assert result.complete
+    assert [(e["pair"], e["pair_attempt"]) for e in journal if e["event"] == "pair_redo"] == [
+        (1, 2), (1, 3)]
+
+
+def test_a_scrape_failure_is_the_lanes_a_dead_candidate_its_own(
+        tmp_path: Path, listener: int) -> None:
+    """/metrics stops answering under the candidate's pass (the server itself up): the
+    lane's, redone; the candidate's server dying: its own, never redone."""
+    campaign = _campaign(tmp_path, CAMPAIGN.replace("retries: 1,", "retries: 1, pair_retries: 0,"))
+    rt = make_rt(tmp_path, listener, Script(die_at=5), [])  # pair 1 cand's knee
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    events = load_run(store.run_dir).journal
+    assert set(result.pairs_invalid) == {1} and not [e for e in events
+                                                     if e["event"] == "pair_redo"]
+    assert next(e for e in events if e["event"] == "pair_invalid")["fault"] == "own"
+
+    metrics, calls = Metrics(), {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            calls["n"] += 1
+            if calls["n"] == 10:  # the after-scrape of pair 1's candidate knee
+                return httpx.Response(503)
+        return transport(metrics).handler(request)  # type: ignore[attr-defined,no-any-return]
+
+    other = tmp_path / "scrape"
+    other.mkdir()
+    campaign = _campaign(other, CAMPAIGN.replace("retries: 1,", "retries: 1, pair_retries: 0,"))
+    rt = make_rt(other, listener, Script(), [])
+    rt.http = lambda: httpx.Client(transport=httpx.MockTransport(handler))
+    store = start(campaign, other, rt)
+    result = runner.execute(campaign, store, rt)
+    events = load_run(store.run_dir).journal
+    invalid = next(e for e in events if e["event"] == "pair_invalid")
+    assert invalid["reason"] == "server stopped answering /metrics during knee"
+    assert invalid["fault"] == "lane"
+    cut = [e for e in events[:events.index(invalid)] if e["event"] == "pass"][-1]
+    assert (cut["pair"], cut["arm"], cut["name"]) == (1, "cand", "knee")
+    assert [e["pair"] for e in events if e["event"] == "pair_redo"] == [1]
+    assert result.complete

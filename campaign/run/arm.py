@@ -1,0 +1,236 @@
+"""One arm of one pair: boot its server, run its passes between /metrics scrapes, judge
+and journal each pass (`passes.check_pass`, `journal.pass_rows`), stop the server.
+
+The runner (`runner.py`) orchestrates pairs and sessions; this module measures what one
+slot of the schedule holds. A server that fails under a pass raises `PairInvalid`: the
+pair cannot count and the runner decides whether to redo it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from campaign import secrets
+from campaign.campaignfile import Campaign
+from campaign.campaignfile.schedule import Slot
+from campaign.errors import Interrupted, ServerError
+from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
+from campaign.results import journal as jr
+from campaign.results.journal import iso
+from campaign.results.store import RunStore
+from campaign.run import loadgen, metrics, records
+from campaign.run.passes import (
+    ArmPass,
+    Fault,
+    InvalidPass,
+    PassCheck,
+    ServerFault,
+    arm_passes,
+    check_pass,
+)
+from campaign.run.readiness import wait_ready
+from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
+from campaign.run.serverwatch import captures_after, scrape, unhealthy
+from campaign.servers import ArmContext, Server
+from campaign.servers.base import serving
+
+
+class PairInvalid(Exception):
+    """This pair cannot count (server died mid-pass...); go on with the next pair."""
+
+    def __init__(self, reason: str, fault: Fault) -> None:
+        super().__init__(reason)
+        self.fault = fault
+
+
+def _pid() -> int:
+    return os.getpid()
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm of a pair while its server runs: what every pass of it shares."""
+
+    campaign: Campaign
+    store: RunStore
+    rt: Runtime
+    server: Server
+    client: httpx.Client
+    slot: Slot
+    arm_dir: Path
+    pair_attempt: int
+    started_at: str
+
+
+def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
+             pair_attempt: int) -> list[InvalidPass]:
+    """Boot, measure and stop one arm. Returns the measured passes left invalid."""
+    launch = campaign.launches[slot.arm]
+    arm_dir = store.arm_dir(slot.pair, slot.arm, pair_attempt)
+    ctx = ArmContext(
+        run_id=store.run_id, pair=slot.pair, arm=slot.arm, log_path=arm_dir / "server.log",
+        campaign_dir=campaign.base_dir,
+        labels={**run_labels(store.run_id, slot.pair, slot.arm), LABEL_PID: str(_pid()),
+                LABEL_LANE: campaign.lane},
+    )
+    server = rt.server_factory(launch, ctx)
+    started_at = iso(rt.clock())
+    store.journal("slot_start", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                  pair_attempt=pair_attempt, started_at=started_at,
+                  launch=[secrets.scrub(line) for line in server.describe()])
+    rt.progress("arm_start", pair=slot.pair, arm=slot.arm, phase="boot")
+    rt.doing = f"the {slot.arm} server of pair {slot.pair} (booting)"
+    t0 = rt.monotonic()
+    boot_s = 0.0
+    aiperf_s = 0.0
+    invalid: list[InvalidPass] = []
+    try:
+        with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
+                rt.http() as client:
+            boot_s = wait_ready(
+                server, launch.readiness, model=campaign.workloads.model,
+                endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
+                client=client, clock=rt.monotonic, sleep=cancellable_sleep(rt))
+            store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
+            rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
+                        boot_s=boot_s)
+            arm = Arm(campaign, store, rt, server, client, slot, arm_dir, pair_attempt,
+                       started_at)
+            for ap in arm_passes(campaign, slot.arm, server.base_url):
+                check_cancel(rt)
+                spent, check = _run_pass(arm, ap)
+                aiperf_s += spent
+                fault = check.fault(slot.arm)
+                if fault is not None and ap.measured:
+                    invalid.append(InvalidPass(f"{slot.arm}/{ap.plan.name}", fault,
+                                               "; ".join(check.all_problems())))
+            facts = server.facts()  # before the stop, like every other look at the server
+    except ServerError as exc:
+        store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                      reason=str(exc))
+        raise
+    store.update_manifest("servers", {f"{slot.pair:02d}/{slot.arm}": facts})
+    wall = rt.monotonic() - t0
+    store.journal("slot_done", slot=slot.index, pair=slot.pair, arm=slot.arm,
+                  wall_s=round(wall, 3), boot_s=round(boot_s, 3), aiperf_s=round(aiperf_s, 3),
+                  overhead_s=round(wall - boot_s - aiperf_s, 3))
+    rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
+    return invalid
+
+
+def _run_pass(arm: Arm, ap: ArmPass) -> tuple[float, PassCheck]:
+    """One pass with its retries. Returns (AIPerf's wall time, the check of its last
+    attempt). Raises PairInvalid when the server failed under it."""
+    attempts = 1 + (arm.campaign.preregistration.gates.retries if ap.measured else 0)
+    aiperf_s = 0.0
+    for attempt in range(1, attempts + 1):
+        check_cancel(arm.rt)
+        wall_s, check, died = _pass_attempt(arm, ap, attempt)
+        aiperf_s += wall_s
+        if died is not None:
+            raise PairInvalid(died.reason, check.fault(arm.slot.arm) or "lane")
+        if check.valid or not ap.measured:
+            break
+    return aiperf_s, check
+
+
+def _pass_attempt(arm: Arm, ap: ArmPass,
+                  attempt: int) -> tuple[float, PassCheck, ServerFault | None]:
+    """One AIPerf run of a pass between two /metrics scrapes, judged and journaled.
+    Returns (AIPerf's wall time, its check, what the server did wrong under it or None)."""
+    rt, slot, server = arm.rt, arm.slot, arm.server
+    name = ap.plan.name if attempt == 1 else f"{ap.plan.name}.retry{attempt - 1}"
+    mdir = arm.arm_dir / "metrics"
+    rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=name)
+    before = scrape(arm.client, server.base_url, mdir / f"{name}-before.prom")
+    per_level = ap.plan.requests_per_level
+    rt.progress("pass_start", pair=slot.pair, arm=slot.arm, name=name,
+                measured=ap.measured, base_url=server.base_url,
+                levels=list(ap.level_labels),
+                requests=per_level * len(ap.plan.concurrency) if per_level else None)
+    rt.doing = (f"AIPerf ({name}, {slot.arm}, pair {slot.pair}; up to "
+                f"{loadgen.SIGINT_GRACE_S:g} s to write its partial results), then the "
+                "server")
+    outcome = rt.run_pass(ap.plan, arm.arm_dir / "passes" / name, cancel=rt.cancel)
+    if outcome.interrupted or rt.cancel.is_set():
+        arm.store.journal("pass_interrupted", slot=slot.index, name=name)
+        raise Interrupted("interrupted during a pass; everything measured so far is kept")
+    after = scrape(arm.client, server.base_url, mdir / f"{name}-after.prom")
+    died, delta = _server_fault(arm, name, before, after)
+    if delta is not None:  # throughput on the server's token count, where it counts
+        metrics.add_server_throughput((lv.metrics for lv in outcome.levels),
+                                      delta.tokens.generation_tokens)
+    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died)
+    summary = _summary(outcome)
+    _journal_pass(arm, ap, name, attempt, outcome, check, delta,
+                  scraped=before is not None or after is not None)
+    rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
+                measured=ap.measured, summary=summary, problems=check.all_problems())
+    return outcome.wall_s, check, died
+
+
+Scrape = metrics.Snapshot | None
+
+
+def _server_fault(arm: Arm, name: str, before: Scrape,
+                  after: Scrape) -> tuple[ServerFault | None, metrics.PassDelta | None]:
+    """(what the server did wrong under the pass or None, its counters' change over the
+    pass or None when they were not read)."""
+    server = arm.server
+    died = None
+    if not server.alive():
+        died = ServerFault(f"server {server.exit_status()} during {name}")
+    elif after is None and before is not None:
+        # It answered /metrics before the pass: it stopped answering during it. A
+        # server that never answers has no server counters: figures n/a, pair valid.
+        died = ServerFault(f"server stopped answering /metrics during {name}", scrape=True)
+    else:
+        why = unhealthy(arm.client, server, arm.campaign.launches[arm.slot.arm], name)
+        died = ServerFault(why) if why else None
+    delta = None
+    if before is not None and after is not None:
+        try:
+            delta = metrics.pass_delta(before, after)
+        except metrics.CounterReset as exc:
+            died = ServerFault(f"server restarted during {name} ({exc})")
+    return died, delta
+
+
+def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
+                  outcome: loadgen.PassOutcome, check: PassCheck,
+                  delta: metrics.PassDelta | None, *, scraped: bool) -> None:
+    """The pass's event, with its tidy rows when it is measured; passes.csv follows."""
+    figures = delta.as_metrics() if delta is not None else None
+    rows: list[jr.PassRow] = []
+    if ap.measured:
+        place = jr.PassPlace(arm.store.run_id, arm.slot.pair, arm.pair_attempt, arm.slot.arm,
+                             arm.slot.index, arm.started_at, ap.workload, attempt)
+        errors = {lv.concurrency: records.level_log_se(lv) for lv in outcome.levels}
+        rows = jr.pass_rows(place, check.level_rows(outcome, errors), figures,
+                            figures_level=ap.spec_level, figures_reasons=check.problems,
+                            valid=check.valid)
+    arm.store.journal(
+        "pass", slot=arm.slot.index, pair=arm.slot.pair, arm=arm.slot.arm, name=name,
+        workload=ap.workload, attempt=attempt, valid=check.valid,
+        problems=check.all_problems(),
+        **({"fault": fault} if (fault := check.fault(arm.slot.arm)) else {}),
+        aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
+        returncode=outcome.returncode, summary=_summary(outcome),
+        spec_decode=figures or None,
+        implied_a_method=(delta.spec.implied_a_method
+                          if delta is not None and delta.spec is not None else None),
+        server_metrics=scraped,
+        rows=[dataclasses.asdict(r) for r in rows],
+    )
+    arm.store.rebuild_passes_csv()
+
+
+def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
+    """Throughput per level, for the journal and the progress line."""
+    return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
+            for lv in outcome.levels}

@@ -1,0 +1,109 @@
+"""A level's per-request records → the sampling error of each of its statistics.
+
+AIPerf 0.13 writes every request of a level to `profile_export.jsonl` beside the level's
+`profile_export_aiperf.json` (a single level at the artifact folder's root, a sweep's
+level under `concurrency_<N>/`): one JSON object per request with `metadata` (its
+`benchmark_phase`) and `metrics` (`{tag: {"value": v, "unit": u}}`), and an `error` when
+it failed. The export's statistics are computed over the successful profiling requests
+(a percentile by numpy's linear interpolation), so the same requests give the same p99
+here, and their bootstrap (`verdict.sampling.log_se`) gives its sampling error.
+
+`level_log_se(level)` is called once per measured pass, when the pass is journaled: the
+error lands in `passes.csv` (`log_se`) and no report ever reads the records again. A
+level without records (an older AIPerf, `--export-level summary`, a damaged file) gets
+no error: its rows carry none, as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from campaign.run.loadgen import EXPORT_METRICS, LevelResult
+from campaign.verdict import sampling
+
+RECORDS_NAME = "profile_export.jsonl"
+
+
+def records_path(level: LevelResult) -> Path:
+    """Where AIPerf wrote the level's per-request records: beside its export."""
+    return level.export_path.parent / RECORDS_NAME
+
+
+def _successful(lines: Iterable[str]) -> Iterable[Mapping[str, Any]]:
+    """The metrics of each successful request of the profiling phase."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line of a cut run: the export left it out too
+        if not isinstance(record, dict) or record.get("error") is not None:
+            continue
+        meta = record.get("metadata")
+        if isinstance(meta, dict) and meta.get("benchmark_phase", "profiling") != "profiling":
+            continue
+        metrics = record.get("metrics")
+        if isinstance(metrics, dict):
+            yield metrics
+
+
+def request_values(path: Path, tags: Iterable[str]) -> dict[str, np.ndarray]:
+    """AIPerf tag → its values over the successful requests in a records file (tags a
+    request lacks are left out for that request); {} when the file cannot be read."""
+    wanted = list(dict.fromkeys(tags))
+    values: dict[str, list[float]] = {tag: [] for tag in wanted}
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for metrics in _successful(lines):
+                for tag in wanted:
+                    entry = metrics.get(tag)
+                    value = entry.get("value") if isinstance(entry, dict) else None
+                    if isinstance(value, int | float) and not isinstance(value, bool):
+                        values[tag].append(float(value))
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {tag: np.asarray(v, dtype=float) for tag, v in values.items() if v}
+
+
+def statistic_from_records(values: np.ndarray, statistic: str) -> float:
+    """A statistic as AIPerf's export computes it (`p99`: linear interpolation; `avg`)."""
+    how, q = sampling.STATISTICS[statistic]
+    if how == "mean":
+        return float(np.mean(values))
+    assert q is not None
+    return float(np.percentile(values, q * 100))
+
+
+def _statistic_metrics(names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """metric → (AIPerf tag, statistic) for the metrics whose value is a statistic over
+    the level's requests (`ttft_p99`, `itl_p50`, `request_latency_p99`, …)."""
+    out = {}
+    for name in names:
+        statistic = sampling.statistic_of(name)
+        if statistic is not None and name in EXPORT_METRICS:
+            out[name] = (EXPORT_METRICS[name][0], statistic)
+    return out
+
+
+def level_log_se(level: LevelResult) -> dict[str, float]:
+    """metric → the sampling error (sd of ln) of its value, over the level's successful
+    requests, for each of its metrics that is a statistic of them; {} without records."""
+    wanted = _statistic_metrics(level.metrics)
+    if not wanted:
+        return {}
+    values = request_values(records_path(level), (tag for tag, _ in wanted.values()))
+    out: dict[str, float] = {}
+    for name, (tag, statistic) in wanted.items():
+        x = values.get(tag)
+        if x is None:
+            continue
+        se = sampling.log_se(statistic, x)
+        if se is not None:
+            out[name] = se
+    return out

@@ -1,0 +1,77 @@
+"""The cross-field checks `check` and `run` ask beyond the loader: a guardrail on a quantile
+its passes are too small to give (`checks.thin_tails`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from campaign.campaignfile import load_campaign
+from campaign.campaignfile.checks import refuse_thin_tails, thin_tails
+from campaign.errors import SpecError
+from tests.unit.campaignfile.test_campaignfile import sub, write
+
+REFUSE = ("  decision_cells:", "  gates: {tail_requests: refuse}\n  decision_cells:")
+
+
+def _thin(tmp_path: Path, *edits: tuple[str, str]) -> list[tuple[str, str, int, int]]:
+    text = sub("  decision_cells:", "  decision_cells:")
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    campaign = load_campaign(write(tmp_path, text))
+    return [(t.metric, t.workload, t.requests, t.meaningful) for t in thin_tails(campaign)]
+
+
+def test_a_p99_guardrail_needs_100_requests_per_level(tmp_path: Path) -> None:
+    """The default guardrail (p99 TTFT, every workload) on 8 requests per knee level and
+    30 per agent-fixture class: one warning per workload."""
+    assert _thin(tmp_path) == [("ttft_p99", "knee", 8, 100), ("ttft_p99", "agentfix", 30, 100)]
+
+
+def test_enough_requests_no_warning(tmp_path: Path) -> None:
+    assert _thin(tmp_path, ("requests_per_level: 8", "requests_per_level: 100"),
+                 ("      shell: shell.jsonl", "      shell: shell.jsonl\n    requests: 100")) == []
+
+
+def test_the_knee_sweep_gives_every_level_its_largest_request_count(tmp_path: Path) -> None:
+    """Without requests_per_level a level gets max(8, 4 × concurrency) requests, and AIPerf's
+    one sweep gives every level the largest: 4 × 32 = 128 ≥ 100."""
+    assert _thin(tmp_path, ("concurrency: [1, 4]", "concurrency: [1, 32]"),
+                 ("    requests_per_level: 8\n", "")) == [("ttft_p99", "agentfix", 30, 100)]
+
+
+def test_only_quantiles_of_the_named_workload(tmp_path: Path) -> None:
+    guards = ("  decision_cells:", "  guardrails:\n"
+              "    - {metric: ttft_p50}\n"
+              "    - {metric: itl_p99, workload: knee, max_worsening: 0.1}\n"
+              "    - {metric: error_rate, absolute: true, max_worsening: 0}\n"
+              "  decision_cells:")
+    assert _thin(tmp_path, guards) == [("itl_p99", "knee", 8, 100)]
+    duration = ("    requests_per_level: 8\n", "    duration_s: 30\n")
+    assert _thin(tmp_path, guards, duration) == []  # unknown until measured
+
+
+def test_refuse_exits_2_naming_each_guardrail_and_workload(tmp_path: Path) -> None:
+    campaign = load_campaign(write(tmp_path, sub(*REFUSE)))
+    with pytest.raises(SpecError) as info:
+        refuse_thin_tails(campaign)
+    assert info.value.exit_code == 2 and len(info.value.problems) == 2
+    assert info.value.problems[0].startswith(
+        "preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level "
+        "cannot give a p99 of their own (8 × 1% = 0.08 requests beyond it, fewer than 1")
+    warned = load_campaign(write(tmp_path / "w", sub("  decision_cells:", "  decision_cells:")))
+    assert len(refuse_thin_tails(warned)) == 2  # `warn` (default): returned, not raised
+
+
+def test_the_p99_of_too_few_requests_is_the_largest_one() -> None:
+    """What the warning says, on numbers: below 100 requests numpy's linear p99 (AIPerf's)
+    lies between the two slowest requests; from 100 on, a request beyond it exists."""
+    rng = np.random.default_rng(3)
+    for n in (8, 30, 99):
+        x = np.sort(rng.lognormal(3, 0.3, n))
+        assert x[-2] <= np.percentile(x, 99) <= x[-1]
+    x = np.sort(rng.lognormal(3, 0.3, 100))
+    assert np.percentile(x, 99) < x[-1] and (x > np.percentile(x, 99)).sum() == 1
