@@ -106,7 +106,7 @@ def splice(readme: str) -> str:
     return f"{head}{START}\n{reference()}{END}{tail}"
 
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "campaign-file.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "campaign-file.md"
 """Where the reference lives (between the markers)."""
 
 

@@ -119,7 +119,7 @@ def build_report(
         aa_band = None
         if run.campaign is not None and aa.is_aa(run.campaign, arms):
             try:
-                aa_band = aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
+                aa_band = aa.aa_report(verdict, table)
             except oc.DataProblem:
                 aa_band = None
         reg, frozen = run.registration, run.campaign
@@ -327,6 +327,9 @@ def _edited_keys(registered: dict[str, Any], frozen: Campaign | None,
 def _differs(registered: Any, now: Any) -> bool:
     if isinstance(registered, dict) and isinstance(now, dict):
         return any(_differs(v, now.get(k)) for k, v in registered.items())
+    if isinstance(registered, list) and isinstance(now, list):  # e.g. guardrails: by item
+        return len(registered) != len(now) or any(
+            _differs(a, b) for a, b in zip(registered, now, strict=True))
     return bool(registered != now)
 
 

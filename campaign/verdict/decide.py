@@ -83,9 +83,9 @@ def decide_candidate(
     else:
         reason = "below-bar"
     if broken:
-        reasons.append("stopped by guardrail(s): " + ", ".join(
-            f"{c.metric} at {c.workload} {c.level} ({c.state})" for c in broken)
-            + " (see the guardrails)")
+        reasons.append("guardrail(s) stopping adoption: " + ", ".join(
+            f"{c.metric} at {c.workload} {c.level} {c.state}" for c in broken)
+            + " — each in full under guardrails")
     drifted = [c for c in cells if c.decision_cell and "window-drift" in c.flags]
     if drifted and reason != "inconclusive":
         reasons.append(

@@ -361,10 +361,15 @@ def _counts_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: 
     resolve = ""
     if tested.state == "unclear":
         resolve = _resolve_counts(fy, ty, fx, tx, limit, family)
+    lim = _limit_words(g, "lower", limit)
+    relation = {"holds": f"; the candidate's failure share is within the control's + the "
+                         f"{lim} limit",
+                "broken": f"; its excess over the {lim} limit is significant",
+                "unclear": f"; above the {lim} limit, but not significantly"}[tested.state]
     return _make(g, where, inputs, family, tested.state, tested.estimate,
                  (tested.low, tested.high), evidence, resolve,
                  [y - x for _, x, y in pairs], "lower", worse=tested.estimate, limit=limit,
-                 kind="absolute")
+                 kind="absolute", relation=relation)
 
 
 def _resolve_counts(fy: int, ty: int, fx: int, tx: int, limit: float, family: Family) -> str:
@@ -387,6 +392,13 @@ def _change_words(change: float, direction: st.Direction, kind: str = "ratio") -
     return f"{shown} ({'worse' if worse else 'better'})"
 
 
+def _bound_words(value: float, kind: str) -> str:
+    """A CI end: beyond +1000% a ratio's end says only that (a bound from few pairs)."""
+    if kind == "ratio" and value > 10:
+        return "> +1000%"
+    return fmt_gain(value, "ratio" if kind == "ratio" else "absolute")
+
+
 def _limit_words(g: Guardrail, direction: st.Direction, limit: float | None = None) -> str:
     if g.absolute or limit is not None:
         value = g.max_worsening if limit is None else limit
@@ -396,18 +408,21 @@ def _limit_words(g: Guardrail, direction: st.Direction, limit: float | None = No
 
 def _make(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
           state: GuardrailState, change: float, ci: tuple[float, float], evidence: str,
-          resolve: str, pair_changes: Sequence[float], direction: st.Direction, *, worse: float,
-          limit: float | None = None, kind: str = "ratio") -> GuardrailCheck:
+          resolve: str, pair_changes: Sequence[float], direction: st.Direction, *,
+          worse: float, limit: float | None = None, kind: str = "ratio",
+          relation: str | None = None) -> GuardrailCheck:
     """The check and its one line: state, change with its sense, CI, limit, evidence and,
     when unclear, what would resolve it and whether it stops adoption."""
     w, lvl = where
     stops = state == "broken" or (state == "unclear" and g.stops_when_unclear)
-    relation = {"holds": "is within", "broken": "is wholly beyond",
-                "unclear": "includes"}[state]
-    lo, hi = (fmt_gain(v, "ratio" if kind == "ratio" else "absolute") for v in ci)
+    if relation is None:
+        relation = " " + {"holds": "is within", "broken": "is wholly beyond",
+                          "unclear": "includes"}[state] + (
+            f" the {_limit_words(g, direction, limit)} limit")
+    lo, hi = (_bound_words(v, kind) for v in ci)
     line = (f"guardrail {g.metric} at {w} {lvl} {state}: "
-            f"{_change_words(change, direction, kind)}, {family.ci_text} {lo} … {hi} "
-            f"{relation} the {_limit_words(g, direction, limit)} limit; noise: {evidence}")
+            f"{_change_words(change, direction, kind)}, {family.ci_text} {lo} … {hi}"
+            f"{relation}; noise: {evidence}")
     if state == "unclear":
         line += (f"; {resolve}" if resolve else "") + (
             "; stops adoption (unclear_stops)" if stops else "; does not stop adoption")

@@ -282,11 +282,11 @@ class Rule:
         bar = _change_text(p.margin, p.metric_direction)
         if p.rule == "bound":
             many = ("" if p.multiple_candidates == "none"
-                    else "; with k candidates at 1 − α/k")
+                    else " (Bonferroni over candidates)")
+            side = "lower" if p.metric_direction == "higher" else "upper"
             how = (f"adopt when the change is {bar} or better and its one-sided "
-                   f"{p.confidence:.0%} lower confidence bound is "
-                   f"{_change_text(self.floor, p.metric_direction)} or better (2 pairs or "
-                   f"more{many})")
+                   f"{p.confidence:.0%} {side} confidence bound{many} is "
+                   f"{_change_text(self.floor, p.metric_direction)} or better")
         elif p.rule == "point":
             how = (f"adopt when the change is {bar} or better and every pair is "
                    f"{_change_text(self.band, p.metric_direction)} or better")

@@ -369,7 +369,8 @@ def test_relative_guardrail_broken_blocks_adoption() -> None:
     assert v.reason == "guardrail"
     assert g.reason.startswith("guardrail ttft_p99 at knee c1 broken: +7.0% (worse), 90% CI "
                                "+7.0% … +7.0% is wholly beyond the +5.0% limit")
-    assert any("stopped by guardrail(s): ttft_p99 at knee c1 (broken)" in r for r in v.reasons)
+    assert any("guardrail(s) stopping adoption: ttft_p99 at knee c1 broken" in r
+               for r in v.reasons)
     ok = {**spec, ("knee", "c1", "ttft_p99"): [(200.0, 208.0), (200.0, 208.0)]}
     v2 = judge(frame(ok), rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
     assert v2.decision == "adopt"
