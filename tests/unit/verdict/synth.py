@@ -79,8 +79,8 @@ class Passes:
     ttft: np.ndarray
     log_se: np.ndarray | None
     requests: int
-    errors: np.ndarray | None = None
-    """Failure shares [campaign, pair, cell, arm] (default: none failed)."""
+    failed: np.ndarray | None = None
+    """Failed requests [campaign, pair, cell, arm] out of `requests` (default: none)."""
 
 
 def latency_campaigns(rng: np.random.Generator, campaigns: int, pairs: int, cells: int,
@@ -118,18 +118,20 @@ def table_of(p: Passes, i: int, pairs: int, cells: int, *,
                                    None if ses is None else float(ses[i, k, c, j]))
                     for j, a in enumerate((CONTROL, CAND))}
             t.cells[("knee", lvl, metric)] = data
-        for metric, value in (("requests_completed", float(p.requests)),
-                              ("output_tokens", 5000.0)):
-            data = td.CellData("knee", lvl, metric)
-            data.values = {k + 1: {a: td.ArmValue(value, value, value, 1)
-                                   for a in (CONTROL, CAND)} for k in range(pairs)}
-            t.cells[("knee", lvl, metric)] = data
+        tokens = td.CellData("knee", lvl, "output_tokens")
+        tokens.values = {k + 1: {a: td.ArmValue(5000.0, 5000.0, 5000.0, 1)
+                                 for a in (CONTROL, CAND)} for k in range(pairs)}
+        t.cells[("knee", lvl, "output_tokens")] = tokens
+        done = td.CellData("knee", lvl, "requests_completed")
         err = td.CellData("knee", lvl, "error_rate")
         for k in range(pairs):
-            err.values[k + 1] = {}
+            done.values[k + 1], err.values[k + 1] = {}, {}
             for j, a in enumerate((CONTROL, CAND)):
-                e = 0.0 if p.errors is None else float(p.errors[i, k, c, j])
-                err.values[k + 1][a] = td.ArmValue(e, e, e, 1)
+                f = 0.0 if p.failed is None else float(p.failed[i, k, c, j])
+                n = float(p.requests)
+                done.values[k + 1][a] = td.ArmValue(n - f, n - f, n - f, 1)
+                err.values[k + 1][a] = td.ArmValue(f / n, f / n, f / n, 1)
+        t.cells[("knee", lvl, "requests_completed")] = done
         t.cells[("knee", lvl, "error_rate")] = err
     return t
 
@@ -191,33 +193,135 @@ def adopt_rate(tables: Sequence[td.RunTable], r: rl.Rule, arms: Sequence[str] = 
     return adopted, loss
 
 
-# --------------------------------------------------------------------------- the docs' table
+def aa_flag_table(rng: np.random.Generator, pairs: int, cells: int, candidates: int,
+              lanes: int) -> td.RunTable:
+    """An A/A campaign (every candidate the control's launch) on `lanes` pooled lanes of
+    `pairs` pairs each: boots drift 3% (shared by a boot's cells), passes 1%; each lane
+    runs its own window (slots from 0)."""
+    arms = [CONTROL, *(f"cand{j}" for j in range(candidates))]
+    t = td.RunTable(run="aa")
+    n = pairs * lanes
+    t.pairs = list(range(1, n + 1))
+    for p in range(n):
+        lane, k = p % lanes, p // lanes
+        t.slots[p + 1] = {a: k * len(arms) + j for j, a in enumerate(arms)}
+        if lanes > 1:
+            t.lanes[p + 1] = f"lane-{lane + 1}"
+    boot = rng.normal(0.0, math.log(1.03), (n, len(arms)))
+    for c in range(cells):
+        data = td.CellData("knee", f"c{2 ** c}", TPUT)
+        noise = rng.normal(0.0, 0.01, (n, len(arms)))
+        for p in range(n):
+            data.values[p + 1] = {a: td.ArmValue(v, v, v, 1) for j, a in enumerate(arms)
+                                  for v in [1000.0 * math.exp(boot[p, j] + noise[p, j])]}
+        t.cells[data.workload, data.level, TPUT] = data
+    return t
 
 
-def main() -> None:  # pragma: no cover - prints the figures docs/verdict.md quotes
-    sims = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    print(f"{sims} campaigns per row; A/A: P(broken) / P(unclear) / P(holds) of the default "
-          "ttft_p99 guardrail (any cell broken; every cell holds)")
+def flagged(v: RunVerdict) -> bool:
+    """Any noise flag on any decision cell of any candidate."""
+    return bool({f for cv in v.candidates for c in cv.cells if c.decision_cell
+                 for f in c.flags} & {"high-variance", "window-drift", "lanes-disagree"})
+
+
+# --------------------------------------------------------------------------- the docs' tables
+
+
+def _aa_rows(sims: int) -> None:
+    print(f"\n## A/A: the default guardrails ({sims} campaigns per row): P(any cell broken), "
+          "P(every cell holds)")
     for n in (32, 100, 300):
         for shape in SHAPES:
-            rng = np.random.default_rng(hash((n, shape)) % 2**32)
+            rng = np.random.default_rng([n, SHAPES.index(shape)])
             p = latency_campaigns(rng, sims, 4, 5, n, shape)
+            row = []
             for cells, pairs in ((1, 2), (1, 4), (5, 2), (5, 4)):
                 s = [states(judge(p, i, pairs, cells)) for i in range(sims)]
                 broken = sum("broken" in x for x in s) / sims
                 holds = sum(all(y == "holds" for y in x) for x in s) / sims
-                print(f"N={n:>3} {shape:9} cells={cells} pairs={pairs}: broken {broken:.1%}, "
-                      f"every cell holds {holds:.1%}")
-    for shape in SHAPES:
-        for n in (32, 100):
-            rng = np.random.default_rng(7)
-            for name, fn in (("+25 ms", lambda x: x + 25.0), ("+10%", lambda x: x * 1.10),
-                             ("×2.25", lambda x: x * 2.25)):
+                row.append(f"{broken:.1%} / {holds:.1%}")
+            print(f"| {n} | {shape} | " + " | ".join(row) + " |")
+
+
+def _power_rows(sims: int) -> None:
+    print(f"\n## One cell (k = 2 checks), P(broken) at 2 / 4 / 8 pairs ({sims} campaigns)")
+    effects: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = [
+        ("×1.05 (at the limit)", lambda x: x * 1.05), ("×1.10 (2× the limit)", lambda x: x * 1.10),
+        ("+25 ms (20 → 45 ms)", lambda x: x + 25.0), ("×2.25", lambda x: x * 2.25)]
+    for n in (32, 100):
+        for shape in SHAPES:
+            rng = np.random.default_rng([7, n, SHAPES.index(shape)])
+            row = []
+            for _, fn in effects:
                 p = latency_campaigns(rng, sims, 8, 1, n, shape, candidate=fn)
-                for pairs in (2, 4, 8):
-                    broken = sum("broken" in states(judge(p, i, pairs, 1))
-                                 for i in range(sims)) / sims
-                    print(f"{shape:9} N={n:>3} {name:7} pairs={pairs}: broken {broken:.1%}")
+                row.append(" / ".join(
+                    f"{sum('broken' in states(judge(p, i, k, 1)) for i in range(sims)) / sims:.0%}"
+                    for k in (2, 4, 8)))
+            print(f"| {n} | {shape} | " + " | ".join(row) + " |")
+    print("columns: " + ", ".join(name for name, _ in effects))
+
+
+def _error_rows(sims: int) -> None:
+    print(f"\n## error_rate (limit 0, pooled counts), {sims} campaigns, one cell, 2 pairs")
+    for n in (32, 100):
+        for p_ctrl, p_cand in ((0.0, 0.0), (0.01, 0.01), (0.02, 0.02), (0.0, 0.02),
+                               (0.01, 0.05), (0.0, 0.10)):
+            rng = np.random.default_rng([n, int(p_ctrl * 1000), int(p_cand * 1000)])
+            base = latency_campaigns(rng, sims, 2, 1, n)
+            failed = rng.binomial(n, [p_ctrl, p_cand], size=(sims, 2, 1, 2)).astype(float)
+            p = Passes(base.tput, base.ttft, base.log_se, n, failed)
+            s = [states(judge(p, i, 2, 1), "error_rate")[0] for i in range(sims)]
+            print(f"| {n} | {p_ctrl:.0%} → {p_cand:.0%} | "
+                  + " | ".join(f"{s.count(x) / sims:.1%}" for x in ("broken", "unclear", "holds"))
+                  + " |")
+
+
+def _rule_rows(sims: int) -> None:
+    sigma0 = math.sqrt(2) * math.hypot(B, 0.01)
+    print(f"\n## bound through judge_run ({sims} campaigns): P(adopt) at 0 / m/2 / m / 1.5m")
+    for scale in (1.0, 2.0):
+        for pairs in (2, 3, 4, 5, 6, 8):
+            r = rule(pairs, guardrails=[], decision_cells=[{"workload": "knee", "level": "c1"}])
+            rng = np.random.default_rng([pairs, int(scale)])
+            rates = [adopt_rate(paired_tables(rng, sims, pairs, e, scale * sigma0), r)[0] / sims
+                     for e in (0.0, 0.05, 0.10, 0.15)]
+            print(f"| {scale:g}σ0 | {pairs} | " + " | ".join(f"{x:.1%}" for x in rates) + " |")
+    print(f"\n## loss through judge_run ({sims} campaigns): A/A at σ0 / 2σ0, −10% at σ0")
+    for pairs in (2, 3, 4, 8):
+        r = rule(pairs, guardrails=[], decision_cells=[{"workload": "knee", "level": "c1"}])
+        rng = np.random.default_rng([pairs, 99])
+        rates = [adopt_rate(paired_tables(rng, sims, pairs, e, s * sigma0), r)[1] / sims
+                 for e, s in ((0.0, 1.0), (0.0, 2.0), (-0.10, 1.0))]
+        print(f"| {pairs} | " + " | ".join(f"{x:.1%}" for x in rates) + " |")
+
+
+def _flag_rows(sims: int) -> None:
+    print(f"\n## noise flags on A/A campaigns ({sims} each, 2 pairs per lane, 2 cells): "
+          "any flag, now / with the old level 5% ÷ (2 × cells)")
+    old = rl.flag_alpha
+    names = vars(vd)  # judge_run reads `flag_alpha` from its module
+    for candidates, lanes in ((1, 1), (3, 1), (1, 2), (3, 2)):
+        arms = [CONTROL, *(f"cand{j}" for j in range(candidates))]
+        r = rule(2 * lanes, guardrails=[])
+        row = []
+        for alpha in (old, lambda cells, *_: 0.05 / (2 * cells)):
+            names["flag_alpha"] = alpha
+            rng = np.random.default_rng([candidates, lanes])
+            row.append(sum(flagged(vd.judge_run(aa_flag_table(rng, 2, 2, candidates, lanes),
+                                                r, arms, levels={"knee": ["c1", "c2"]},
+                                                metrics=[])) for _ in range(sims)) / sims)
+        names["flag_alpha"] = old
+        print(f"| {candidates} | {lanes} | {row[0]:.1%} | {row[1]:.1%} |")
+
+
+def main() -> None:  # pragma: no cover - prints the figures docs/verdict.md quotes
+    sims = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    parts = sys.argv[2:] or ["aa", "power", "errors", "rule", "flags"]
+    for name, fn in (("aa", _aa_rows), ("power", _power_rows), ("errors", _error_rows),
+                     ("rule", _rule_rows), ("flags", _flag_rows)):
+        if name in parts:
+            fn(sims)
+            sys.stdout.flush()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,7 +10,6 @@ import numpy as np
 
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
-from campaign.verdict import tidy as td
 from tests.unit.verdict import synth as sy
 
 CAMPAIGNS = 300
@@ -78,31 +77,6 @@ def test_loss_is_rare_on_aa_campaigns_and_found_when_true() -> None:
 # --------------------------------------------------------------------------- noise flags
 
 
-def _aa_table(rng: np.random.Generator, pairs: int, cells: int, candidates: int,
-              lanes: int) -> td.RunTable:
-    """An A/A campaign (every candidate the control's launch) on `lanes` pooled lanes of
-    `pairs` pairs each: boots drift 3% (shared by a boot's cells), passes 1%; each lane
-    runs its own window (slots from 0)."""
-    arms = [sy.CONTROL, *(f"cand{j}" for j in range(candidates))]
-    t = td.RunTable(run="aa")
-    n = pairs * lanes
-    t.pairs = list(range(1, n + 1))
-    for p in range(n):
-        lane, k = p % lanes, p // lanes
-        t.slots[p + 1] = {a: k * len(arms) + j for j, a in enumerate(arms)}
-        if lanes > 1:
-            t.lanes[p + 1] = f"lane-{lane + 1}"
-    boot = rng.normal(0.0, math.log(1.03), (n, len(arms)))
-    for c in range(cells):
-        data = td.CellData("knee", f"c{2 ** c}", sy.TPUT)
-        noise = rng.normal(0.0, 0.01, (n, len(arms)))
-        for p in range(n):
-            data.values[p + 1] = {a: td.ArmValue(v, v, v, 1) for j, a in enumerate(arms)
-                                  for v in [1000.0 * math.exp(boot[p, j] + noise[p, j])]}
-        t.cells[data.workload, data.level, sy.TPUT] = data
-    return t
-
-
 def test_noise_flags_stay_within_5_percent_over_candidates_and_lanes() -> None:
     """All noise flags of all decision cells of all candidates together fire on at most
     5% of A/A campaigns (Bonferroni over cells × candidates × flags in play), with 1 and 3
@@ -113,9 +87,7 @@ def test_noise_flags_stay_within_5_percent_over_candidates_and_lanes() -> None:
         r = sy.rule(2 * lanes, guardrails=[])
         flagged = 0
         for _ in range(CAMPAIGNS):
-            v = vd.judge_run(_aa_table(rng, 2, 2, candidates, lanes), r, arms,
+            v = vd.judge_run(sy.aa_flag_table(rng, 2, 2, candidates, lanes), r, arms,
                              levels={"knee": ["c1", "c2"]}, metrics=[])
-            flags = {f for cv in v.candidates for c in cv.cells if c.decision_cell
-                     for f in c.flags}
-            flagged += bool(flags & {"high-variance", "window-drift", "lanes-disagree"})
+            flagged += sy.flagged(v)
         assert flagged <= 0.05 * CAMPAIGNS, (candidates, lanes, flagged)
