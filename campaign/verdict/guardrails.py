@@ -354,8 +354,9 @@ def _counts_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: 
     limit = g.max_worsening if g.absolute else g.max_worsening * fx / tx
     tested = gs.counts(fy, ty, fx, tx, limit, family.each)
     test = ("Fisher's exact test" if limit <= 0 else "Farrington–Manning score test")
-    evidence = (f"pooled request counts: {fy} of {ty} requests failed vs {fx} of {tx} "
-                f"({test}, one-sided p={tested.p_value:.2g})")
+    evidence = f"pooled request counts: {fy} of {ty} requests failed vs {fx} of {tx}"
+    if tested.p_value is not None:
+        evidence += f" ({test}, one-sided p={tested.p_value:.2g})"
     if failed:
         evidence += f"; {failed} failed candidate pass(es) counted"
     resolve = ""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from scipy import stats as sps
@@ -79,7 +80,7 @@ def own_noise(w: Sequence[float], cv: Sequence[float], band: float, limit: float
     """The relative test on the passes' own noise and the boot noise (module docstring)."""
     se = own_noise_se(cv, band)
     wbar = math.fsum(w) / len(w)
-    out = three_states(wbar, float(sps.norm.isf(alpha)) * se, limit)
+    out = three_states(wbar, z_critical(alpha) * se, limit)
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
 
 
@@ -96,24 +97,32 @@ def pairs_spread(w: Sequence[float], limit: float, alpha: float) -> Tested | Non
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
 
 
+@lru_cache(maxsize=256)
+def z_critical(alpha: float) -> float:
+    """z(1 − α) (cached: a history report asks the same few levels thousands of times)."""
+    return float(sps.norm.isf(alpha))
+
+
 # --------------------------------------------------------------------------- counts
 
 
+@lru_cache(maxsize=4096)
 def counts(failed_y: int, total_y: int, failed_x: int, total_x: int, limit: float,
            alpha: float) -> Tested:
     """The failure shares of the candidate (y) and the control (x), requests pooled over
-    pairs (module docstring). Both totals must be > 0."""
+    pairs (module docstring). Both totals must be > 0. Within the limit it holds without a
+    test (`p_value` None); beyond it the test decides broken or unclear."""
     py, px = failed_y / total_y, failed_x / total_x
     diff = py - px
+    low, high = newcombe(failed_y, total_y, failed_x, total_x, alpha)
+    if diff <= limit + EPS:
+        return Tested("holds", diff, low, high, limit)
     if limit <= 0:
         table = [[failed_y, total_y - failed_y], [failed_x, total_x - failed_x]]
         p = float(sps.fisher_exact(table, alternative="greater").pvalue)
     else:
         p = farrington_manning(failed_y, total_y, failed_x, total_x, limit)
-    low, high = newcombe(failed_y, total_y, failed_x, total_x, alpha)
-    state: State = ("broken" if p < alpha else
-                    "holds" if diff <= limit + EPS else "unclear")
-    return Tested(state, diff, low, high, limit, None, p)
+    return Tested("broken" if p < alpha else "unclear", diff, low, high, limit, None, p)
 
 
 def farrington_manning(x1: int, n1: int, x2: int, n2: int, delta: float) -> float:
@@ -152,7 +161,7 @@ def _restricted(p1: float, n1: int, p2: float, n2: int, delta: float) -> tuple[f
 def newcombe(x1: int, n1: int, x2: int, n2: int, alpha: float) -> tuple[float, float]:
     """Newcombe's hybrid score interval of p1 − p2, each end one-sided at α (Wilson score
     intervals of each share combined)."""
-    z = float(sps.norm.isf(alpha))
+    z = z_critical(alpha)
     p1, p2 = x1 / n1, x2 / n2
     l1, u1 = _wilson(p1, n1, z)
     l2, u2 = _wilson(p2, n2, z)
