@@ -26,7 +26,7 @@ from campaign.campaignfile.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
 
-RuleName = Literal["point", "ci"]
+RuleName = Literal["bound", "point", "ci"]
 """The adoption rules a campaign can register (see docs/verdict.md)."""
 RULES: tuple[str, ...] = get_args(RuleName)
 
@@ -60,8 +60,39 @@ class Guardrail(Model):
     absolute: bool = Field(
         False, description="Compare absolute differences (for rates that are often 0)."
     )
-    workload: Literal["knee", "agentfix", "*"] = Field("*", description="Where it applies.")
-    level: str = Field("*", description="Level where it applies, or `*`.")
+    workload: Literal["knee", "agentfix", "*"] = Field(
+        "*", description="Where it applies (narrows `at`).")
+    level: str = Field("*", description="Level where it applies, or `*` (narrows `at`).")
+    at: Literal["decision", "all"] = Field(
+        "decision",
+        description="`decision`: checked where the decision is made (the decision cells' "
+        "workloads and levels, `*` expanded as theirs); `all`: at every measured cell of "
+        "its metric. A registration made before `at` existed is read as `all`.",
+    )
+    drift_band: float | DriftFrom | None = Field(
+        None,
+        description="The metric's boot-to-boot noise (a fraction, or `{from: RUN_DIR}` of an "
+        "A/A campaign, whose report recommends it); default: the campaign's drift band.",
+    )
+    unclear_stops: bool | None = Field(
+        None,
+        description="Whether an `unclear` guardrail (the data cannot tell whether the limit "
+        "holds) stops adoption; default: false for relative guardrails, true for absolute "
+        "ones (a candidate that failed requests where the control did not is not adopted "
+        "on a maybe).",
+    )
+
+    @field_validator("drift_band")
+    @classmethod
+    def _band_fraction(cls, v: float | DriftFrom | None) -> float | DriftFrom | None:
+        if isinstance(v, float | int) and not 0 <= v < 1:
+            raise ValueError("a drift band is a fraction in [0, 1), e.g. 0.05")
+        return v
+
+    @property
+    def stops_when_unclear(self) -> bool:
+        """Whether `unclear` stops adoption (the registered choice, or the default)."""
+        return self.absolute if self.unclear_stops is None else self.unclear_stops
 
     @field_validator("metric")
     @classmethod
@@ -155,9 +186,11 @@ class Preregistration(Model):
         "of an A/A campaign.",
     )
     rule: RuleName = Field(
-        "point",
-        description="`point`: adopt when the change is better by the margin and every pair "
-        "is better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
+        "bound",
+        description="`bound`: adopt when the change is better by the margin and its one-sided "
+        "lower confidence bound is better by max(margin/2, band) (more pairs lower both "
+        "errors); `point`: adopt when the change is better by the margin and every pair is "
+        "better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
     )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the CIs.")
     pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs "
@@ -177,15 +210,15 @@ class Preregistration(Model):
             Guardrail(metric="ttft_p99", max_worsening=0.05),
             Guardrail(metric="error_rate", max_worsening=0.0, absolute=True),
         ],
-        description="Metrics the candidate may not worsen (every measured cell of the metric, "
-        "unless the guardrail names a workload or level).",
+        description="Metrics the candidate may not worsen, each a test on the metric's own "
+        "noise (where: `at`, default the decision cells).",
     )
     gates: Gates = Field(default_factory=Gates, description="Validity gates of a pass.")
     multiple_candidates: Literal["correct", "none"] = Field(
         "correct",
-        description="With several candidates, `correct` raises each one's bar so that picking "
-        "the best keeps the campaign's false-adopt rate at a single candidate's (`point`: a "
-        "higher margin; `ci`: Bonferroni); `none` judges each as if alone.",
+        description="With several candidates, `correct` keeps the campaign's false-adopt "
+        "rate at a single candidate's when the best is picked (`bound`: the lower bound at "
+        "α/k; `point`: a higher margin; `ci`: Bonferroni); `none` judges each as if alone.",
     )
 
     @field_validator("primary_metric")

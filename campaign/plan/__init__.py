@@ -27,15 +27,16 @@ What is modelled, under the same noise model:
   includes that loss (`--redo-invalid` can recover it; the share lost is printed);
 - the `window-drift` gate: a decision cell whose control moved across the window beyond
   the limit and its noise cannot adopt (as in `verdict`);
-- guardrails (relative ones): P(the guardrail holds) at one cell when the candidate truly
-  worsens its metric by 2× its limit, and when it does not worsen it at all, under the
-  pair rule of `campaign.verdict.guardrails` (mean worsening ≤ limit and no pair beyond limit +
-  band). A guardrail checked at several cells holds less often. P(adopt) does not include
-  guardrails;
-- the noise flags of `verdict` (the same χ² and z tests at FLAG_FAMILY_ALPHA / (2 ×
-  decision cells)): their false-alarm rate on an A/A lane (this noise, no effect, no
-  trend) and their power: `high-variance` at a true pair sd 2× the rule's assumed one,
-  `window-drift` at a true window drift of 3× the band.
+- guardrails (relative ones): P(the guardrail holds) at one cell (one check) when the
+  candidate truly worsens its metric by 2× its limit, and when it does not worsen it at
+  all, under `campaign.verdict.guardrails`' test as it reads simulated values without a
+  per-request sampling error: the pairs' own spread (holds when the one-sided t upper
+  bound of the mean log worsening is within the limit; one pair never holds). P(adopt)
+  does not include guardrails;
+- the noise flags of `verdict` (the same χ² and z tests at `rule.flag_alpha`: the family's
+  5% over decision cells × candidates × flags in play): their false-alarm rate on an A/A
+  lane (this noise, no effect, no trend) and their power: `high-variance` at a true pair
+  sd 2× the rule's assumed one, `window-drift` at a true window drift of 3× the band.
 
 Exactness. The rule is the one `campaign.verdict.judge` applies to real runs. Calling it once per
 simulated campaign is too slow, so the counting is vectorised with numpy (`adopts`,

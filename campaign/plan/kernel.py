@@ -166,9 +166,9 @@ def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
     return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names), tuple(pre.guardrails))
 
 
-def flag_alpha(cells: int) -> float:
-    """Level of each noise flag's test (as `verdict.judge_run` sets it)."""
-    return rl.FLAG_FAMILY_ALPHA / (2 * max(1, cells))
+def flag_alpha(cells: int, candidates: int = 1, lanes: int = 1) -> float:
+    """Level of each noise flag's test (as `verdict.judge_run` sets it: `rule.flag_alpha`)."""
+    return rl.flag_alpha(cells, candidates, lanes)
 
 
 def adopts(d: np.ndarray, rule: rl.Rule, candidates: int = 1) -> np.ndarray:
@@ -177,8 +177,9 @@ def adopts(d: np.ndarray, rule: rl.Rule, candidates: int = 1) -> np.ndarray:
     decision cell meets the rule (no missing pair; one pair never adopts: `verdict`'s
     one-pair gate).
 
-    The comparisons of `rule.adopts_point` / `rule.adopts_ci` (every decision cell must
-    adopt: no correction across cells), on arrays, with the bar of `candidates`.
+    The comparisons of `rule.adopts_bound` / `rule.adopts_point` / `rule.adopts_ci` (every
+    decision cell must adopt: no correction across cells), on arrays, with the bar and the
+    bound's α of `candidates`.
     """
     pre = rule.prereg
     eps = rl.EPS
@@ -192,6 +193,10 @@ def adopts(d: np.ndarray, rule: rl.Rule, candidates: int = 1) -> np.ndarray:
         cell = (mean >= bar - eps) & np.all(d >= up - eps, axis=1)
         return np.asarray(np.all(cell, axis=1))
     se = d.std(axis=1, ddof=1) / math.sqrt(n)
+    if pre.rule == "bound":
+        lcb = mean - st.t_critical(1 - rule.ci_alpha(candidates), n - 1) * se
+        cell = (mean >= bar - eps) & (lcb >= rule.floor_d() - eps)
+        return np.asarray(np.all(cell, axis=1))
     t = st.t_critical(1 - rule.ci_alpha(candidates) / 2, n - 1)
     cell = mean - t * se >= bar - eps
     return np.asarray(np.all(cell, axis=1))

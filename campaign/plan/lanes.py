@@ -101,7 +101,7 @@ def decide_lanes(lanes: Sequence[Draws], shift: float, spec: RuleSpec) -> np.nda
     n_lanes = len(lanes)
     d = np.concatenate([x.d(shift) for x in lanes], axis=1)
     k = d.shape[-1]
-    alpha = flag_alpha(len(spec.cells))
+    alpha = flag_alpha(len(spec.cells), k, n_lanes)
     lane_of = pooled_lane_of(lanes)
     met = np.stack([adopts(d[..., j], rule, k)
                     & ~lanes_disagree_flags(d[..., j], lane_of, rule, alpha).any(axis=1)

@@ -27,9 +27,10 @@ from campaign.plan.kernel import (
 )
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
+from campaign.verdict import stats as st
 from campaign.verdict import tidy as td
 from campaign.verdict.flags import Context
-from campaign.verdict.guardrails import check_guardrail
+from campaign.verdict.guardrails import Family, Inputs, check_guardrail
 from campaign.verdict.noise import NoiseModel
 
 # --------------------------------------------------------------------------- simulation
@@ -123,7 +124,7 @@ def decide(draws: Draws, shift: float, spec: RuleSpec) -> np.ndarray:
     k = d.shape[-1]
     met = np.stack([adopts(d[..., j], spec.rule, k) for j in range(k)], axis=-1)
     drift = np.asarray(window_drift_flags(_metric_log(draws.ctrl, spec.rule), draws.slots[0],
-                                          spec.rule, flag_alpha(len(spec.cells))).any(axis=1))
+                                          spec.rule, flag_alpha(len(spec.cells), k)).any(axis=1))
     return np.asarray(met & draws.complete() & ~drift[:, None])
 
 
@@ -203,21 +204,25 @@ def guardrail_log_ratios(g: Guardrail, spec: RuleSpec, noise: NoiseModel, worsen
 
 
 def guardrail_holds(lr: np.ndarray, g: Guardrail, spec: RuleSpec) -> np.ndarray:
-    """`guardrails.check_guardrail` of a relative guardrail on arrays: the geometric-mean
-    worsening within the limit and no pair beyond limit + band. holds[sim]."""
+    """`guardrails.check_guardrail` of a relative guardrail at one cell (one check) on
+    arrays, when the passes carry no sampling error of their own (the simulated values do
+    not): the pairs' own spread, holds when the one-sided (1 − α) t upper bound of the mean
+    log worsening is within the limit; one pair never holds (no noise estimate).
+    holds[sim]."""
     higher = spec.rule.direction_of(g.metric) == "higher"
-    ratio_mean = np.exp(lr.mean(axis=1))
-    per_pair = np.exp(lr)
-    worse = (1 - ratio_mean) if higher else (ratio_mean - 1)
-    pair_worse = (1 - per_pair) if higher else (per_pair - 1)
-    limit, clear = g.max_worsening, g.max_worsening + spec.rule.band
-    return np.asarray((worse <= limit + rl.EPS)
-                      & np.all(pair_worse <= clear + rl.EPS, axis=1))
+    w = -lr if higher else lr
+    n = w.shape[1]
+    if n < 2:
+        return np.zeros(w.shape[0], dtype=bool)
+    limit = -rl.worse_d(g.max_worsening, "higher" if higher else "lower")
+    t = st.t_critical(1 - spec.rule.alpha, n - 1)
+    upper = w.mean(axis=1) + t * w.std(axis=1, ddof=1) / math.sqrt(n)
+    return np.asarray(upper <= limit + rl.EPS)
 
 
 def exact_guardrail_holds(lr: np.ndarray, g: Guardrail, spec: RuleSpec) -> bool:
     """One simulated guardrail cell lr[pair] through `verdict.judge_cell` and
-    `guardrails.check_guardrail` (what `spec-ab report` does)."""
+    `guardrails.check_guardrail` as one check (what `spec-ab report` does)."""
     control, cand = spec.arms[0], spec.arms[1]
     data = td.CellData("plan", "cell", g.metric)
     for i, v in enumerate(lr):
@@ -225,7 +230,9 @@ def exact_guardrail_holds(lr: np.ndarray, g: Guardrail, spec: RuleSpec) -> bool:
         y = x * math.exp(float(v))
         data.values[i + 1] = {control: td.ArmValue(x, x, x, 1), cand: td.ArmValue(y, y, y, 1)}
     cell = vd.judge_cell(data, cand, spec.rule, Context({}, {}, {}, {}), control=control)
-    return not check_guardrail(g, cell, ("plan", "cell"), spec.rule.band).broken
+    inputs = Inputs(cell, data, band=spec.rule.band, control=control, arm=cand)
+    return check_guardrail(g, ("plan", "cell"), inputs, Family(spec.rule.alpha, 1)).state \
+        == "holds"
 
 
 # --------------------------------------------------------------------------- flags

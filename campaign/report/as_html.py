@@ -33,7 +33,7 @@ td.adopt,td.inconclusive,td.gain-below-bar,td.within-drift,td.loss,td.mixed,td.u
 td.no-data,td.better,td.worse,td.no-clear-change{white-space:nowrap}
 .better{color:#080}.worse{color:#b00}.no-clear-change,.inconclusive{color:#555}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
-.mixed{color:#909}.gain-below-bar{color:#a60}.within-drift,.no-data,.not-applicable{color:#777}
+.mixed{color:#909}li.unclear{color:#a60}.gain-below-bar{color:#a60}.within-drift,.no-data,.not-applicable{color:#777}
 .decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}
 .d-adopt{background:#e3f6e3}.d-keep-default{background:#fff3d6}
 .exploratory{background:#fdd;color:#900;padding:.5em;font-weight:bold}
@@ -71,11 +71,13 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
         parts.append("<p>Lanes (shards pooled into this verdict):</p><ul>" + "".join(
             f"<li class='{'loss' if 'DISAGREE' in line else ''}'>{e(line)}</li>"
             for line in lanes) + "</ul>")
-    broken, held = guardrail_summary(run)
-    parts.append(f"<p class='{'loss' if broken else ''}'>Guardrails: {e(held)}</p>")
-    if broken:
-        parts.append("<ul>" + "".join(f"<li class='loss'>✗ {e(b)}</li>" for b in broken)
-                     + "</ul>")
+    shown, held = guardrail_summary(run)
+    stops = any(line.stops for line in shown)
+    parts.append(f"<p class='{'loss' if stops else ''}'>Guardrails: {e(held)}</p>")
+    if shown:
+        parts.append("<ul>" + "".join(
+            f"<li class='{'loss' if line.stops else 'unclear'}'>{line.mark} {e(line.text)}</li>"
+            for line in shown) + "</ul>")
     detail = [d for cv in v.candidates for d in detail_lines(cv)]
     if detail:
         parts.append("<p>Decision cells, in detail:</p><ul>" + "".join(
@@ -98,7 +100,7 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
     parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
     parts.append(f"<p>{e(rule_line(run))}</p>")
     if run.aa is not None:
-        parts.append(f"<p class='note'>A/A run: {e(run.aa.text)}</p>")
+        parts += [f"<p class='note'>A/A run: {e(line)}</p>" for line in run.aa.lines]
     for cv in v.candidates:
         for title, rows in other_cell_groups(run, cv):
             parts.append(f"<h3>{e(title)}: {e(cv.arm)} vs {e(run.arms[0])}</h3><table><tr>"

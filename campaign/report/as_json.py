@@ -14,7 +14,7 @@ from typing import Any
 from campaign import catalog
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
 from campaign.verdict.judge import lane_changes
-from campaign.verdict.outcome import Cell
+from campaign.verdict.outcome import Cell, GuardrailCheck
 
 
 def _num(x: float | None) -> float | None:
@@ -87,16 +87,12 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "cells": [cell_dict(c, run.lane_of) for cv in v.candidates for c in cv.cells
                   if run.shows(c)],
         "lanes": lanes_dict(run),
-        "guardrails_held": sum(not g.broken for cv in v.candidates for g in cv.guardrails),
-        "guardrails_broken": sum(g.broken for cv in v.candidates for g in cv.guardrails),
-        "guardrails": [
-            {"arm": cv.arm, "metric": g.metric, "workload": g.workload, "level": g.level,
-             "max_worsening": g.max_worsening, "absolute": g.absolute,
-             "worsening": _num(g.worsening),
-             "pair_worsening": [_num(w) for w in g.pair_worsening],
-             "broken": g.broken, "reason": g.reason}
-            for cv in v.candidates for g in cv.guardrails
-        ],
+        **{f"guardrails_{k}": sum(g.state == s for cv in v.candidates for g in cv.guardrails)
+           for k, s in (("held", "holds"), ("broken", "broken"), ("unclear", "unclear"),
+                        ("missing", "missing"))},
+        "guardrails_stopping": sum(g.stops for cv in v.candidates for g in cv.guardrails),
+        "guardrails": [guardrail_dict(cv.arm, g) for cv in v.candidates
+                       for g in cv.guardrails],
         "candidates": [
             {"arm": cv.arm, "decision": cv.decision, "reason": cv.reason,
              "settle": cv.settle or None, "reasons": list(cv.reasons),
@@ -125,9 +121,35 @@ def run_dict(run: RunReport) -> dict[str, Any]:
             "pairs_left_out": v.left_out,
             "window_stable": v.window_stable,
         },
-        "aa": None if run.aa is None else {
-            "recommended_drift_band": run.aa.band, "n": run.aa.n, "rms": _num(run.aa.rms),
-            "largest": _num(run.aa.largest), "text": run.aa.text},
+        "aa": aa_dict(run),
+    }
+
+
+def guardrail_dict(arm: str, g: GuardrailCheck) -> dict[str, Any]:
+    """One guardrail check of one candidate."""
+    return {
+        "arm": arm, "metric": g.metric, "workload": g.workload, "level": g.level,
+        "max_worsening": g.max_worsening, "absolute": g.absolute, "direction": g.direction,
+        "state": g.state, "stops": g.stops, "change": _num(g.change),
+        "ci": None if g.ci is None else [_num(g.ci[0]), _num(g.ci[1])],
+        "ci_level": _num(g.ci_level), "worsening": _num(g.worsening),
+        "pair_worsening": [_num(w) for w in g.pair_worsening],
+        "evidence": g.evidence, "resolve": g.resolve or None,
+        "broken": g.broken, "reason": g.reason,
+    }
+
+
+def aa_dict(run: RunReport) -> dict[str, Any] | None:
+    """An A/A run's recommended bands: the primary's and one per guardrail metric."""
+    if run.aa is None:
+        return None
+    return {
+        "recommended_drift_band": run.aa.band, "n": run.aa.n, "rms": _num(run.aa.rms),
+        "largest": _num(run.aa.largest), "text": run.aa.text,
+        "guardrails": [
+            {"metric": g.metric, "recommended_drift_band": g.band, "n": g.n,
+             "rms": _num(g.rms), "explained": _num(g.explained), "boot": _num(g.boot),
+             "cells": list(g.cells), "text": g.text} for g in run.aa.guardrails],
     }
 
 
@@ -203,6 +225,8 @@ def history_dict(run: RunReport) -> dict[str, Any]:
         ],
         "guardrails_broken": [g.reason for cv in v.candidates for g in cv.guardrails
                               if g.broken],
+        "guardrails_stopping": [g.reason for cv in v.candidates for g in cv.guardrails
+                                if g.stops],
     }
 
 

@@ -48,10 +48,10 @@ def render_markdown(report: Report) -> str:
     if lanes:
         lines += ["", "**Lanes** (shards pooled into this verdict):", ""]
         lines += [f"- {_md_escape(line)}" for line in lanes]
-    broken, held = guardrail_summary(run)
+    shown, held = guardrail_summary(run)
     lines += ["", f"**Guardrails:** {_md_escape(held)}", ""]
-    lines += [f"- ✗ {_md_escape(b)}" for b in broken]
-    if broken:
+    lines += [f"- {line.mark} {_md_escape(line.text)}" for line in shown]
+    if shown:
         lines.append("")
     detail = [d for cv in v.candidates for d in detail_lines(cv)]
     if detail:
@@ -89,7 +89,7 @@ def render_markdown(report: Report) -> str:
                   for rank, arm, dec, gain, worst in ranking_rows(run)]
         lines.append("")
     if run.aa is not None:
-        lines += [f"A/A run: {run.aa.text}", ""]
+        lines += [*(f"A/A run: {_md_escape(line)}  " for line in run.aa.lines), ""]
     return "\n".join(lines)
 
 

@@ -94,7 +94,7 @@ def _history_table(report: Report) -> Table:
 
 def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableType]:
     """(a) the decision, its reason and what would settle it; (b) the decision cells;
-    (c) the guardrails: the broken ones in full, a count of those that hold."""
+    (c) the guardrails: those that do not hold in full, a count of all."""
     v = run.verdict
     dec = Text(headline(run), style=DECISION_STYLE[v.decision])
     if run.exploratory:
@@ -107,10 +107,11 @@ def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableTy
     if lanes:
         out.append(Text("Lanes (shards pooled into this verdict):"))
         out += [Text(f"  {line}", style="red" if "DISAGREE" in line else "") for line in lanes]
-    broken, held = guardrail_summary(run)
-    out.append(Text(f"Guardrails: {held}", style="red" if broken else ""))
-    for b in broken:
-        out.append(Text(f"  ✗ {b}", style="red"))
+    shown, held = guardrail_summary(run)
+    stops = any(g.stops for g in shown)
+    out.append(Text(f"Guardrails: {held}", style="red" if stops else ""))
+    for g in shown:
+        out.append(Text(f"  {g.mark} {g.text}", style="red" if g.stops else "yellow"))
     detail = [d for cv in v.candidates for d in detail_lines(cv)]
     if detail:
         out.append(Text("Decision cells, in detail:"))
@@ -154,7 +155,7 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
     if len(run.verdict.candidates) > 1:
         out.append(_ranking_table(run))
     if run.aa is not None:
-        out.append(Text(f"A/A run: {run.aa.text}", style="cyan"))
+        out += [Text(f"A/A run: {line}", style="cyan") for line in run.aa.lines]
     return out
 
 

@@ -149,7 +149,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         overrides=overrides,
         edited_after_registration=prep.edited,
         verdict=verdict,
-        aa=_aa_band(run, arms, verdict),
+        aa=_aa_band(run, arms, verdict, table),
         notes=(*run.notes, *prep.notes),
         registration_edits=run.registration_edits,
         results_schema_version=run.schema_version,
@@ -160,13 +160,14 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     )
 
 
-def _aa_band(run: RunDir, arms: list[str],
-             verdict: oc.RunVerdict) -> aa.BandRecommendation | None:
-    """The drift band an A/A run measures (None for a run that is not one)."""
+def _aa_band(run: RunDir, arms: list[str], verdict: oc.RunVerdict,
+             table: td.RunTable) -> aa.BandRecommendation | None:
+    """The drift bands an A/A run measures, of the primary metric and of each guardrail
+    metric (None for a run that is not one)."""
     if run.campaign is None or not aa.is_aa(run.campaign, arms):
         return None
     try:
-        return aa.aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
+        return aa.aa_report(verdict, table)
     except oc.DataProblem:
         return None
 
@@ -343,6 +344,9 @@ def _edited_keys(registered: dict[str, Any], frozen: Campaign | None,
 def _differs(registered: Any, now: Any) -> bool:
     if isinstance(registered, dict) and isinstance(now, dict):
         return any(_differs(v, now.get(k)) for k, v in registered.items())
+    if isinstance(registered, list) and isinstance(now, list):  # e.g. guardrails: by item
+        return len(registered) != len(now) or any(
+            _differs(a, b) for a, b in zip(registered, now, strict=True))
     return bool(registered != now)
 
 

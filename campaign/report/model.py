@@ -18,7 +18,7 @@ from campaign.verdict.aa import BandRecommendation
 from campaign.verdict.outcome import Cell, RunVerdict
 from campaign.verdict.rule import Decision, Rule
 
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 """Version of the JSON report (bumped when a key changes meaning or disappears).
 
 1: first version (decision, rule, cells, guardrails, ranking, runs/history).
@@ -31,8 +31,16 @@ REPORT_SCHEMA_VERSION = 2
    `cells` holds beside the decision and guardrail metrics; null = the default set) and
    `guardrails_held` / `guardrails_broken` (counts); `lanes` (a run pooled from the
    shards of a sharded campaign, else null) and each pooled pair's `lane`.
-   docs/report.schema.json describes
-   version 2 (JSON Schema draft 2020-12)."""
+3: guardrails are tests on their metric's own noise with a `state` (holds / unclear /
+   broken / missing); `broken` means state broken only (a guardrail that cannot be
+   checked is `missing`, and stops adoption: `stops`), each guardrail carries `change`,
+   `ci`, `ci_level`, `direction`, `stops`, `evidence` and `resolve`; the counts
+   `guardrails_unclear`, `guardrails_missing`, `guardrails_stopping` beside
+   `guardrails_held` (state holds) and `guardrails_broken`; a history entry's
+   `guardrails_stopping`; `aa.guardrails` (a band per guardrail metric); a decision's
+   reasons name the guardrails that stop it once (their lines are in `guardrails`); the
+   rule may be `bound` (the new default). docs/report.schema.json describes version 3
+   (JSON Schema draft 2020-12)."""
 
 Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"

@@ -49,7 +49,7 @@ REASON_TEXT = {
     "rule-met": "the pre-registered rule is met",
     "below-bar": "the change does not clear the pre-registered bar",
     "loss": "the candidate is worse",
-    "guardrail": "a guardrail is broken",
+    "guardrail": "a guardrail stops adoption",
     "inconclusive": "the evidence cannot carry a decision",
 }
 
@@ -88,10 +88,14 @@ def pairs_line(run: RunReport) -> str:
 
 
 def guardrails_text(run: RunReport) -> str:
-    broken = [g for cv in run.verdict.candidates for g in cv.guardrails if g.broken]
-    if not broken:
-        return "hold"
-    return "broken: " + ", ".join(dict.fromkeys(f"{g.metric} {g.level}" for g in broken))
+    """A history row's guardrails: "hold", "hold (2 unclear)" or what stopped adoption."""
+    checks = [g for cv in run.verdict.candidates for g in cv.guardrails]
+    stopping = [g for g in checks if g.stops]
+    if not stopping:
+        unclear = sum(g.state == "unclear" for g in checks)
+        return "hold" + (f" ({unclear} unclear)" if unclear else "")
+    return "stop: " + ", ".join(dict.fromkeys(f"{g.metric} {g.level} ({g.state})"
+                                              for g in stopping))
 
 
 def confidence_header(run: RunReport) -> str:
@@ -214,21 +218,39 @@ def guardrail_checks(run: RunReport) -> list[tuple[str, GuardrailCheck]]:
     return [(cv.arm, g) for cv in run.verdict.candidates for g in cv.guardrails]
 
 
-def guardrail_summary(run: RunReport) -> tuple[list[str], str]:
-    """The broken guardrails in full (with the arm when several candidates), and one line
-    counting the ones that hold."""
+@dataclass(frozen=True)
+class GuardrailLine:
+    """One guardrail check shown in full: its mark (✗ stops adoption, ? unclear and does
+    not), its line (with the arm when several candidates) and whether it stops adoption."""
+
+    mark: str
+    text: str
+    stops: bool
+
+
+def guardrail_summary(run: RunReport) -> tuple[list[GuardrailLine], str]:
+    """Every check that does not hold, in full (each once), and one line counting them
+    all: "1 broken, 2 unclear (1 stops adoption); 7 hold (ttft_p99, error_rate)"."""
     many = len(run.arms) > 2
     checks = guardrail_checks(run)
-    broken = [(f"{arm}: " if many else "") + g.reason for arm, g in checks if g.broken]
-    held = [g for _, g in checks if not g.broken]
     if not checks:
         return [], "no guardrails were pre-registered"
+    shown = [GuardrailLine("✗" if g.stops else "?", (f"{arm}: " if many else "") + g.reason,
+                           g.stops) for arm, g in checks if g.state != "holds"]
+    held = [g for _, g in checks if g.state == "holds"]
     metrics = ", ".join(dict.fromkeys(g.metric for g in held))
-    if not held:
-        return broken, f"{len(broken)} broken, none holds"
-    if not broken:
-        return broken, f"all {len(held)} hold ({metrics})"
-    return broken, f"{len(broken)} broken; {len(held)} hold ({metrics})"
+    if not shown:
+        return shown, f"all {len(held)} hold ({metrics})"
+    counts = []
+    for state in ("broken", "missing", "unclear"):
+        k = sum(g.state == state for _, g in checks)
+        if k:
+            counts.append(f"{k} {state}")
+    unclear_stops = sum(g.state == "unclear" and g.stops for _, g in checks)
+    if unclear_stops:
+        counts[-1] += f" ({unclear_stops} stop{'s' if unclear_stops == 1 else ''} adoption)"
+    return shown, ", ".join(counts) + (f"; {len(held)} hold ({metrics})" if held
+                                       else "; none holds")
 
 
 GROUP_TITLES = {"knee": "knee (concurrency sweep)", "agentfix": "agent fixtures (by content "

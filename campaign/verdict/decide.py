@@ -3,13 +3,14 @@
 `decide_candidate` turns the cells of one candidate (see `verdict.judge_cell`) and its
 guardrail checks into adopt / keep-default with one reason category:
 
-- `rule-met`: every decision cell adopts and every guardrail holds (the only adopt);
+- `rule-met`: every decision cell adopts and no guardrail stops it (the only adopt);
 - `inconclusive`: a decision cell is short of its pre-registered pairs or has none (first,
   whatever else holds: the campaign is not finished), or the rule is met on the pairs
   measured but a gate stops it (one pair, small sample, unstable window); `settle` says
   what would settle it;
 - `loss`: a decision cell is a loss;
-- `guardrail`: the rule is met but a guardrail is broken;
+- `guardrail`: the rule is met but a guardrail stops it (broken, missing, or unclear where
+  its registration says unclear stops);
 - `below-bar`: anything else (below the bar, within drift, mixed, unclear).
 """
 
@@ -19,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from campaign.fmt import pct
-from campaign.verdict.guardrails import check_guardrail
+from campaign.verdict.guardrails import Family, Inputs, check_guardrail, requests_of
 from campaign.verdict.outcome import (
     GATING_FLAGS,
     CandidateVerdict,
@@ -45,7 +46,7 @@ def decide_candidate(
     by_key = {c.key: c for c in cells}
     dec = [(w, lvl, by_key.get((w, lvl, rule.metric))) for w, lvl in decisions]
     checks = guardrail_checks(arm, by_key, rule, table, guard_targets, control)
-    broken = [c for c in checks if c.broken]
+    broken = [c for c in checks if c.stops]
     rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
     gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
     short = [(w, lvl, c) for w, lvl, c in dec
@@ -56,8 +57,8 @@ def decide_candidate(
     settle = ""
     if rule_met and not gated and not broken:
         decision, reason = "adopt", "rule-met"
-        reasons = [f"every decision cell adopts ({len(dec)}) and every guardrail holds "
-                   f"({len(checks)})", *reasons]
+        reasons = [f"every decision cell adopts ({len(dec)}) and "
+                   + _guardrails_pass(checks), *reasons]
     elif short:
         reason = "inconclusive"
         missing = max(rule.prereg.pairs - (0 if c is None or c.stats is None else c.stats.n)
@@ -81,7 +82,10 @@ def decide_candidate(
                        f"{', '.join(sorted(flags & GATING_FLAGS))}; to settle it: {settle}")
     else:
         reason = "below-bar"
-    reasons.extend(c.reason for c in broken)
+    if broken:
+        reasons.append("guardrail(s) stopping adoption: " + ", ".join(
+            f"{c.metric} at {c.workload} {c.level} {c.state}" for c in broken)
+            + " — each in full under guardrails")
     drifted = [c for c in cells if c.decision_cell and "window-drift" in c.flags]
     if drifted and reason != "inconclusive":
         reasons.append(
@@ -94,23 +98,36 @@ def decide_candidate(
                             not drifted, score, reason, settle)
 
 
+def _guardrails_pass(checks: Sequence[GuardrailCheck]) -> str:
+    """"every guardrail holds (4)", or what holds and what is unclear without stopping."""
+    held = sum(c.state == "holds" for c in checks)
+    if held == len(checks):
+        return f"every guardrail holds ({len(checks)})"
+    return (f"no guardrail stops it ({held} hold, {len(checks) - held} unclear, which does "
+            "not stop adoption)")
+
+
 def guardrail_checks(arm: str, by_key: Mapping[tuple[str, str, str], Cell], rule: Rule,
                      table: RunTable, guard_targets: Mapping[int, Sequence[tuple[str, str]]],
                      control: str) -> list[GuardrailCheck]:
-    """Every registered guardrail at each of its cells, for one candidate; a failed pass of
-    the candidate counts on failure metrics (pair → (control, candidate))."""
+    """Every registered guardrail at each of its cells, for one candidate, family-wise over
+    all of them (α ÷ the number of checks); a failed pass of the candidate counts on failure
+    metrics (pair → (control, candidate))."""
+    places = [(i, g, where) for i, g in enumerate(rule.prereg.guardrails)
+              for where in guard_targets[i] or [(g.workload, g.level)]]
+    family = Family(rule.alpha, len(places))
     checks: list[GuardrailCheck] = []
-    for i, g in enumerate(rule.prereg.guardrails):
-        for where in guard_targets[i] or [(g.workload, g.level)]:
-            data = table.cells.get((*where, g.metric))
-            failed = {}
-            if data is not None:
-                for p, arms_ in data.failed.items():
-                    ctrl = data.values.get(p, {}).get(control)
-                    if arm in arms_ and ctrl is not None:
-                        failed[p] = (ctrl.value, arms_[arm])
-            checks.append(check_guardrail(g, by_key.get((*where, g.metric)), where, rule.band,
-                                          failed))
+    for i, g, where in places:
+        data = table.cells.get((*where, g.metric))
+        failed = {}
+        if data is not None:
+            for p, arms_ in data.failed.items():
+                ctrl = data.values.get(p, {}).get(control)
+                if arm in arms_ and ctrl is not None:
+                    failed[p] = (ctrl.value, arms_[arm])
+        inputs = Inputs(by_key.get((*where, g.metric)), data, requests_of(table, where), failed,
+                        rule.guardrail_band(i), rule.guardrail_band_source(i), control, arm)
+        checks.append(check_guardrail(g, where, inputs, family))
     return checks
 
 

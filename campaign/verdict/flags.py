@@ -2,7 +2,7 @@
 
 Noise flags are statistical tests under the noise the rule assumes (the band as per-boot
 drift, plus 1% within-pass noise), each at the level `Context.flag_alpha` (the family's 5%
-shared over the decision cells, see `judge.judge_run`):
+shared over the decision cells × candidates × noise flags in play: `rule.flag_alpha`):
 
 - `high-variance` ("a sign, not a size"): the pairs spread more than that noise explains
   (χ² test of their variance), or one arm's repeats disagree beyond pass noise;
@@ -42,7 +42,8 @@ class Context:
     started: Mapping[int, Mapping[str, dt.datetime | None]]
     slots: Mapping[int, Mapping[str, int]]
     flag_alpha: float = FLAG_FAMILY_ALPHA / 2
-    """Level of each noise flag's test (the family's 5% shared over the decision cells)."""
+    """Level of each noise flag's test (the family's 5% shared over the decision cells,
+    candidates and noise flags: `rule.flag_alpha`)."""
     candidates: int = 1
     """Candidates compared in the run (raises the bar: see `Rule.bar_d`)."""
     lanes: Mapping[int, str] = field(default_factory=dict)

@@ -1,34 +1,56 @@
-"""Guardrails: where each pre-registered guardrail is checked, and whether it holds.
+"""Guardrails: where each pre-registered guardrail is checked, and the test it gets there.
 
-A guardrail (say p99 TTFT may not get worse by more than 5%) is checked at every measured
-cell of its metric, unless it names a workload or level. It holds only when
+Where (`guardrail_targets`): `at: decision` (the default) checks a guardrail at the
+decision cells' workloads and levels (`*` expanded as the decision cells are), `at: all`
+at every measured cell of its metric (what a registration made before `at` existed
+means); an explicit `workload` / `level` narrows either (when it names no decision cell,
+the guardrail is checked where it names).
 
-- the cell's change (geometric mean over pairs) is within the limit, and
-- no pair violates it clearly: no pair is worse by more than the limit plus the drift
-  band (for absolute metrics such as the error rate: by more than the limit).
+How (`check_guardrail`): a test on the metric's own noise (`guardstats`), one-sided at
+α ÷ k with k every guardrail check of the candidate (family-wise), with three states —
+`broken`, `holds`, `unclear` — and `missing` when there is nothing to check:
 
-A mean alone hides a pair at +30% behind one at −20%. A failed pass of the candidate still
-counts on failure metrics (its measured error rate is a pair like any other). A guardrail
-that cannot be checked anywhere counts as broken.
+- relative guardrails: the per-pair log worsening against the passes' own sampling error
+  (`log_se`, from each pass's requests, inflated by `sampling.inflation` for a tail
+  quantile from few requests) and the metric's boot-to-boot drift (its `drift_band`, by
+  default the campaign's); without `log_se` on every pair, the pairs' own spread (t);
+- failure shares (`error_rate`): the requests pooled over pairs, Fisher's exact test
+  (limit 0) or the Farrington–Manning score test (limit > 0);
+- a cell compared by differences (a measured 0, e.g. an ITL of a one-burst stream, or an
+  absolute guardrail without request counts): the pairs' own spread of the differences.
+
+`broken` and `missing` stop adoption; `unclear` stops it when `unclear_stops` says so
+(default: relative no, absolute yes). A failed pass of the candidate still counts on
+failure metrics (its measured error rate and requests are one more pair).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from campaign.campaignfile import Guardrail
-from campaign.fmt import pct
-from campaign.verdict.outcome import Cell, GuardrailCheck
-from campaign.verdict.rule import EPS, FAILURE_METRICS
-from campaign.verdict.tidy import RunTable, cell_sort_key
+from campaign.fmt import abs_pct, fmt_gain
+from campaign.verdict import guardstats as gs
+from campaign.verdict import sampling
+from campaign.verdict import stats as st
+from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState
+from campaign.verdict.rule import EPS, FAILURE_METRICS, change_of, worse_d
+from campaign.verdict.tidy import CellData, RunTable, cell_sort_key
+
+MAX_PAIRS = 200
+"""Largest pair count a registration allows (the resolution hint stops there)."""
 
 
-def guardrail_targets(
-    g: Guardrail, table: RunTable, order: Sequence[str] = ()
-) -> list[tuple[str, str]]:
-    """Where a guardrail is checked: every measured level of its metric that matches its
-    workload and level (`*` matches all)."""
+def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
+                      decisions: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
+    """Where a guardrail is checked (see the module docstring)."""
+    if g.at == "decision":
+        named = [(w, lvl) for w, lvl in decisions
+                 if g.workload in ("*", w) and g.level in ("*", lvl)]
+        if named or (g.workload == "*" and g.level == "*"):
+            return named
     return sorted(
         {
             (w, lvl)
@@ -39,68 +61,375 @@ def guardrail_targets(
     )
 
 
-def _worsening(control: float, candidate: float, higher_is_better: bool,
-               absolute: bool) -> float:
-    """How much worse the candidate is (positive = worse): a fraction of the control, or a
-    difference."""
-    if absolute or control == 0:
-        diff = candidate - control
-        return (-diff if higher_is_better else diff) + 0.0
-    ratio = candidate / control
-    return (1 - ratio if higher_is_better else ratio - 1) + 0.0
+def requests_of(table: RunTable, where: tuple[str, str]) -> dict[tuple[int, str], float]:
+    """(pair, arm) → requests completed in that pass at `where`, valid passes and the last
+    attempt of failed ones."""
+    data = table.cells.get((*where, "requests_completed"))
+    if data is None:
+        return {}
+    out = {(p, a): v for p, arms in data.failed.items() for a, v in arms.items()}
+    out.update({(p, a): v.value for p, arms in data.values.items() for a, v in arms.items()})
+    return out
 
 
-def check_guardrail(
-    g: Guardrail, cell: Cell | None, where: tuple[str, str], band: float,
-    failed: Mapping[int, tuple[float, float]] | None = None,
-) -> GuardrailCheck:
-    """Check one guardrail at one cell (see the module docstring). `failed` holds, for a
-    failure metric, pair → (control, candidate) of pairs whose candidate pass failed."""
-    w, lvl = where
-    label = f"guardrail {g.metric} at {w} {lvl}"
-    allowed = f"{g.max_worsening:+.4g}" if g.absolute else pct(g.max_worsening)
-    extra = dict(failed or {}) if g.metric in FAILURE_METRICS else {}
-    pairs = [] if cell is None else [(pg.control, pg.candidate) for pg in cell.pairs]
-    pairs += list(extra.values())
+@dataclass(frozen=True)
+class Family:
+    """The family a check belongs to: the campaign's α over k checks of one candidate."""
+
+    alpha: float
+    checks: int
+
+    @property
+    def each(self) -> float:
+        """One-sided level of each bound: α ÷ k."""
+        return self.alpha / max(1, self.checks)
+
+    @property
+    def ci_level(self) -> float:
+        return 1 - 2 * self.each
+
+    @property
+    def ci_text(self) -> str:
+        return f"{self.ci_level:.1%}".replace(".0%", "%") + " CI"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a check reads beside the guardrail: the cell's pairs and noise."""
+
+    cell: Cell | None
+    data: CellData | None = None
+    requests: Mapping[tuple[int, str], float] | None = None
+    failed: Mapping[int, tuple[float, float]] | None = None
+    """pair → (control, candidate) of pairs whose candidate pass failed (failure metrics)."""
+    band: float = 0.03
+    """The metric's boot-to-boot drift band."""
+    band_source: str = "the campaign's band"
+    control: str = "control"
+    arm: str = ""
+
+
+def check_guardrail(g: Guardrail, where: tuple[str, str], inputs: Inputs,
+                    family: Family) -> GuardrailCheck:
+    """One guardrail at one cell (see the module docstring)."""
+    cell = inputs.cell
+    extra = dict(inputs.failed or {}) if g.metric in FAILURE_METRICS else {}
+    pairs = [] if cell is None else [(pg.pair, pg.control, pg.candidate) for pg in cell.pairs]
+    pairs += [(p, x, y) for p, (x, y) in sorted(extra.items())]
     if not pairs:
-        why = "not measured" if cell is None else "no complete pair"
-        return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, None, True,
-                              f"{label} cannot be checked ({why}): counts as broken")
-    higher = (cell.direction if cell is not None else "lower") == "higher"
-    absolute = g.absolute or (cell is not None and cell.kind == "absolute")
-    if not absolute and any(x <= 0 or y <= 0 for x, y in pairs):
-        absolute = True  # a measured 0 (e.g. a one-burst stream's ITL): compare differences
-    per_pair = [_worsening(x, y, higher, absolute) for x, y in pairs]
-    if absolute:
-        worse = math.fsum(per_pair) / len(per_pair) + 0.0
-        limit = g.max_worsening
-        if not g.absolute:  # a relative limit on a cell compared by differences
-            ctrl = math.fsum(x for x, _ in pairs) / len(pairs)
-            limit = g.max_worsening * ctrl
-        clear = limit
+        return _missing(g, where, cell)
+    direction: st.Direction = cell.direction if cell is not None else "lower"
+    if g.metric in FAILURE_METRICS:
+        shares = _shares(pairs, inputs)
+        if shares is not None:
+            return _counts_check(g, where, inputs, family, pairs, shares, len(extra))
+    if g.absolute or (cell is not None and cell.kind == "absolute"):
+        return _difference_check(g, where, inputs, family, pairs, direction, len(extra))
+    return _relative_check(g, where, inputs, family, pairs, direction)
+
+
+def _missing(g: Guardrail, where: tuple[str, str], cell: Cell | None) -> GuardrailCheck:
+    if cell is None:
+        why = "not measured"
     else:
-        logs = [math.log(y / x) for x, y in pairs]
-        ratio = math.exp(math.fsum(logs) / len(logs))
-        worse = (1 - ratio if higher else ratio - 1) + 0.0
-        limit = g.max_worsening
-        clear = limit + band
-    shown = (lambda v: f"{v:+.4g}") if absolute else pct
-    violators = [(i, v) for i, v in enumerate(per_pair) if v > clear + EPS]
-    broken = worse > limit + EPS or bool(violators)
-    if worse > EPS:
-        change = f"{shown(worse)} worse"
-    elif worse < -EPS:
-        change = f"{shown(-worse).lstrip('+')} better"
+        left = "; ".join(f"pair {lo.pair} {lo.arm}: {lo.reason}" for lo in cell.left_out)
+        why = "no complete pair" + (f" ({left})" if left else "")
+    w, lvl = where
+    return GuardrailCheck(
+        g.metric, w, lvl, g.max_worsening, g.absolute, None, False,
+        f"guardrail {g.metric} at {w} {lvl} missing: {why} — a guardrail that cannot be "
+        "checked stops adoption", state="missing", stops=True, evidence=why)
+
+
+# --------------------------------------------------------------------------- relative
+
+
+def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
+                    pairs: Sequence[tuple[int, float, float]],
+                    direction: st.Direction) -> GuardrailCheck:
+    """The per-pair log worsening against the passes' own noise and the boot noise, or the
+    pairs' own spread without a sampling error on every pass."""
+    higher = direction == "higher"
+    w = [(-1.0 if higher else 1.0) * math.log(y / x) for _, x, y in pairs]
+    limit = -worse_d(g.max_worsening, "higher" if higher else "lower")
+    noise = _own_noise(g.metric, pairs, inputs)
+    resolve = ""
+    if noise is not None:
+        cv, n_req, factor = noise
+        tested = gs.own_noise(w, cv, inputs.band, limit, family.each)
+        evidence = _own_evidence(g.metric, n_req, factor, inputs)
+        if tested.state == "unclear":
+            resolve = _resolve_own(tested, cv, n_req, g.metric, inputs.band, family)
     else:
-        change = "no worse"
-    detail = f"(allowed: {allowed} worse"
-    if not absolute:
-        detail += f"; no pair beyond {pct(clear)}"
-    detail += ")"
-    if violators:
-        detail += "; pairs beyond it: " + ", ".join(shown(v) for _, v in violators)
-    if extra:
-        detail += f"; {len(extra)} failed candidate pass(es) counted"
-    verb = "broken" if broken else "holds"
-    return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, worse, broken,
-                          f"{label} {verb}: {change} {detail}", tuple(per_pair))
+        spread = gs.pairs_spread(w, limit, family.each)
+        evidence = "the pairs' own spread (no sampling error from the passes' requests)"
+        if spread is None:
+            return _no_noise(g, where, w[0], direction)
+        tested = spread
+        if tested.state == "unclear":
+            resolve = _resolve_spread(tested, len(w), family)
+    sign = -1.0 if higher else 1.0
+
+    def change(v: float) -> float:
+        return math.expm1(sign * v)
+
+    lo, hi = sorted((change(tested.low), change(tested.high)))
+    return _make(g, where, inputs, family, tested.state, change(tested.estimate), (lo, hi),
+                 evidence, resolve, [change(v) for v in w], direction,
+                 worse=math.expm1(tested.estimate) if not higher
+                 else -math.expm1(-tested.estimate))
+
+
+def _own_noise(metric: str, pairs: Sequence[tuple[int, float, float]],
+               inputs: Inputs) -> tuple[list[float], float | None, float] | None:
+    """Each pair's c·(v_control + v_candidate), the fewest requests of a pass (None when
+    unknown) and the largest inflation used; None when a pass has no `log_se`."""
+    data = inputs.data
+    if data is None:
+        return None
+    stat = sampling.statistic_of(metric)
+    reqs = inputs.requests or {}
+    cv: list[float] = []
+    fewest: float | None = None
+    unknown = False
+    factor = 1.0
+    for pair, _, _ in pairs:
+        arms = data.values.get(pair, {})
+        ses = [arms[a].log_se if a in arms else None for a in (inputs.control, inputs.arm)]
+        if any(se is None for se in ses):
+            return None
+        ns = [reqs.get((pair, a)) for a in (inputs.control, inputs.arm)]
+        if any(n is None for n in ns):
+            unknown = True
+            n_pair = None
+        else:
+            n_pair = min(n for n in ns if n is not None)
+            fewest = n_pair if fewest is None else min(fewest, n_pair)
+        c = sampling.inflation(stat, n_pair if n_pair is not None else 1)
+        factor = max(factor, c)
+        cv.append(c * math.fsum(se * se for se in ses if se is not None))
+    return cv, (None if unknown else fewest), factor
+
+
+def _own_evidence(metric: str, n_req: float | None, factor: float, inputs: Inputs) -> str:
+    stat = sampling.statistic_of(metric)
+    if n_req is None:
+        size = (f"requests per pass unknown: ×{factor:g}, the largest inflation"
+                if factor > 1 else "requests per pass unknown")
+    else:
+        note = sampling.inflation_note(stat, n_req)
+        size = f"{n_req:.0f} per pass" + (f", {note}" if note else "")
+    return (f"the passes' own requests ({size}) and boot noise ±{abs_pct(inputs.band)} "
+            f"({inputs.band_source})")
+
+
+def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, metric: str,
+                 band: float, family: Family) -> str:
+    """Roughly how many requests per level, or pairs, would make the interval clear the
+    limit, at the change measured."""
+    gap = abs(tested.limit - tested.estimate)
+    if gap <= EPS:
+        return "the change sits at the limit: no size of campaign resolves it"
+    z = (tested.high - tested.estimate) / (tested.se or 1.0)
+    target = (gap / z) ** 2
+    n = len(cv)
+    boot = 2 * math.log1p(band) ** 2 / n
+    parts = []
+    stat = sampling.statistic_of(metric)
+    if n_req is not None and boot < target:
+        raw = math.fsum(cv) / n**2 / sampling.inflation(stat, n_req)
+        for more in (100, 150, 200, 300, 500, 1000, 2000, 5000, 10000):
+            if more > n_req and raw * n_req / more * sampling.inflation(stat, more) <= target:
+                parts.append(f"about {more} requests per level (now {n_req:.0f})")
+                break
+    per_pair = math.fsum(cv) / n + 2 * math.log1p(band) ** 2
+    pairs = math.ceil(per_pair / target)
+    if pairs <= MAX_PAIRS:
+        parts.append(f"{pairs} pairs (now {n})")
+    if not parts:
+        return "more requests per level and more pairs than a campaign holds"
+    return "would resolve with " + " or ".join(parts)
+
+
+def _resolve_spread(tested: gs.Tested, n: int, family: Family) -> str:
+    gap = abs(tested.limit - tested.estimate)
+    se = tested.se or 0.0
+    sd = se * math.sqrt(n)
+    for more in range(n + 1, MAX_PAIRS + 1):
+        if st.t_critical(1 - family.each, more - 1) * sd / math.sqrt(more) < gap:
+            return (f"would resolve with about {more} pairs (now {n}), or with the passes' "
+                    "own sampling error recorded (`log_se`)")
+    return "would resolve with the passes' own sampling error recorded (`log_se`)"
+
+
+def _no_noise(g: Guardrail, where: tuple[str, str], w: float,
+              direction: st.Direction) -> GuardrailCheck:
+    """One pair and no sampling error of its passes: nothing to judge the change against."""
+    higher = direction == "higher"
+    ch = math.expm1((-1.0 if higher else 1.0) * w)
+    worse = ch if not higher else -ch
+    state: GuardrailState = "unclear"
+    stops = g.stops_when_unclear
+    w_, lvl = where
+    line = (f"guardrail {g.metric} at {w_} {lvl} unclear: {_change_words(ch, direction)} on "
+            f"one pair, no noise estimate (no second pair, no sampling error from the "
+            f"passes' requests), limit {_limit_words(g, direction)}; would resolve with a "
+            f"second pair; {'stops' if stops else 'does not stop'} adoption")
+    return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, worse, False,
+                          line, (worse,), state=state, change=ch, stops=stops,
+                          evidence="no noise estimate", resolve="a second pair",
+                          direction=direction)
+
+
+# --------------------------------------------------------------------------- differences
+
+
+def _difference_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
+                      pairs: Sequence[tuple[int, float, float]], direction: st.Direction,
+                      failed: int) -> GuardrailCheck:
+    """A cell compared by differences: the pairs' own spread of y − x."""
+    higher = direction == "higher"
+    w = [(x - y) if higher else (y - x) for _, x, y in pairs]
+    limit = g.max_worsening
+    if not g.absolute:  # a relative limit on a cell compared by differences (a measured 0)
+        limit = g.max_worsening * math.fsum(x for _, x, _ in pairs) / len(pairs)
+    tested = gs.pairs_spread(w, limit, family.each)
+    sign = -1.0 if higher else 1.0
+    if tested is None:
+        ch = sign * w[0]
+        stops = g.stops_when_unclear
+        w_, lvl = where
+        line = (f"guardrail {g.metric} at {w_} {lvl} unclear: {fmt_gain(ch, 'absolute')} on "
+                f"one pair, no noise estimate (compared by differences); would resolve with "
+                f"a second pair; {'stops' if stops else 'does not stop'} adoption")
+        return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, w[0], False,
+                              line, tuple(w), state="unclear", change=ch, stops=stops,
+                              evidence="no noise estimate", resolve="a second pair",
+                              direction=direction)
+    why = "a value is 0" if not g.absolute else "an absolute guardrail"
+    evidence = f"the pairs' own spread of the differences ({why})"
+    if failed:
+        evidence += f"; {failed} failed candidate pass(es) counted"
+    resolve = _resolve_spread(tested, len(w), family) if tested.state == "unclear" else ""
+    lo, hi = sorted((sign * tested.low, sign * tested.high))
+    return _make(g, where, inputs, family, tested.state, sign * tested.estimate, (lo, hi),
+                 evidence, resolve, [sign * v for v in w], direction,
+                 worse=tested.estimate, limit=limit, kind="absolute")
+
+
+# --------------------------------------------------------------------------- counts
+
+
+def _shares(pairs: Sequence[tuple[int, float, float]],
+            inputs: Inputs) -> tuple[int, int, int, int] | None:
+    """(failed, total) of the candidate and of the control, pooled over pairs, from each
+    pass's failure share and completed requests (share = failed ÷ (completed + failed));
+    None when a pass's requests are not known."""
+    reqs = inputs.requests or {}
+    fy = ty = fx = tx = 0
+    for pair, x, y in pairs:
+        for arm, share, is_cand in ((inputs.control, x, False), (inputs.arm, y, True)):
+            done = reqs.get((pair, arm))
+            if done is None or not 0 <= share <= 1:
+                return None
+            if share >= 1:
+                failed, total = 1, 1  # every request failed: at least one
+            else:
+                failed = round(share * done / (1 - share))
+                failed = max(failed, 1) if share > 0 else failed
+                total = round(done) + failed
+            if is_cand:
+                fy, ty = fy + failed, ty + total
+            else:
+                fx, tx = fx + failed, tx + total
+    if ty <= 0 or tx <= 0:
+        return None
+    return fy, ty, fx, tx
+
+
+def _counts_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
+                  pairs: Sequence[tuple[int, float, float]], shares: tuple[int, int, int, int],
+                  failed: int) -> GuardrailCheck:
+    fy, ty, fx, tx = shares
+    limit = g.max_worsening if g.absolute else g.max_worsening * fx / tx
+    tested = gs.counts(fy, ty, fx, tx, limit, family.each)
+    test = ("Fisher's exact test" if limit <= 0 else "Farrington–Manning score test")
+    evidence = f"pooled request counts: {fy} of {ty} requests failed vs {fx} of {tx}"
+    if tested.p_value is not None:
+        evidence += f" ({test}, one-sided p={tested.p_value:.2g})"
+    if failed:
+        evidence += f"; {failed} failed candidate pass(es) counted"
+    resolve = ""
+    if tested.state == "unclear":
+        resolve = _resolve_counts(fy, ty, fx, tx, limit, family)
+    lim = _limit_words(g, "lower", limit)
+    relation = {"holds": f"; the candidate's failure share is within the control's + the "
+                         f"{lim} limit",
+                "broken": f"; its excess over the {lim} limit is significant",
+                "unclear": f"; above the {lim} limit, but not significantly"}[tested.state]
+    return _make(g, where, inputs, family, tested.state, tested.estimate,
+                 (tested.low, tested.high), evidence, resolve,
+                 [y - x for _, x, y in pairs], "lower", worse=tested.estimate, limit=limit,
+                 kind="absolute", relation=relation)
+
+
+def _resolve_counts(fy: int, ty: int, fx: int, tx: int, limit: float, family: Family) -> str:
+    for times in (2, 3, 5, 10, 20, 50, 100):
+        t = gs.counts(fy * times, ty * times, fx * times, tx * times, limit, family.each)
+        if t.state == "broken":
+            return (f"at the shares measured, about {ty * times} requests per arm "
+                    f"(now {ty}) would show it broken")
+    return "more requests per arm"
+
+
+# --------------------------------------------------------------------------- words
+
+
+def _change_words(change: float, direction: st.Direction, kind: str = "ratio") -> str:
+    shown = fmt_gain(change, "ratio" if kind == "ratio" else "absolute")
+    if abs(change) <= EPS or shown in ("+0.0%", "+0"):
+        return "no change"
+    worse = change > 0 if direction == "lower" else change < 0
+    return f"{shown} ({'worse' if worse else 'better'})"
+
+
+def _bound_words(value: float, kind: str) -> str:
+    """A CI end: beyond +1000% a ratio's end says only that (a bound from few pairs)."""
+    if kind == "ratio" and value > 10:
+        return "> +1000%"
+    return fmt_gain(value, "ratio" if kind == "ratio" else "absolute")
+
+
+def _limit_words(g: Guardrail, direction: st.Direction, limit: float | None = None) -> str:
+    if g.absolute or limit is not None:
+        value = g.max_worsening if limit is None else limit
+        return f"{fmt_gain(value if direction == 'lower' else -value, 'absolute')}"
+    return fmt_gain(change_of(worse_d(g.max_worsening, direction), direction), "ratio")
+
+
+def _make(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
+          state: GuardrailState, change: float, ci: tuple[float, float], evidence: str,
+          resolve: str, pair_changes: Sequence[float], direction: st.Direction, *,
+          worse: float, limit: float | None = None, kind: str = "ratio",
+          relation: str | None = None) -> GuardrailCheck:
+    """The check and its one line: state, change with its sense, CI, limit, evidence and,
+    when unclear, what would resolve it and whether it stops adoption."""
+    w, lvl = where
+    stops = state == "broken" or (state == "unclear" and g.stops_when_unclear)
+    if relation is None:
+        relation = " " + {"holds": "is within", "broken": "is wholly beyond",
+                          "unclear": "includes"}[state] + (
+            f" the {_limit_words(g, direction, limit)} limit")
+    lo, hi = (_bound_words(v, kind) for v in ci)
+    line = (f"guardrail {g.metric} at {w} {lvl} {state}: "
+            f"{_change_words(change, direction, kind)}, {family.ci_text} {lo} … {hi}"
+            f"{relation}; noise: {evidence}")
+    if state == "unclear":
+        line += (f"; {resolve}" if resolve else "") + (
+            "; stops adoption (unclear_stops)" if stops else "; does not stop adoption")
+    worsening = [(c if direction == "lower" else -c) for c in pair_changes]
+    return GuardrailCheck(
+        g.metric, w, lvl, g.max_worsening, g.absolute, worse + 0.0, state == "broken", line,
+        tuple(v + 0.0 for v in worsening), state=state, change=change + 0.0, ci=ci,
+        ci_level=family.ci_level, stops=stops, evidence=evidence, resolve=resolve,
+        direction=direction)

@@ -47,17 +47,22 @@ from campaign.verdict.outcome import (
 )
 from campaign.verdict.reasons import describe_reason, label_reason
 from campaign.verdict.rule import (
-    FLAG_FAMILY_ALPHA,
     Label,
     Rule,
+    adopts_bound,
     adopts_ci,
     adopts_point,
     change_of,
     describe,
+    flag_alpha,
     label_of,
 )
 from campaign.verdict.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
+NO_ZERO_LATENCY = ("ttft_", "request_latency_")
+"""Metrics whose value 0 over a pass is no measurement (a latency is never 0): the pair is
+left out of the cell. An ITL of 0 is one (a stream that arrived in one burst)."""
+ZERO_LATENCY = "a latency of 0 over a pass is no measurement"
 DESCRIPTIVE_METRICS = (
     "output_token_throughput", "ttft_p99", "itl_p99", "request_latency_p99",
     "error_rate", "acceptance_rate", "tokens_per_decode_step", "implied_a",
@@ -139,9 +144,14 @@ def _pairs_of(data: CellData, control: str, arm: str, pairs: Sequence[int]
     not_applicable: set[str] = set()
     info = catalog.METRICS.get(data.metric)
     counters_only = info is not None and info.source in ("server", "spec_decode")
+    no_zero = data.metric.startswith(NO_ZERO_LATENCY)
     for pair in sorted(set(pairs) | set(data.values) | set(data.invalid)):
         vals = data.values.get(pair, {})
         invalid = data.invalid.get(pair, {})
+        zeros = [a for a in (control, arm) if no_zero and a in vals and vals[a].value == 0]
+        if zeros:
+            left.extend(LeftOut(pair, a, ZERO_LATENCY) for a in zeros)
+            continue
         if control in vals and arm in vals:
             complete.append((pair, vals[control].value, vals[arm].value))
             continue
@@ -191,9 +201,13 @@ def _label(p: st.Paired | None, data: CellData, rule: Rule, ctx: Context, *, dec
     band = rule.band if kind == "ratio" else 0.0
     bar = rule.bar_d(ctx.candidates, kind)
     alpha = rule.ci_alpha(ctx.candidates)
-    adopts = (adopts_point(p, bar, band, direction) if rule.prereg.rule == "point"
-              else adopts_ci(p, bar, alpha))
-    verdict = label_of(p, band, adopts, direction)
+    if rule.prereg.rule == "bound":
+        adopts = adopts_bound(p, bar, rule.floor_d(kind), alpha)
+    elif rule.prereg.rule == "point":
+        adopts = adopts_point(p, bar, band, direction)
+    else:
+        adopts = adopts_ci(p, bar, alpha)
+    verdict = label_of(p, band, adopts, direction, rule.alpha)
     return verdict, label_reason(verdict, p, rule, band, bar, direction, alpha)
 
 
@@ -275,10 +289,11 @@ def judge_run(
     """
     control, candidates = arms[0], list(arms[1:])
     decisions = decision_keys(rule, table, level_order, levels)
-    guard_targets = {i: guardrail_targets(g, table, level_order)
+    guard_targets = {i: guardrail_targets(g, table, level_order, decisions)
                      for i, g in enumerate(rule.prereg.guardrails)}
+    lanes = len(set(table.lanes.values()))
     plan = _CellPlan(table, rule, decisions, guard_targets, level_order, metrics,
-                     FLAG_FAMILY_ALPHA / (2 * max(1, len(decisions))), len(candidates))
+                     flag_alpha(len(decisions), len(candidates), lanes), len(candidates))
     damaged: list[str] = []
     out = [decide_candidate(arm, plan.judge(arm, control, damaged), rule, table, decisions,
                             guard_targets, control, resume_command) for arm in candidates]

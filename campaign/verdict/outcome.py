@@ -12,6 +12,7 @@ ranking and for the JSON contract.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from campaign.verdict import stats as st
 from campaign.verdict.rule import Decision, Label, Reason, change_of
@@ -113,8 +114,15 @@ class Cell:
         return self.stats.mean > 0
 
 
+GuardrailState = Literal["holds", "unclear", "broken", "missing"]
+"""A guardrail check's outcome: the data show the worsening within the limit (`holds`),
+beyond it (`broken`), cannot tell (`unclear`), or there is nothing to check (`missing`)."""
+
+
 @dataclass(frozen=True)
 class GuardrailCheck:
+    """One guardrail at one cell for one candidate: a test on the metric's own noise."""
+
     metric: str
     workload: str
     level: str
@@ -124,9 +132,29 @@ class GuardrailCheck:
     """How much worse the candidate is (fraction of the control, or absolute); None when
     the guardrail could not be checked."""
     broken: bool
+    """state == "broken" (kept for callers; whether it stops adoption is `stops`)."""
     reason: str
+    """The guardrail's line: state, change with its sense, CI, limit, evidence and, when
+    unclear, what would resolve it and whether it stops adoption."""
     pair_worsening: tuple[float, ...] = ()
     """Each pair's own worsening (failed candidate passes of failure metrics included)."""
+    state: GuardrailState = "holds"
+    change: float | None = None
+    """The change of the metric itself (candidate ÷ control − 1; for absolute guardrails
+    the difference, of pooled failure shares for the error rate)."""
+    ci: tuple[float, float] | None = None
+    """(low, high) of `change`, each end a one-sided bound at α ÷ checks (so the interval
+    is a (1 − 2α/checks) one)."""
+    ci_level: float | None = None
+    """The two-sided level of `ci` (1 − 2α/checks)."""
+    stops: bool = False
+    """Whether this check stops adoption: broken, missing, or unclear where that stops."""
+    evidence: str = ""
+    """Which noise decided, in words (the passes' own requests and the boot noise, the
+    pairs' own spread, or pooled request counts)."""
+    resolve: str = ""
+    """For `unclear`: what would resolve it (requests per level, pairs)."""
+    direction: str = "lower"
 
 
 @dataclass(frozen=True)

@@ -6,29 +6,36 @@ control − 1), and "better" follows the metric's direction. So for a lower-is-b
 primary metric, "+10% margin" means a 10% *reduction*.
 
 Per cell, over its complete pairs, with d_i = ln(y_i / x_i) signed so that positive =
-better (`stats.Paired`):
+better (`stats.Paired`), α = 1 − confidence and k the candidates when they are corrected for:
 
+- `bound` (the default): adopt when n ≥ 2, the cell's change is better by at least the
+  margin, and the one-sided (1 − α/k) t lower confidence bound of mean d,
+  mean − t(1 − α/k, n − 1)·s/√n, is better by at least max(margin/2, δ). Valid for any pair
+  noise under normality: P(adopt | a true change of half the margin) ≤ α/k, and more pairs
+  raise the power;
 - `point`: adopt when the cell's change is better by at least the margin and every pair
   is better by at least δ;
 - `ci`: adopt when the CI's far end (the worse one) is better by at least the margin;
-- otherwise a label: `mixed` (some pair better and some pair worse, each beyond δ),
-  `gain-below-bar` (every pair better beyond δ, bar not cleared), `loss` (every pair worse
-  beyond δ), `within-drift` (the change is inside ±δ), `unclear` (the change is beyond δ
-  but some pair is not); `no-data` when no complete pair is left; `inconclusive` when the
-  rule is met on the pairs measured but the cell is short of its pairs, small-sample or in
-  an unstable window (see `verdict`).
+- otherwise a label: `loss` (n ≥ 2, the change is worse beyond δ and the one-sided (1 − α)
+  t upper bound of mean d is at most 0: evidence of a loss, as adopt needs evidence of a
+  gain), `mixed` (some pair better and some pair worse, each beyond δ), `gain-below-bar`
+  (every pair better beyond δ, the rule not met), `within-drift` (the change is inside
+  ±δ), `unclear` (the change is beyond δ but not every pair is, or every pair is worse
+  without the evidence of a loss); `no-data` when no complete pair is left;
+  `inconclusive` when the rule is met on the pairs measured but the cell is short of its
+  pairs, small-sample or in an unstable window (see `verdict`).
 
 Only decision cells carry these labels. Every other cell is described, not judged:
 `better`, `worse` or `no-clear-change` by its confidence interval (`describe`).
 
-`label_of`, `adopts_point` and `adopts_ci` are the kernel that `verdict` applies to one
-cell and `plan` applies, vectorised, to thousands of simulated campaigns.
+`label_of`, `adopts_bound`, `adopts_point` and `adopts_ci` are the kernel that `verdict`
+applies to one cell and `plan` applies, vectorised, to thousands of simulated campaigns.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -68,7 +75,16 @@ EPS = 1e-9
 DEFAULT_PASS_SD = 0.01
 """Within-pass noise (log sd) the flags assume beside the band's per-boot drift."""
 FLAG_FAMILY_ALPHA = 0.05
-"""False-alarm rate of all noise flags of a campaign's decision cells together."""
+"""False-alarm rate of all noise flags of a campaign's decision cells together (over every
+decision cell, candidate and noise flag in play: `flag_alpha`)."""
+
+
+def flag_alpha(cells: int, candidates: int = 1, lanes: int = 1) -> float:
+    """Level of each noise flag's test: the family's 5% shared (Bonferroni) over the
+    decision cells × candidates × noise flags in play (high-variance and window-drift, and
+    lanes-disagree when two lanes or more are pooled)."""
+    flags = 3 if lanes > 1 else 2
+    return FLAG_FAMILY_ALPHA / (flags * max(1, cells) * max(1, candidates))
 
 OVERRIDABLE = (
     "primary_metric", "direction", "margin", "drift_band", "rule", "confidence",
@@ -155,6 +171,28 @@ class Rule:
     prereg: Preregistration
     band: float
     """Drift band δ as a fraction (resolved at registration when it came from an A/A run)."""
+    guardrail_bands: tuple[float, ...] = ()
+    """Each registered guardrail's boot-to-boot band, resolved (one per guardrail, in
+    order); empty: each guardrail's own numeric `drift_band`, else the campaign's band."""
+
+    def guardrail_band(self, index: int) -> float:
+        """The boot-to-boot band of guardrail `index` (see `guardrail_bands`)."""
+        if index < len(self.guardrail_bands):
+            return float(self.guardrail_bands[index])
+        own = self.prereg.guardrails[index].drift_band
+        return float(own) if isinstance(own, float | int) else self.band
+
+    def guardrail_band_source(self, index: int) -> str:
+        """Where guardrail `index`'s band comes from, in words."""
+        own = self.prereg.guardrails[index].drift_band
+        if index < len(self.guardrail_bands):
+            return "registered" if own is not None else "the campaign's band"
+        if isinstance(own, float | int):
+            return "registered"
+        if own is not None:
+            return (f"the campaign's band: its A/A run ({own.from_}) was not resolved at "
+                    "registration")
+        return "the campaign's band"
 
     @property
     def alpha(self) -> float:
@@ -204,16 +242,19 @@ class Rule:
     # -- several candidates
 
     def bar_d(self, candidates: int = 1, kind: st.Kind = "ratio") -> float:
-        """The d a decision cell must reach to adopt under `point`: the margin (as a change
-        of the metric), raised when the best of several candidates is taken.
+        """The d a decision cell's mean must reach to adopt: the margin (as a change of the
+        metric); under `point` raised when the best of several candidates is taken (`bound`
+        and `ci` correct their confidence bound instead: `ci_alpha`).
 
-        The correction keeps the campaign's false-adopt rate at half the margin no higher
-        than a single candidate's: with k candidates each must clear a bar whose single
-        false-adopt chance is 1/k of the uncorrected one (normal model of the mean of the
-        pre-registered pairs under the assumed noise; the per-pair gate only lowers it).
+        The `point` correction keeps the campaign's false-adopt rate at half the margin no
+        higher than a single candidate's: with k candidates each must clear a bar whose
+        single false-adopt chance is 1/k of the uncorrected one (normal model of the mean
+        of the pre-registered pairs under the assumed noise; the per-pair gate only lowers
+        it).
         """
         base = better_d(self.prereg.margin, self.direction, kind)
-        if candidates <= 1 or self.prereg.multiple_candidates == "none" or kind != "ratio":
+        if (candidates <= 1 or self.prereg.multiple_candidates == "none" or kind != "ratio"
+                or self.prereg.rule != "point"):
             return base
         half = better_d(self.prereg.margin / 2, self.direction)
         se = self.pair_sd / math.sqrt(self.prereg.pairs)
@@ -221,16 +262,32 @@ class Rule:
         return max(base, half + se * float(sps.norm.isf(p1 / candidates)))
 
     def ci_alpha(self, candidates: int = 1) -> float:
-        """Two-sided α of the CI a `ci` cell is judged on (Bonferroni over candidates)."""
+        """α of the bound a cell is judged on, Bonferroni'd over candidates: two-sided for
+        `ci`'s CI, one-sided for `bound`'s lower bound."""
         if candidates <= 1 or self.prereg.multiple_candidates == "none":
             return self.alpha
         return self.alpha / candidates
+
+    @property
+    def floor(self) -> float:
+        """What `bound`'s lower confidence bound must clear: max(margin/2, δ), a fraction."""
+        return max(self.prereg.margin / 2, self.band)
+
+    def floor_d(self, kind: st.Kind = "ratio") -> float:
+        return better_d(self.floor, self.direction, kind)
 
     def describe(self) -> str:
         p = self.prereg
         better = "higher" if p.metric_direction == "higher" else "lower"
         bar = _change_text(p.margin, p.metric_direction)
-        if p.rule == "point":
+        if p.rule == "bound":
+            many = ("" if p.multiple_candidates == "none"
+                    else " (Bonferroni over candidates)")
+            side = "lower" if p.metric_direction == "higher" else "upper"
+            how = (f"adopt when the change is {bar} or better and its one-sided "
+                   f"{p.confidence:.0%} {side} confidence bound{many} is "
+                   f"{_change_text(self.floor, p.metric_direction)} or better")
+        elif p.rule == "point":
             how = (f"adopt when the change is {bar} or better and every pair is "
                    f"{_change_text(self.band, p.metric_direction)} or better")
         else:
@@ -243,18 +300,33 @@ def _change_text(frac: float, direction: st.Direction) -> str:
     return pct(frac if direction == "higher" else -frac)
 
 
-def parse_rule(rule: Mapping[str, Any], band: float) -> Rule:
-    return Rule(prereg=Preregistration.model_validate(dict(rule)), band=float(band))
+def parse_rule(rule: Mapping[str, Any], band: float,
+               guardrail_bands: Sequence[float] = ()) -> Rule:
+    """The registered rule (a dict, hashed as registered) as a `Rule`.
+
+    A guardrail registered before `at` existed was checked at every measured cell of its
+    metric: it is read as `at: all`, its registered meaning (the dict itself, and so its
+    hash, is left alone)."""
+    data = dict(rule)
+    guards = data.get("guardrails")
+    if isinstance(guards, list):
+        data["guardrails"] = [{**g, "at": "all"} if isinstance(g, Mapping) and "at" not in g
+                              else g for g in guards]
+    return Rule(prereg=Preregistration.model_validate(data), band=float(band),
+                guardrail_bands=tuple(float(b) for b in guardrail_bands))
 
 
 # --------------------------------------------------------------------------- the kernel
 
 
 def label_of(p: st.Paired, band: float, adopts: bool,
-             direction: st.Direction = "higher") -> Label:
-    """The rule's label of a decision cell's statistics (see the module docstring)."""
+             direction: st.Direction = "higher", alpha: float = 0.05) -> Label:
+    """The rule's label of a decision cell's statistics (see the module docstring); `alpha`
+    is the one-sided level of the loss test."""
     if adopts:
         return "adopt"
+    if is_loss(p, band, alpha, direction):
+        return "loss"
     up, down = better_d(band, direction, p.kind), worse_d(band, direction, p.kind)
     better = [v >= up - EPS for v in p.d]
     worse = [v <= down + EPS for v in p.d]
@@ -264,9 +336,38 @@ def label_of(p: st.Paired, band: float, adopts: bool,
         return "within-drift"
     if all(better):
         return "gain-below-bar"
-    if all(worse):
-        return "loss"
     return "unclear"
+
+
+def upper_bound(p: st.Paired, alpha: float) -> float | None:
+    """The one-sided (1 − α) t upper confidence bound of mean d (None for one pair)."""
+    if p.sd is None or p.n < 2:
+        return None
+    return p.mean + st.t_critical(1 - alpha, p.n - 1) * p.sd / math.sqrt(p.n)
+
+
+def lower_bound(p: st.Paired, alpha: float) -> float | None:
+    """The one-sided (1 − α) t lower confidence bound of mean d (None for one pair)."""
+    if p.sd is None or p.n < 2:
+        return None
+    return p.mean - st.t_critical(1 - alpha, p.n - 1) * p.sd / math.sqrt(p.n)
+
+
+def is_loss(p: st.Paired, band: float, alpha: float,
+            direction: st.Direction = "higher") -> bool:
+    """`loss`: n ≥ 2, the change is worse beyond δ and the one-sided (1 − α) t upper bound
+    of mean d excludes any gain (≤ 0). One pair is never a loss."""
+    ucb = upper_bound(p, alpha)
+    return (ucb is not None and p.mean <= worse_d(band, direction, p.kind) + EPS
+            and ucb <= EPS)
+
+
+def adopts_bound(p: st.Paired, bar: float, floor: float, alpha: float) -> bool:
+    """`bound`: n ≥ 2, the mean d reaches `bar` (the margin) and the one-sided (1 − α) t
+    lower confidence bound of mean d reaches `floor` (max(margin/2, δ) as a d; `alpha`
+    already divided by the candidates, `Rule.ci_alpha`)."""
+    lcb = lower_bound(p, alpha)
+    return lcb is not None and p.mean >= bar - EPS and lcb >= floor - EPS
 
 
 def adopts_point(p: st.Paired, bar: float, band: float,

@@ -103,3 +103,18 @@ def inflation(statistic: str | None, requests: float | None) -> float:
     if beyond < 3.0:
         return 1.5
     return 1.0
+
+
+def inflation_note(statistic: str | None, requests: float | None) -> str:
+    """Why `inflation` is above 1, in words ("×3 for a p99 from < 100 requests"); "" at 1."""
+    factor = inflation(statistic, requests)
+    if factor == 1.0 or statistic is None:
+        return ""
+    how, q = STATISTICS.get(statistic, ("mean", None))
+    if how == "mean":
+        return f"×{factor:g} for a mean of < 100 requests"
+    assert q is not None
+    for beyond in (0.32, 1.0, 3.0):
+        if requests is not None and requests * (1 - q) < beyond:
+            return f"×{factor:g} for a {statistic} from < {round(beyond / (1 - q))} requests"
+    return f"×{factor:g} for a {statistic}"

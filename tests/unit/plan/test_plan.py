@@ -150,7 +150,8 @@ def test_shared_boot_drift_correlates_cells(tmp_path: Path, tokenizer_dir: Path)
 
 
 @pytest.mark.parametrize("rule,levels", [("point", (1,)), ("point", (1, 4, 16)),
-                                         ("ci", (1,)), ("ci", (1, 4, 16))])
+                                         ("ci", (1,)), ("ci", (1, 4, 16)),
+                                         ("bound", (1,)), ("bound", (1, 4, 16))])
 def test_vectorised_rule_agrees_with_judge_run(tmp_path: Path, tokenizer_dir: Path,
                                                rule: str, levels: tuple[int, ...]) -> None:
     spec = spec_of(tmp_path, tokenizer_dir, rule=rule, pairs=4, levels=levels)
@@ -370,7 +371,8 @@ def test_flag_false_alarm_at_most_five_percent(tmp_path: Path, tokenizer_dir: Pa
         assert f.window_drift_power is not None and f.window_drift_power.p > 0.1
 
 
-@pytest.mark.parametrize("rule,k", [("point", 1), ("point", 3), ("ci", 1), ("ci", 3)])
+@pytest.mark.parametrize("rule,k", [("point", 1), ("point", 3), ("ci", 1), ("ci", 3),
+                                    ("bound", 1), ("bound", 3)])
 def test_kernel_agrees_with_judge_run_candidates(tmp_path: Path, tokenizer_dir: Path,
                                                  rule: str, k: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -553,7 +555,7 @@ def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Pat
 
 @pytest.mark.parametrize("rule,k,n_lanes,pairs", [
     ("point", 1, 2, 2), ("point", 3, 2, 1), ("point", 3, 3, 2), ("ci", 1, 2, 2),
-    ("ci", 3, 4, 1),
+    ("ci", 3, 4, 1), ("bound", 1, 2, 2), ("bound", 3, 3, 2),
 ])
 def test_pooled_kernel_agrees_with_judge_run(tmp_path: Path, tokenizer_dir: Path,
                                              rule: str, k: int, n_lanes: int, pairs: int,

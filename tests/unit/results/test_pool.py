@@ -104,9 +104,10 @@ def test_two_shards_pool_into_one_verdict_over_both_lanes(tmp_path: Path) -> Non
 
 def test_lanes_that_disagree_are_flagged_not_averaged_away(tmp_path: Path) -> None:
     """+24% on one lane and +4% on the other average to +14%, which clears the bar with
-    every pair beyond the band: pooled blindly it would adopt."""
-    a = make_shard(tmp_path, "a", gains(0.24, 0.24))
-    b = make_shard(tmp_path, "b", gains(0.04, 0.04))
+    every pair beyond the band: pooled blindly under `point` it would adopt."""
+    text = campaign_text(rule="point")
+    a = make_shard(tmp_path, "a", gains(0.24, 0.24), text=text)
+    b = make_shard(tmp_path, "b", gains(0.04, 0.04), text=text)
     rep = rp.build_report([a, b])
     cell = decision_cell(rep)
     assert "lanes-disagree" in cell.flags and cell.verdict == "inconclusive"
@@ -115,8 +116,13 @@ def test_lanes_that_disagree_are_flagged_not_averaged_away(tmp_path: Path) -> No
                "(better) (2 pairs)" in r for r in cell.reasons)
     # the same pairs as one plain run adopt: the flag is what stops it
     plain = make_shard(tmp_path / "plain", "x", gains(0.24, 0.04, 0.24, 0.04), plain=True,
-                       text=campaign_text(pairs=4))
+                       text=campaign_text(pairs=4, rule="point"))
     assert rp.build_report([plain]).latest.decision == "adopt"
+    # under `bound` (the default) the pairs' spread alone already keeps its lower bound
+    # below half the margin
+    bound = make_shard(tmp_path / "bound", "x", gains(0.24, 0.04, 0.24, 0.04), plain=True,
+                       text=campaign_text(pairs=4))
+    assert rp.build_report([bound]).latest.decision == "keep-default"
 
 
 def test_lanes_test_matches_its_formula() -> None:

@@ -90,12 +90,22 @@ def test_minus_5_in_both_pairs_with_large_spread_is_a_loss_a_sign_not_a_size() -
     assert v.decision == "keep-default"
 
 
-def test_loss_with_pairs_far_apart_is_flagged_but_normal_spread_is_not() -> None:
+def test_loss_needs_evidence_not_only_every_pair_beyond_the_band() -> None:
+    # -3.5% and -8%: every pair beyond -3%, but two pairs this far apart do not exclude a
+    # gain (their one-sided 95% upper bound is +9.9%): no evidence of a loss
     c = cell(judge(frame({TPUT: [(100.0, 96.5), (100.0, 92.0)]})))
-    assert c.verdict == "loss"
+    assert c.verdict == "unclear"
+    assert "no evidence of a loss" in c.reasons[0] and "upper bound" in c.reasons[0]
     assert "high-variance" not in c.flags  # 4.5 points: what two pairs of this lane do
-    c = cell(judge(frame({TPUT: [(100.0, 96.5), (100.0, 75.0)]})))
+    # -8% and -9%: the upper bound -2.9% excludes any gain
+    c = cell(judge(frame({TPUT: [(100.0, 92.0), (100.0, 91.0)]})))
     assert c.verdict == "loss"
+    assert "excludes any gain" in c.reasons[0]
+    # one pair is never a loss
+    c = cell(judge(frame({TPUT: [(100.0, 80.0)]}), rule(pairs=1)))
+    assert c.verdict == "unclear" and "one pair has no upper bound" in c.reasons[0]
+    c = cell(judge(frame({TPUT: [(100.0, 96.5), (100.0, 75.0)]})))
+    assert c.verdict == "unclear"
     assert "high-variance" in c.flags
     assert any("a sign, not a size" in r for r in c.reasons)
 
@@ -139,14 +149,15 @@ def test_the_table_and_the_guardrail_line_read_the_same_change() -> None:
     c = cell(v, metric="ttft_p99")
     assert c.change == pytest.approx(-0.184)
     assert change_text(c) == "-18.4% (better)"
-    assert "18.4% better" in v.candidates[0].guardrails[0].reason
+    assert "-18.4% (better)" in v.candidates[0].guardrails[0].reason
+    assert "better" not in v.candidates[0].guardrails[0].reason.split("(better)", 1)[1]
 
 
 # ----------------------------------------------------------------- rules
 
 
 def test_one_pair_has_no_ci_and_says_so() -> None:
-    v = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1))
+    v = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1, rule="point"))
     c = cell(v)
     assert c.stats is not None and c.ci is None
     assert any("one pair: no confidence interval" in r for r in c.reasons)
@@ -156,6 +167,9 @@ def test_one_pair_has_no_ci_and_says_so() -> None:
     assert "a second pair" in v.settle
     v2 = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1, rule="ci"))
     assert cell(v2).verdict == "gain-below-bar"  # the ci rule cannot adopt without a CI
+    v3 = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1))  # nor bound without a bound
+    assert cell(v3).verdict == "gain-below-bar"
+    assert "one pair has no lower bound" in cell(v3).reasons[0]
 
 
 def test_ci_rule_uses_the_lower_bound() -> None:
@@ -219,16 +233,37 @@ def test_zero_value_in_a_decision_cell_is_a_data_problem() -> None:
         judge(frame({TPUT: [(100.0, 115.0), (100.0, 0.0)]}))
 
 
-def test_a_measured_zero_outside_decision_cells_is_compared_by_difference() -> None:
+def test_a_measured_zero_itl_outside_decision_cells_is_compared_by_difference() -> None:
     # AIPerf records ITL 0.0 when a stream arrives in one burst: a measurement, not damage
     spec = {TPUT: [(100.0, 115.0), (100.0, 115.0)],
-            ("knee", "c1", "itl_p99"): [(0.0, 0.0), (0.0, 1.5)]}
+            ("knee", "c1", "itl_p99"): [(0.0, 1.5), (0.0, 1.5)]}
     v = judge(frame(spec), rule(guardrails=[{"metric": "itl_p99", "max_worsening": 0.05}]))
     c = cell(v, metric="itl_p99")
     assert c.kind == "absolute" and any("a value is 0" in r for r in c.reasons)
     g = v.candidates[0].guardrails[0]
-    assert g.broken  # 0 → 1.5 ms is worse than 5% of 0
+    assert g.state == "broken" and g.stops  # 0 → 1.5 ms in both pairs: worse than 5% of 0
+    assert "differences" in g.evidence and "+1.5" in g.reason
     assert v.reason == "guardrail"
+    # 0 → 0 and 0 → 1.5: the pairs' spread cannot tell, and unclear does not stop
+    spec[("knee", "c1", "itl_p99")] = [(0.0, 0.0), (0.0, 1.5)]
+    v = judge(frame(spec), rule(guardrails=[{"metric": "itl_p99", "max_worsening": 0.05}]))
+    g = v.candidates[0].guardrails[0]
+    assert g.state == "unclear" and not g.stops and v.decision == "adopt"
+
+
+def test_a_zero_latency_is_no_measurement_and_never_a_gain() -> None:
+    # a p99 TTFT of 0 over a pass: that pair is left out (never "100% better")
+    ttft = ("knee", "c1", "ttft_p99")
+    spec = {TPUT: [(100.0, 115.0)] * 3, ttft: [(20.0, 0.0), (20.0, 20.5), (20.0, 20.2)]}
+    v = judge(frame(spec), rule(pairs=3, guardrails=[{"metric": "ttft_p99"}]))
+    c = cell(v, metric="ttft_p99")
+    assert [(lo.pair, lo.arm) for lo in c.left_out] == [(1, "cand")]
+    assert "a latency of 0 over a pass is no measurement" in c.left_out[0].reason
+    assert c.stats is not None and c.stats.n == 2 and c.change is not None and c.change > 0
+    # as the primary metric: the pair is left out, the cell is short (no adopt on a zero)
+    v = judge(frame({ttft: [(20.0, 0.0), (20.0, 15.0)]}),
+              rule(primary_metric="ttft_p99", guardrails=[]))
+    assert cell(v, metric="ttft_p99").verdict != "adopt" and v.decision == "keep-default"
 
 
 def test_infinite_or_missing_values_outside_key_cells_are_said_not_dropped() -> None:
@@ -332,8 +367,10 @@ def test_relative_guardrail_broken_blocks_adoption() -> None:
     assert g.broken and g.worsening == pytest.approx(0.07)
     assert v.decision == "keep-default"
     assert v.reason == "guardrail"
-    assert any("guardrail ttft_p99 at knee c1 broken: +7.0% worse (allowed: +5.0% worse"
-               in r for r in v.reasons)
+    assert g.reason.startswith("guardrail ttft_p99 at knee c1 broken: +7.0% (worse), 90% CI "
+                               "+7.0% … +7.0% is wholly beyond the +5.0% limit")
+    assert any("guardrail(s) stopping adoption: ttft_p99 at knee c1 broken" in r
+               for r in v.reasons)
     ok = {**spec, ("knee", "c1", "ttft_p99"): [(200.0, 208.0), (200.0, 208.0)]}
     v2 = judge(frame(ok), rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
     assert v2.decision == "adopt"
@@ -344,17 +381,31 @@ def test_absolute_error_rate_guardrail() -> None:
     r = rule(guardrails=[{"metric": "error_rate", "max_worsening": 0.0, "absolute": True}])
     same = judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 0.0)] * 2}), r)
     assert same.decision == "adopt"
+    # 1 failed request of 33 against none of 64: not significant, but not within the limit
+    # either: unclear, which stops an absolute guardrail by default
     worse = judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 0.0), (0.0, 0.02)]}), r)
     g = worse.candidates[0].guardrails[0]
-    assert g.broken and g.worsening == pytest.approx(0.01)
-    assert worse.decision == "keep-default"
+    assert g.state == "unclear" and g.stops and not g.broken
+    assert g.worsening == pytest.approx(1 / 65)
+    assert "1 of 65 requests failed vs 0 of 64" in g.evidence and "Fisher" in g.evidence
+    assert worse.decision == "keep-default" and worse.reason == "guardrail"
+    # registered `unclear_stops: false`: the maybe does not stop it
+    r2 = rule(guardrails=[{"metric": "error_rate", "max_worsening": 0.0, "absolute": True,
+                           "unclear_stops": False}])
+    assert judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 0.0), (0.0, 0.02)]}),
+                 r2).decision == "adopt"
+    # 12 of 44 failed in each candidate pass: broken (Fisher's exact test)
+    bad = judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 12 / 44)] * 2}), r)
+    g = bad.candidates[0].guardrails[0]
+    assert g.state == "broken" and g.change == pytest.approx(24 / 88)
 
 
-def test_unmeasured_guardrail_counts_as_broken() -> None:
+def test_unmeasured_guardrail_stops_adoption_and_says_so() -> None:
     v = judge(frame({TPUT: [(100.0, 115.0)] * 2}),
               rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
-    assert v.decision == "keep-default"
-    assert any("cannot be checked" in r for r in v.reasons)
+    assert v.decision == "keep-default" and v.reason == "guardrail"
+    (g,) = v.candidates[0].guardrails
+    assert g.state == "missing" and g.stops and "cannot be checked" in g.reason
 
 
 def test_multi_candidate_each_against_control_then_ranked() -> None:
@@ -366,9 +417,10 @@ def test_multi_candidate_each_against_control_then_ranked() -> None:
     assert [r.decision for r in v.ranking] == ["adopt", "adopt", "keep-default"]
     assert v.decision == "adopt" and v.adopt_arm == "b"
     assert cell(v, arm="c").verdict == "within-drift"
-    # with it (the default), picking the best of 3 raises the bar: +11.5% no longer clears
-    v = judge(frame(spec, arms=arms), arms=arms)
-    r = rule()
+    # with it (the default), picking the best of 3 raises the `point` bar: +11.5% no
+    # longer clears
+    v = judge(frame(spec, arms=arms), rule(rule="point"), arms=arms)
+    r = rule(rule="point")
     assert r.bar_d(3) > r.bar_d(1) == pytest.approx(math.log(1.10))
     assert [x.decision for x in v.ranking] == ["adopt", "keep-default", "keep-default"]
     assert v.adopt_arm == "b"
@@ -425,39 +477,60 @@ def test_a_failed_candidate_pass_never_leaves_adoption_on_the_remaining_pairs() 
                      resume_command="spec-ab run --resume results/r1")
     c = cell(v)
     assert c.stats is not None and c.stats.n == 1
-    assert c.verdict == "inconclusive" and "incomplete" in c.flags
+    # one pair has no lower bound (`bound` cannot be met), and the cell is short
+    assert c.verdict == "gain-below-bar" and "incomplete" in c.flags
     assert any("a failure of the candidate: counts against it" in x for x in c.reasons)
     assert v.decision == "keep-default" and v.reason == "inconclusive"
     assert v.settle == "1 more complete pair(s): spec-ab run --resume results/r1 --redo-invalid"
     g = v.candidates[0].guardrails[0]
-    assert g.broken and "failed candidate pass" in g.reason  # its 8% errors stay in the data
+    # its 8% errors stay in the data: 3 of 35 failed against none, unclear, which stops
+    assert g.state == "unclear" and g.stops and "1 failed candidate pass" in g.evidence
     assert not any("holds" in x and "error_rate" in x for x in v.reasons)
 
 
-def test_a_guardrail_holds_only_when_no_pair_clearly_violates_it() -> None:
+def test_a_guardrail_the_data_cannot_judge_is_unclear_not_broken() -> None:
+    # p99 TTFT +30% in one pair and -20% in the other: the pairs' own spread (no sampling
+    # error recorded) cannot tell whether the +5% limit holds
     ttft = ("knee", "c1", "ttft_p99")
     r = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
     v = judge(frame({TPUT: [(100.0, 115.0)] * 2, ttft: [(100.0, 130.0), (100.0, 80.0)]}), r)
     g = v.candidates[0].guardrails[0]
-    assert g.worsening is not None and g.worsening < 0.05  # the mean alone would hold
-    assert g.broken and "pairs beyond it: +30.0%" in g.reason
+    assert g.state == "unclear" and not g.broken and not g.stops
+    assert g.ci is not None and g.ci[0] < 0.05 < g.ci[1]
+    assert "includes the +5.0% limit" in g.reason and "does not stop adoption" in g.reason
+    assert "pairs' own spread" in g.evidence and "would resolve with" in g.reason
+    assert v.decision == "adopt"
+    # registered `unclear_stops: true`: the maybe stops it
+    r2 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05,
+                           "unclear_stops": True}])
+    v = judge(frame({TPUT: [(100.0, 115.0)] * 2, ttft: [(100.0, 130.0), (100.0, 80.0)]}), r2)
     assert v.decision == "keep-default" and v.reason == "guardrail"
+    assert v.candidates[0].guardrails[0].stops
 
 
-def test_guardrails_apply_to_every_measured_cell_by_default() -> None:
+def test_guardrails_apply_where_the_decision_is_made_unless_widened() -> None:
     # the decision cell c1 wins, but c4 loses throughput and p99 TTFT in every pair
     c1t, c4t = ("knee", "c1", "ttft_p99"), ("knee", "c4", "ttft_p99")
     c4 = ("knee", "c4", TPUT[2])
     spec = {TPUT: [(100.0, 115.0)] * 2, c4: [(200.0, 162.0), (200.0, 164.0)],
             c1t: [(100.0, 100.0)] * 2, c4t: [(100.0, 152.0), (100.0, 151.0)]}
-    r = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
+    # by default the guardrail is checked at the decision cell only
+    v = judge(frame(spec), rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
+    assert [g.level for g in v.candidates[0].guardrails] == ["c1"]
+    assert v.decision == "adopt"
+    # `at: all` widens it to every measured cell of its metric: c4 breaks it
+    r = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "at": "all"}])
     v = judge(frame(spec), r)
-    where = [(g.level, g.broken) for g in v.candidates[0].guardrails]
-    assert where == [("c1", False), ("c4", True)]
+    where = [(g.level, g.state) for g in v.candidates[0].guardrails]
+    assert where == [("c1", "holds"), ("c4", "broken")]
     assert v.decision == "keep-default" and v.reason == "guardrail"
     # a guardrail may narrow its scope
-    r2 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "level": "c1"}])
+    r2 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "level": "c1",
+                           "at": "all"}])
     assert judge(frame(spec), r2).decision == "adopt"
+    # one that names no decision cell is checked where it names
+    r3 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "level": "c4"}])
+    assert [g.state for g in judge(frame(spec), r3).candidates[0].guardrails] == ["broken"]
     # the c4 throughput cell is described, not judged by the rule
     assert cell(v, "c4").verdict in ("worse", "no-clear-change")
     assert cell(v, "c4").verdict != "loss"

@@ -1,0 +1,155 @@
+"""Guardrails judged on their own noise, through the real verdict (`judge_run`): synthetic
+campaigns built from per-request latencies (lognormal, a prefill wave, a heavy tail), each
+pass's p99 and its `log_se` from the pass's own requests (see `synth`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from campaign.verdict import sampling
+from campaign.verdict import tidy as td
+from tests.unit.verdict import synth as sy
+
+CAMPAIGNS = 300
+FAMILY_MAX = 15
+"""5% of 300: the family-wise false-break bound each case is held to."""
+
+
+def test_the_batched_bootstrap_is_the_verdicts_own() -> None:
+    rng = np.random.default_rng(3)
+    values = sy.draw(rng, "heavy", (3, 2), 32)
+    p99, se = sy.p99_and_log_se(values)
+    for idx in np.ndindex(3, 2):
+        assert p99[idx] == pytest.approx(np.percentile(values[idx], 99))
+        assert se[idx] == pytest.approx(sampling.log_se("p99", values[idx]))
+
+
+@pytest.mark.parametrize("requests", [32, 100])
+def test_aa_never_breaks_the_default_guardrail_beyond_5_percent(requests: int) -> None:
+    """A/A (the same launch twice; only boot drift and the passes' own sampling differ):
+    the default guardrails at 1 and 5 decision cells, with 2 and 4 pairs, the three shapes
+    in turn. Family-wise over the cells (and the error-rate guardrail), at most 5% of
+    campaigns show any broken guardrail."""
+    rng = np.random.default_rng(requests)
+    shapes = [sy.SHAPES[i % 3] for i in range(CAMPAIGNS)]
+    p = sy.latency_campaigns(rng, CAMPAIGNS, 4, 5, requests, shapes)
+    for cells, pairs in ((1, 2), (1, 4), (5, 2), (5, 4)):
+        broken = sum("broken" in sy.states(sy.judge(p, i, pairs, cells))
+                     for i in range(CAMPAIGNS))
+        assert broken <= FAMILY_MAX, (requests, cells, pairs, broken)
+
+
+def test_a_real_ttft_regression_breaks_the_guardrail() -> None:
+    """Every request's TTFT 25 ms later (20 → 45 ms), 32 requests per pass, 2 pairs:
+    broken in at least 90% of campaigns, and the decision says why."""
+    rng = np.random.default_rng(45)
+    p = sy.latency_campaigns(rng, CAMPAIGNS, 2, 1, 32, "lognormal",
+                             candidate=lambda x: x + 25.0, tput_gain=0.30)
+    verdicts = [sy.judge(p, i, 2, 1) for i in range(CAMPAIGNS)]
+    broken = sum("broken" in sy.states(v) for v in verdicts)
+    assert broken >= 0.9 * CAMPAIGNS, broken
+    # the throughput gain (+30%) meets the rule: the guardrail is what stops it
+    met = [v for v in verdicts if "broken" in sy.states(v)
+           and all(c.verdict == "adopt" for c in v.candidates[0].cells if c.decision_cell)]
+    assert len(met) > CAMPAIGNS / 2
+    v = met[0]
+    assert v.decision == "keep-default" and v.reason == "guardrail"
+    g = v.candidates[0].guardrails[0]
+    assert g.ci is not None and g.ci[0] > 0.05  # its CI wholly beyond the limit
+    assert "is wholly beyond the +5.0% limit" in g.reason
+    assert "32 per pass, ×3 for a p99 from < 100 requests" in g.evidence
+
+
+def _pass_se(p99: float, rng: np.random.Generator) -> float:
+    """The bootstrap sampling error of a p99 from 32 requests of a steady mock server (TTFT
+    configured identical: a few percent of jitter), scaled to the measured p99."""
+    x = np.exp(rng.normal(math.log(50.0), 0.04, 32))
+    x *= p99 / np.percentile(x, 99)
+    se = sampling.log_se("p99", x)
+    assert se is not None
+    return se
+
+
+def test_the_issues_mock_server_case_is_not_broken() -> None:
+    """AIPerf's mock server, the candidate's ITL 30% lower and TTFT configured identical:
+    throughput +39.6% and +39.3%; p99 TTFT at c4 54.5 → 55.0 ms in pair 1 and 55.7 → 66.8
+    ms in pair 2 (one slow request out of 32). Not broken: it adopts."""
+    rng = np.random.default_rng(4)
+    t = td.RunTable(run="mock")
+    t.pairs = [1, 2]
+    t.slots = {1: {"control": 0, "cand": 1}, 2: {"control": 2, "cand": 3}}
+
+    def cell(metric: str, pairs: list[tuple[float, float]], se: bool = False) -> None:
+        data = td.CellData("knee", "c4", metric)
+        for k, (x, y) in enumerate(pairs, start=1):
+            data.values[k] = {a: td.ArmValue(v, v, v, 1, _pass_se(v, rng) if se else None)
+                              for a, v in (("control", x), ("cand", y))}
+        t.cells[("knee", "c4", metric)] = data
+
+    cell(sy.TPUT, [(100.0, 139.6), (100.0, 139.3)])
+    cell("ttft_p99", [(54.5, 55.0), (55.7, 66.8)], se=True)
+    cell("error_rate", [(0.0, 0.0), (0.0, 0.0)])
+    cell("requests_completed", [(32.0, 32.0), (32.0, 32.0)])
+    cell("output_tokens", [(8000.0, 8000.0), (8000.0, 8000.0)])
+    r = sy.rule(2)
+    from campaign.verdict import judge as vd
+    v = vd.judge_run(t, r, ["control", "cand"], levels={"knee": ["c4"]}, metrics=[])
+    ttft = next(g for g in v.candidates[0].guardrails if g.metric == "ttft_p99")
+    assert ttft.state != "broken", ttft.reason
+    assert v.decision == "adopt", v.reasons
+
+
+def test_a_registered_rule_without_at_checks_every_measured_cell() -> None:
+    """A guardrail registered before `at` existed meant every measured cell of its metric:
+    the registered dict (hashed as it is) is read so, untouched."""
+    rng = np.random.default_rng(5)
+    p = sy.latency_campaigns(rng, 1, 2, 3, 32)
+    p.ttft[0, :, 2, 1] *= 2.0  # c4's p99 doubles in both pairs: broken there
+    registered = sy.rule(2).prereg.model_dump(mode="json", by_alias=True)
+    registered["decision_cells"] = [{"workload": "knee", "level": "c1"}]
+    for g in registered["guardrails"]:
+        del g["at"]
+    before = dict(registered)
+    from campaign.verdict import judge as vd
+    from campaign.verdict import rule as rl
+    legacy = rl.parse_rule(registered, 0.03)
+    assert registered == before and "at" not in registered["guardrails"][0]
+    assert all(g.at == "all" for g in legacy.prereg.guardrails)
+    v = vd.judge_run(sy.table_of(p, 0, 2, 3), legacy, ["control", "cand"], metrics=[])
+    ttft = [(g.level, g.state) for g in v.candidates[0].guardrails if g.metric == "ttft_p99"]
+    assert [lvl for lvl, _ in ttft] == ["c1", "c2", "c4"] and ttft[2][1] == "broken"
+    # the same rule registered now checks the decision cell only
+    registered["guardrails"] = [{**g, "at": "decision"} for g in registered["guardrails"]]
+    v = vd.judge_run(sy.table_of(p, 0, 2, 3), rl.parse_rule(registered, 0.03),
+                     ["control", "cand"], metrics=[])
+    assert [g.level for g in v.candidates[0].guardrails if g.metric == "ttft_p99"] == ["c1"]
+
+
+def test_a_guardrails_own_band_is_its_boot_noise() -> None:
+    """`drift_band` on a guardrail replaces the campaign's band in its test, and says so."""
+    rng = np.random.default_rng(6)
+    p = sy.latency_campaigns(rng, 1, 2, 1, 32)
+    wide = sy.rule(2, guardrails=[{"metric": "ttft_p99", "drift_band": 0.07}])
+    g = sy.judge(p, 0, 2, 1, wide).candidates[0].guardrails[0]
+    assert "boot noise ±7.0% (registered)" in g.evidence
+    narrow = sy.judge(p, 0, 2, 1, sy.rule(2)).candidates[0].guardrails[0]
+    assert "boot noise ±3.0% (the campaign's band)" in narrow.evidence
+    assert g.ci is not None and narrow.ci is not None
+    assert g.ci[1] - g.ci[0] > narrow.ci[1] - narrow.ci[0]
+    banded = sy.rule(2, guardrails=[{"metric": "ttft_p99"}])
+    banded = type(banded)(banded.prereg, banded.band, (0.10,))
+    g = sy.judge(p, 0, 2, 1, banded).candidates[0].guardrails[0]
+    assert "boot noise ±10.0%" in g.evidence
+
+
+def test_without_log_se_the_pairs_own_spread_decides() -> None:
+    rng = np.random.default_rng(8)
+    p = sy.latency_campaigns(rng, 1, 3, 1, 32, candidate=lambda x: x * 2.0)
+    v = sy.judge(p, 0, 3, 1, sy.rule(3), log_se=False)
+    g = v.candidates[0].guardrails[0]
+    assert g.evidence.startswith("the pairs' own spread") and g.state == "broken"
+    one = sy.judge(p, 0, 1, 1, sy.rule(1), log_se=False).candidates[0].guardrails[0]
+    assert one.state == "unclear" and "no noise estimate" in one.reason
