@@ -96,3 +96,12 @@ level's requests)."""
 def quantile_of(metric: str) -> float | None:
     """The quantile a metric is of its level's requests (`ttft_p99` → 0.99), else None."""
     return QUANTILES.get(metric.rsplit("_", 1)[-1])
+
+
+def has_rows_at(metric: str, workload: str, level: str) -> bool:
+    """Whether a pass yields `metric` at (workload, level): a knee sweep's spec-decode
+    figures are read around the whole sweep (level `all`), every other metric per level
+    (and not at `all`). Unknown metrics are taken to be per level."""
+    info = METRICS.get(metric)
+    sweep = workload == "knee" and info is not None and info.source == "spec_decode"
+    return (level == "all") == sweep

@@ -121,9 +121,11 @@ def make_run(
     when: dt.datetime = T0,
     complete: bool = True,
     edit: Any = None,
+    guardrail_bands: list[float] | None = None,
     **rule_kw: Any,
 ) -> Path:
-    """A results directory made with the store's API (what `spec-ab run` writes)."""
+    """A results directory made with the store's API (what `spec-ab run` writes); each
+    guardrail's band is registered resolved as `spec-ab run` does, or as given."""
     rule_kw.setdefault("decision_cells", [{"workload": "knee", "level": "c1"}])
     rule = Preregistration(**rule_kw).model_dump(mode="json", by_alias=True)
     campaign = {
@@ -140,8 +142,9 @@ def make_run(
     }
     store = RunStore.create(root, name, json.dumps(campaign, indent=1).encode(),
                             clock=lambda: when, short_id=short_id)
-    store.register(rule, campaign=name, arms=list(arms), drift_band=band,
-                   levels=_levels(store.run_dir / "campaign.yaml"))
+    levels, bands = _resolved(store.run_dir / "campaign.yaml", band)
+    store.register(rule, campaign=name, arms=list(arms), drift_band=band, levels=levels,
+                   guardrail_bands=bands if guardrail_bands is None else guardrail_bands)
     df = frame(spec, arms=arms, run=store.run_id)
     if edit is not None:
         df = edit(df)
@@ -149,13 +152,17 @@ def make_run(
     return record_passes(store, rows, complete=complete)
 
 
-def _levels(frozen: Path) -> RegisteredLevels | None:
-    """The rule's cells resolved as `spec-ab run` registers them (None when the campaign
-    file does not load)."""
+def _resolved(frozen: Path, band: float
+              ) -> tuple[RegisteredLevels | None, list[float] | None]:
+    """The rule's cells and its guardrails' bands resolved as `spec-ab run` registers them
+    (None when the campaign file does not load)."""
     try:
-        return registered_levels(load_campaign(frozen, check_files=False))
+        campaign = load_campaign(frozen, check_files=False)
     except SpecError:
-        return None
+        return None, None
+    bands = [float(g.drift_band) if isinstance(g.drift_band, float | int) else band
+             for g in campaign.preregistration.guardrails]
+    return registered_levels(campaign), bands
 
 
 def golden_spec() -> dict[tuple[str, str, str], list[tuple[Any, ...]]]:

@@ -37,10 +37,11 @@ def check(
     from campaign.run import checkview, launchcheck
     from campaign.run.preflight import preflight as run_preflight
     from campaign.run.vllmengine import Engines
-    from campaign.verdict.aa import checked_drift_band
+    from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
     campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
+    checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
     engines = Engines(on_introspect=lambda where: err.print(
         f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",

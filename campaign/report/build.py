@@ -124,7 +124,8 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
-            levels=_levels(run), metrics=shown or (),
+            levels=_levels(run), guard_cells=_guard_cells(run),
+            metrics=shown or (),
             resume_command=_resume_command(run, pooled))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
@@ -320,7 +321,8 @@ def _prepare(
             f"{EXPLORATORY}: --rule " + " ".join(f"{k}={v}" for k, v in overrides.items())
         )
     try:
-        rule = rl.parse_rule(rule_dict, float(band))
+        rule = rl.parse_rule(rule_dict, float(band),
+                             guardrail_bands=tuple(reg.guardrail_bands or ()))
     except ValidationError as exc:
         raise ResultsError(f"{path}: the registered rule is not valid ({exc.errors()[0]['msg']})",
                            hint="was it written by a newer spec-ab?") from None
@@ -355,6 +357,13 @@ def _arms(run: RunDir) -> list[str]:
     if len(arms) < 2:
         raise ResultsError(f"{run.run_dir / 'preregistration.json'}: needs control + a candidate")
     return arms
+
+
+def _guard_cells(run: RunDir) -> list[list[tuple[str, str]]] | None:
+    """Each guardrail's registered cells (results schema 3; None: found from the rows;
+    `--rule` overrides never touch the guardrails)."""
+    levels = run.registration.levels
+    return None if levels is None else levels.guardrail_cells()
 
 
 def _levels(run: RunDir) -> dict[str, list[str]] | None:

@@ -20,9 +20,11 @@ carries a `schema_version` carries the same number):
     3  preregistration.json carries `levels`: the decision cells and each guardrail's
        cells, with `level: "*"` resolved to the levels the campaign configured at
        registration (`RegisteredLevels`), so a verdict knows every registered level
-       without the frozen campaign.yaml. `values_sha256` covers them too. Schema-2
-       directories have no `levels` (None): their verdict reads the levels from
-       campaign.yaml, as before.
+       without the frozen campaign.yaml; and `guardrail_bands`, each guardrail's
+       boot-to-boot band resolved (its own, its A/A run's, or the campaign's).
+       `values_sha256` covers both. Schema-2 directories have neither (None): their
+       verdict reads the levels from campaign.yaml and judges guardrails against the
+       campaign's band, as before.
 
 Reading a directory of an older schema never rewrites it: `update_to_<N>` turns the
 version N-1 document into version N in memory, one step at a time, and remembers the
@@ -56,13 +58,17 @@ def rule_hash(rule: dict[str, Any]) -> str:
 
 
 def values_hash(rule: dict[str, Any], drift_band: float, arms: list[str],
-                levels: RegisteredLevels | None = None) -> str:
+                levels: RegisteredLevels | None = None,
+                guardrail_bands: Sequence[float] | None = None) -> str:
     """sha256 of every value a verdict depends on: the rule, the resolved drift band, the
-    arms in their order and (schema 3) the resolved levels, as canonical JSON. A value
-    registered later is one more key of this document (absent: the older hash)."""
+    arms in their order and (schema 3) the resolved levels and each guardrail's resolved
+    band, as canonical JSON. A value registered later is one more key of this document
+    (absent: the older hash)."""
     doc: dict[str, Any] = {"arms": list(arms), "drift_band": float(drift_band), "rule": rule}
     if levels is not None:
         doc["levels"] = levels.model_dump(mode="json")
+    if guardrail_bands is not None:
+        doc["guardrail_bands"] = [float(b) for b in guardrail_bands]
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -96,6 +102,10 @@ class RegisteredLevels(BaseModel):
     guardrails: list[GuardrailCells] = Field(
         description="Each guardrail's cells, `workload`/`level` `*` resolved.")
 
+    def guardrail_cells(self) -> list[list[tuple[str, str]]]:
+        """Each guardrail's registered cells as (workload, level), in the rule's order."""
+        return [[(c.workload, c.level) for c in g.cells] for g in self.guardrails]
+
     def decision_levels(self) -> dict[str, list[str]]:
         """workload → its registered decision levels (what `judge_run` expands `*` to)."""
         out: dict[str, list[str]] = {}
@@ -113,14 +123,16 @@ def _configured(campaign: Campaign, workload: str, metric: str) -> list[str]:
     """The levels a metric has rows at in a workload: a knee sweep's spec-decode figures
     are read around the whole sweep (level `all`), everything else per level."""
     levels = campaign.workloads.levels(workload)
-    if levels and workload == "knee" and catalog.METRICS[metric].source == "spec_decode":
+    if levels and not catalog.has_rows_at(metric, workload, levels[0]):
         return ["all"]
     return levels
 
 
 def registered_levels(campaign: Campaign) -> RegisteredLevels:
     """The campaign's decision cells and guardrail cells, `*` resolved to its configured
-    levels (what `start_run` registers)."""
+    levels (what `start_run` registers): a guardrail `at: decision` is checked at the
+    decision cells its workload and level match (where it names others, at those), one
+    `at: all` at every configured level of its metric that they match."""
     pre = campaign.preregistration
     decisions: list[CellRef] = []
     for dc in pre.decision_cells:
@@ -130,9 +142,14 @@ def registered_levels(campaign: Campaign) -> RegisteredLevels:
                       not in decisions]
     guards = []
     for g in pre.guardrails:
-        cells = [CellRef(workload=w, level=lvl)
-                 for w in (WORKLOADS if g.workload == "*" else (g.workload,))
-                 for lvl in _configured(campaign, w, g.metric) if g.level in ("*", lvl)]
+        cells = [c for c in decisions if g.workload in ("*", c.workload)
+                 and g.level in ("*", c.level)
+                 and catalog.has_rows_at(g.metric, c.workload, c.level)
+                 ] if g.at == "decision" else []
+        if not cells and (g.at == "all" or g.workload != "*" or g.level != "*"):
+            cells = [CellRef(workload=w, level=lvl)
+                     for w in (WORKLOADS if g.workload == "*" else (g.workload,))
+                     for lvl in _configured(campaign, w, g.metric) if g.level in ("*", lvl)]
         if g.level != "*" and g.workload != "*" and not cells:
             cells = [CellRef(workload=g.workload, level=g.level)]  # named as written
         guards.append(GuardrailCells(metric=g.metric, cells=cells))
@@ -146,6 +163,7 @@ class Verified:
     drift_band: float
     arms: tuple[str, ...]
     levels: RegisteredLevels | None = None
+    guardrail_bands: tuple[float, ...] | None = None
     edits: tuple[str, ...] = ()
     """What was edited in preregistration.json after registration (then not used)."""
 
@@ -181,6 +199,11 @@ class Registration(BaseModel):
         None, description="The decision and guardrail cells, `*` resolved at registration "
         "(None: schema 2 and older, or registered without a campaign)."
     )
+    guardrail_bands: list[float] | None = Field(
+        None, description="Each guardrail's boot-to-boot band (same order as "
+        "`rule.guardrails`), resolved at registration: its `drift_band`, measured on its A/A "
+        "run, or the campaign's band (None: registered before guardrails had bands)."
+    )
 
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
 
@@ -193,12 +216,16 @@ class Registration(BaseModel):
 
     @classmethod
     def new(cls, rule: dict[str, Any], *, campaign: str, arms: list[str], drift_band: float,
-            registered_at: str, levels: RegisteredLevels | None = None) -> Registration:
+            registered_at: str, levels: RegisteredLevels | None = None,
+            guardrail_bands: Sequence[float] | None = None) -> Registration:
         """The registration of a rule now (hashes it, stamps this spec-ab's version);
-        `levels`: the campaign's resolved cells (`registered_levels`)."""
+        `levels`: the campaign's resolved cells (`registered_levels`); `guardrail_bands`:
+        each guardrail's resolved band (`verdict.aa.checked_guardrail_bands`)."""
+        bands = None if guardrail_bands is None else [float(b) for b in guardrail_bands]
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
-                   values_sha256=values_hash(rule, drift_band, arms, levels), levels=levels)
+                   values_sha256=values_hash(rule, drift_band, arms, levels, bands),
+                   levels=levels, guardrail_bands=bands)
 
     @property
     def written_version(self) -> int:
@@ -229,13 +256,14 @@ class Registration(BaseModel):
                 hint="re-run the campaign, or report with --rule overrides (exploratory)",
             )
         band, arms, levels = float(self.drift_band), tuple(self.arms), self.levels
+        gbands = None if self.guardrail_bands is None else tuple(self.guardrail_bands)
         if self.values_sha256 is None:  # schema 1: the rule only
-            return Verified(band, arms, levels)
-        if values_hash(self.rule, band, list(arms), levels) == self.values_sha256:
-            return Verified(band, arms, levels)
+            return Verified(band, arms, levels, gbands)
+        if values_hash(self.rule, band, list(arms), levels, gbands) == self.values_sha256:
+            return Verified(band, arms, levels, gbands)
         levels_now = None if campaign is None else registered_levels(campaign)
         for b, a, lv in self._candidates(campaign_arms, levels_now):
-            if values_hash(self.rule, b, list(a), lv) != self.values_sha256:
+            if values_hash(self.rule, b, list(a), lv, gbands) != self.values_sha256:
                 continue
             edits = []
             if b != band:
@@ -244,7 +272,7 @@ class Registration(BaseModel):
                 edits.append(f"arms {list(arms)} (registered {list(a)})")
             if lv != levels:
                 edits.append("levels (registered: as the frozen campaign resolves them)")
-            return Verified(b, a, lv, tuple(edits))
+            return Verified(b, a, lv, gbands, tuple(edits))
         raise ResultsError(
             f"{path}: the drift band, the arms or the levels do not match values_sha256 — "
             "the file was changed after registration and the registered values cannot be "
@@ -338,9 +366,11 @@ def update_to_2(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def update_to_3(doc: dict[str, Any]) -> dict[str, Any]:
-    """Schema 2 → 3: the version and `levels` (not registered before schema 3: None, and
-    the verdict reads the configured levels from the frozen campaign.yaml)."""
-    return {**doc, "schema_version": 3, "levels": doc.get("levels")}
+    """Schema 2 → 3: the version, `levels` and `guardrail_bands` (not registered before
+    schema 3: None; the verdict reads the configured levels from the frozen campaign.yaml
+    and judges guardrails against the campaign's band)."""
+    return {**doc, "schema_version": 3, "levels": doc.get("levels"),
+            "guardrail_bands": doc.get("guardrail_bands")}
 
 
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {

@@ -33,7 +33,7 @@ import datetime as dt
 import io
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,11 +118,14 @@ class RunStore:
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
-                 drift_band: float, levels: RegisteredLevels | None = None) -> str:
+                 drift_band: float, levels: RegisteredLevels | None = None,
+                 guardrail_bands: Sequence[float] | None = None) -> str:
         """Write preregistration.json (never replaced). Returns the rule's hash. `levels`:
-        the rule's cells resolved (`registration.registered_levels`)."""
+        the rule's cells resolved (`registration.registered_levels`); `guardrail_bands`:
+        each guardrail's band resolved (`verdict.aa.checked_guardrail_bands`)."""
         reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
-                               registered_at=iso(self.clock()), levels=levels)
+                               registered_at=iso(self.clock()), levels=levels,
+                               guardrail_bands=guardrail_bands)
         reg.save(self.run_dir / "preregistration.json")
         return reg.sha256
 

@@ -42,7 +42,7 @@ from campaign.run import lanelock, manifest
 from campaign.run.arm import PairInvalid, run_slot
 from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
-from campaign.verdict.aa import checked_drift_band
+from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
 if TYPE_CHECKING:
     from campaign.run.cleanup import Scan
@@ -67,6 +67,7 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
               rt: Runtime) -> RunStore:
     """Create the run directory, freeze and register the rule, write the manifest."""
     band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
+    guardrail_bands = checked_guardrail_bands(campaign)
     facts = manifest.collect(campaign)
     try:
         # a shard's folder names its lane: shards of one night gathered in one folder
@@ -79,7 +80,8 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
     try:
         rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
         digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
-                                drift_band=band, levels=registered_levels(campaign))
+                                drift_band=band, levels=registered_levels(campaign),
+                                guardrail_bands=guardrail_bands)
         store.write_manifest(facts)
         store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
                       base_dir=str(campaign.base_dir), lane=campaign.lane,

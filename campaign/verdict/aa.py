@@ -186,7 +186,7 @@ def measure_band(run_dir: Path | str, *,
     # the same check as the report's: the rule refused when edited, band and arms hashed
     reg.verify(run.run_dir / "preregistration.json", list(reg.arms))
     arms = reg.arm_order
-    rule = parse_rule(reg.rule, reg.drift_band)
+    rule = parse_rule(reg.rule, reg.drift_band, guardrail_bands=tuple(reg.guardrail_bands or ()))
     table = tidy_tables(run.passes, [rule.metric]).get(run.run_id, RunTable(run=run.run_id))
     try:
         verdict = judge_run(table, rule, arms, metrics=[rule.metric])
@@ -202,7 +202,7 @@ def measure_guardrail_band(run_dir: Path | str, metric: str, *,
     run = loader(Path(run_dir))
     reg = run.registration
     reg.verify(run.run_dir / "preregistration.json", list(reg.arms))
-    rule = parse_rule(reg.rule, reg.drift_band)
+    rule = parse_rule(reg.rule, reg.drift_band, guardrail_bands=tuple(reg.guardrail_bands or ()))
     table = tidy_tables(run.passes, [rule.metric, metric]).get(run.run_id,
                                                                RunTable(run=run.run_id))
     try:

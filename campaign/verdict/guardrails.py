@@ -30,6 +30,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from campaign import catalog
 from campaign.campaignfile import Guardrail
 from campaign.fmt import abs_pct, fmt_gain
 from campaign.verdict import guardstats as gs
@@ -48,7 +49,8 @@ def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
     """Where a guardrail is checked (see the module docstring)."""
     if g.at == "decision":
         named = [(w, lvl) for w, lvl in decisions
-                 if g.workload in ("*", w) and g.level in ("*", lvl)]
+                 if g.workload in ("*", w) and g.level in ("*", lvl)
+                 and catalog.has_rows_at(g.metric, w, lvl)]
         if named or (g.workload == "*" and g.level == "*"):
             return named
     return sorted(

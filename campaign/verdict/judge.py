@@ -278,18 +278,23 @@ def judge_run(
     *,
     level_order: Sequence[str] = (),
     levels: Mapping[str, Sequence[str]] | None = None,
+    guard_cells: Sequence[Sequence[tuple[str, str]]] | None = None,
     metrics: Iterable[str] | None = None,
     resume_command: str = "spec-ab run --resume RUN_DIR",
 ) -> RunVerdict:
     """Every candidate against the control under `rule`, then the run's decision.
 
     `levels` are the campaign's configured levels per workload (so a registered level with
-    no rows is seen as missing, not skipped); `resume_command` is what finishes this run.
-    Raises DataProblem when a decision cell or a guardrail's value is damaged.
+    no rows is seen as missing, not skipped); `guard_cells` each guardrail's registered
+    cells (results schema 3; else they are found from the rule and the rows);
+    `resume_command` is what finishes this run. Raises DataProblem when a decision cell or
+    a guardrail's value is damaged.
     """
     control, candidates = arms[0], list(arms[1:])
     decisions = decision_keys(rule, table, level_order, levels)
-    guard_targets = {i: guardrail_targets(g, table, level_order, decisions)
+    guard_targets = {i: (list(guard_cells[i]) if guard_cells is not None
+                         and i < len(guard_cells) else
+                         guardrail_targets(g, table, level_order, decisions))
                      for i, g in enumerate(rule.prereg.guardrails)}
     lanes = len(set(table.lanes.values()))
     plan = _CellPlan(table, rule, decisions, guard_targets, level_order, metrics,

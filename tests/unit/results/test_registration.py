@@ -46,7 +46,7 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back.sha256 == rule_hash(RULE)
     assert list(json.loads(path.read_text())) == [
         "schema_version", "campaign", "registered_at", "arms", "rule", "drift_band", "sha256",
-        "tool_version", "values_sha256", "levels"]
+        "tool_version", "values_sha256", "levels", "guardrail_bands"]
     assert back.values_sha256 == values_hash(RULE, 0.03, ["control", "cand"])
     with pytest.raises(FileExistsError):
         reg.save(path)  # never replaced
@@ -88,9 +88,10 @@ def test_update_to_2_keeps_everything_else() -> None:
     assert v1["schema_version"] == 1  # the input is not changed
 
 
-def test_update_to_3_adds_no_levels() -> None:
+def test_update_to_3_adds_no_levels_and_no_guardrail_bands() -> None:
     v2 = {"schema_version": 2, "campaign": "c", "values_sha256": "y"}
-    assert update_to_3(v2) == {**v2, "schema_version": 3, "levels": None}
+    assert update_to_3(v2) == {**v2, "schema_version": 3, "levels": None,
+                               "guardrail_bands": None}
 
 
 def test_schema_2_directory_is_read_and_verified_as_before(tmp_path: Path) -> None:
@@ -99,7 +100,7 @@ def test_schema_2_directory_is_read_and_verified_as_before(tmp_path: Path) -> No
     run = make_run(tmp_path, ADOPTS, guardrails=[])
     path = run / "preregistration.json"
     doc = json.loads(path.read_text())
-    del doc["levels"]
+    del doc["levels"], doc["guardrail_bands"]
     doc["schema_version"] = 2
     doc["values_sha256"] = values_hash(doc["rule"], doc["drift_band"], doc["arms"])
     path.chmod(0o644)
@@ -273,6 +274,7 @@ def test_levels_are_registered_resolved_and_hashed(tmp_path: Path) -> None:
     and each guardrail's cells (a knee sweep's spec-decode figures at level `all`)."""
     run = make_run(tmp_path, ADOPTS, decision_cells=[{"workload": "knee", "level": "*"}],
                    guardrails=[{"metric": "ttft_p99"},
+                               {"metric": "ttft_p50", "at": "all"},
                                {"metric": "acceptance_rate", "workload": "knee"},
                                {"metric": "error_rate", "level": "shell", "absolute": True}])
     reg = load_run(run).registration
@@ -280,13 +282,39 @@ def test_levels_are_registered_resolved_and_hashed(tmp_path: Path) -> None:
     assert reg.levels.decision_cells == [CellRef(workload="knee", level="c1"),
                                          CellRef(workload="knee", level="c4")]
     assert reg.levels.decision_levels() == {"knee": ["c1", "c4"]}
-    ttft, acceptance, errors = reg.levels.guardrails
-    assert [(c.workload, c.level) for c in ttft.cells] == [
+    ttft, everywhere, acceptance, errors = reg.levels.guardrails
+    # the default `at: decision`: where the decision is made
+    assert [(c.workload, c.level) for c in ttft.cells] == [("knee", "c1"), ("knee", "c4")]
+    # `at: all`: every configured level of its metric
+    assert [(c.workload, c.level) for c in everywhere.cells] == [
         ("knee", "c1"), ("knee", "c4"), ("agentfix", "shell"), ("agentfix", "prose")]
+    # named elsewhere than the decision cells: where it names
     assert [(c.workload, c.level) for c in acceptance.cells] == [("knee", "all")]
     assert [(c.workload, c.level) for c in errors.cells] == [("agentfix", "shell")]
-    assert reg.values_sha256 == values_hash(reg.rule, reg.drift_band, reg.arms, reg.levels)
-    assert reg.values_sha256 != values_hash(reg.rule, reg.drift_band, reg.arms)
+    bands = reg.guardrail_bands
+    assert reg.values_sha256 == values_hash(reg.rule, reg.drift_band, reg.arms, reg.levels,
+                                            bands)
+    assert reg.values_sha256 != values_hash(reg.rule, reg.drift_band, reg.arms, reg.levels)
+
+
+def test_guardrail_bands_are_registered_and_judge_the_guardrails(tmp_path: Path) -> None:
+    """Each guardrail's band is resolved at registration and hashed; the verdict judges the
+    guardrail against it, and an edit of it after registration refuses the run."""
+    spec = {**ADOPTS, ("knee", "c1", "ttft_p99"): [(50.0, 50.5), (51.0, 50.8)]}
+    def with_sampling_error(df: Any) -> Any:
+        return df.assign(log_se=[0.05 if m == "ttft_p99" else None for m in df["metric"]])
+
+    run = make_run(tmp_path, spec, guardrail_bands=[0.07], edit=with_sampling_error,
+                   guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
+    data = load_run(run)
+    assert data.registration.guardrail_bands == [0.07]
+    rep = rp.build_report([run])
+    assert rep.latest.rule.guardrail_band(0) == pytest.approx(0.07)
+    (check,) = rep.latest.verdict.candidates[0].guardrails
+    assert "±7.0%" in check.evidence
+    _edit(run, guardrail_bands=[0.2])
+    with pytest.raises(ResultsError, match=r"values_sha256"):
+        rp.build_report([run])
 
 
 def test_edited_levels_are_detected_and_the_registered_ones_used(tmp_path: Path) -> None:

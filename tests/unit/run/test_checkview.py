@@ -31,7 +31,7 @@ def test_the_campaign_block_of_the_demo() -> None:
     lines = text.splitlines()
     assert lines[0] == "sim-adaptive on lane sim: valid"
     assert lines[1].startswith("  hypothesis: On the simulated DeepSeek-V4.1-Flash lane")
-    assert ("  rule: point, output_token_throughput (higher is better) ≥ +10%, drift band "
+    assert ("  rule: bound, output_token_throughput (higher is better) ≥ +10%, drift band "
             "0.03, cells agentfix/prose") in lines
     assert "arm control — k = 5, every draft verified (the default)" in lines
     assert "arm adaptive — k = 5, adaptive verification (cost table measured at boot)" in lines
