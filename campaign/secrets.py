@@ -2,7 +2,9 @@
 
 A secret-looking environment name contains TOKEN, KEY, SECRET or PASSWORD (any case;
 also PASSWD and CREDENTIAL). `TOKENIZERS_*` and `*_TOKENS` are counts and switches, not
-credentials. A campaign file may not hold the value of such a variable: it references the
+credentials, and so is a per-token quantity (`DECODE_DELAY_PER_TOKEN_MS`,
+`TOKEN_BUDGET`): TOKEN after PER_, or before a unit or a size (`_MS`, `_COUNT`, `_LIMIT`,
+…). A campaign file may not hold the value of such a variable: it references the
 runner's environment instead (`HF_TOKEN: ${HF_TOKEN}`), expanded only when the server is
 launched, so the frozen campaign copy, the journal, the manifest, `check` and `--dry-run`
 show the reference. Launch lines print secret variables as references (`-e HF_TOKEN`,
@@ -17,7 +19,9 @@ import re
 import shlex
 from collections.abc import Mapping
 
-SECRET_RE = re.compile(r"TOKEN(?!IZER|S)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+SECRET_RE = re.compile(
+    r"(?<!PER_)TOKEN(?!IZER|S|_(?:MS|US|S|SEC|COUNT|LEN|LENGTH|LIMIT|NUM|RATE|BUDGET|SIZE)"
+    r"(?:_|$))|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
 REFERENCE_RE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
 MIN_SCRUB_LEN = 6

@@ -63,12 +63,14 @@ def test_a_literal_secret_in_the_campaign_file_is_refused_with_the_fix(tmp_path:
     with pytest.raises(SpecError) as info:
         _campaign(tmp_path, text)
     assert "HF_TOKEN: ${HF_TOKEN}" in str(info.value) and SECRET not in str(info.value)
-    for name in ("hf_token", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD"):
+    for name in ("hf_token", "OPENAI_API_KEY", "MY_SECRET", "DB_PASSWORD", "GH_TOKEN_RW"):
         with pytest.raises(SpecError):
             _campaign(tmp_path, CAMPAIGN.replace('X: "1"', f'{name}: "v"'))
-    # references, empty values and count-like names (TOKENIZERS_*, *_TOKENS) are fine
+    # references, empty values and count-like names (TOKENIZERS_*, *_TOKENS, a per-token
+    # delay) are fine; a token that is a credential is not, whatever follows
     ok = CAMPAIGN.replace('X: "1"', 'HF_TOKEN: "${HF_TOKEN}", A_KEY: "", '
-                          'TOKENIZERS_PARALLELISM: "false", MAX_TOKENS: "9"')
+                          'TOKENIZERS_PARALLELISM: "false", MAX_TOKENS: "9", '
+                          'XPYD_SIM_DECODE_DELAY_PER_TOKEN_MS: "7", TOKEN_BUDGET: "64"')
     assert _campaign(tmp_path, ok).launches["cand"].env["HF_TOKEN"] == "${HF_TOKEN}"
 
 
