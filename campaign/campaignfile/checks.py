@@ -198,12 +198,23 @@ def thin_tails(campaign: Campaign) -> list[ThinTail]:
         q = catalog.quantile_of(g.metric)
         if q is None:
             continue
-        for workload in (("knee", "agentfix") if g.workload == "*" else (g.workload,)):
+        for workload in _guarded_workloads(campaign, g.workload, g.at):
             n = _requests_per_level(campaign, workload)
             if n is not None and n * (1 - q) < 1 - 1e-9:
                 out.append(ThinTail(("preregistration", "guardrails", i), g.metric, workload,
                                     g.max_worsening, n, q))
     return out
+
+
+def _guarded_workloads(campaign: Campaign, workload: str, at: str) -> tuple[str, ...]:
+    """The workloads a guardrail is checked in: the one it names; else, `at: decision`,
+    those of the decision cells; else both."""
+    if workload != "*":
+        return (workload,)
+    if at == "decision":
+        return tuple(dict.fromkeys(dc.workload for dc in
+                                   campaign.preregistration.decision_cells))
+    return ("knee", "agentfix")
 
 
 def refuse_thin_tails(campaign: Campaign) -> list[ThinTail]:

@@ -25,10 +25,17 @@ def _thin(tmp_path: Path, *edits: tuple[str, str]) -> list[tuple[str, str, int, 
     return [(t.metric, t.workload, t.requests, t.meaningful) for t in thin_tails(campaign)]
 
 
+EVERYWHERE = ("  decision_cells:", "  guardrails: [{metric: ttft_p99, at: all}]\n"
+              "  decision_cells:")
+
+
 def test_a_p99_guardrail_needs_100_requests_per_level(tmp_path: Path) -> None:
-    """The default guardrail (p99 TTFT, every workload) on 8 requests per knee level and
-    30 per agent-fixture class: one warning per workload."""
-    assert _thin(tmp_path) == [("ttft_p99", "knee", 8, 100), ("ttft_p99", "agentfix", 30, 100)]
+    """The default guardrail (p99 TTFT where the decision is made: the knee here) on 8
+    requests per knee level: one warning; checked everywhere (`at: all`), also on the 30
+    requests per agent-fixture class: one warning per workload."""
+    assert _thin(tmp_path) == [("ttft_p99", "knee", 8, 100)]
+    assert _thin(tmp_path, EVERYWHERE) == [("ttft_p99", "knee", 8, 100),
+                                           ("ttft_p99", "agentfix", 30, 100)]
 
 
 def test_enough_requests_no_warning(tmp_path: Path) -> None:
@@ -39,7 +46,7 @@ def test_enough_requests_no_warning(tmp_path: Path) -> None:
 def test_the_knee_sweep_gives_every_level_its_largest_request_count(tmp_path: Path) -> None:
     """Without requests_per_level a level gets max(8, 4 × concurrency) requests, and AIPerf's
     one sweep gives every level the largest: 4 × 32 = 128 ≥ 100."""
-    assert _thin(tmp_path, ("concurrency: [1, 4]", "concurrency: [1, 32]"),
+    assert _thin(tmp_path, EVERYWHERE, ("concurrency: [1, 4]", "concurrency: [1, 32]"),
                  ("    requests_per_level: 8\n", "")) == [("ttft_p99", "agentfix", 30, 100)]
 
 
@@ -55,14 +62,15 @@ def test_only_quantiles_of_the_named_workload(tmp_path: Path) -> None:
 
 
 def test_refuse_exits_2_naming_each_guardrail_and_workload(tmp_path: Path) -> None:
-    campaign = load_campaign(write(tmp_path, sub(*REFUSE)))
+    text = sub(*REFUSE).replace(*EVERYWHERE, 1)
+    campaign = load_campaign(write(tmp_path, text))
     with pytest.raises(SpecError) as info:
         refuse_thin_tails(campaign)
     assert info.value.exit_code == 2 and len(info.value.problems) == 2
     assert info.value.problems[0].startswith(
         "preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level "
         "cannot give a p99 of their own (8 × 1% = 0.08 requests beyond it, fewer than 1")
-    warned = load_campaign(write(tmp_path / "w", sub("  decision_cells:", "  decision_cells:")))
+    warned = load_campaign(write(tmp_path / "w", sub(*EVERYWHERE)))
     assert len(refuse_thin_tails(warned)) == 2  # `warn` (default): returned, not raised
 
 

@@ -228,7 +228,7 @@ CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
                                            "refuse}\n  decision_cells:")), 2,
          ("preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level "
           "cannot give a p99 of their own", "at least 100 requests per level",
-          "guardrail ttft_p99 at agentfix: 30 requests", "(gates.tail_requests: refuse)")),
+          "(gates.tail_requests: refuse)")),
     Case("thin-tail-warned", campaign(BASE), 0,
          ("! preregistration.guardrails[0]: guardrail ttft_p99 at knee: 8 requests per level",
           "300 (3 beyond it)", "(raise workloads.knee.requests_per_level)")),
