@@ -212,7 +212,7 @@ def _ensure_sshd(in_ci: bool) -> str | None:
 
 @pytest.fixture(scope="session")
 def sshbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHBox]:
-    from conftest import IN_CI, require
+    from tests.runs import IN_CI, require
 
     how = "scripts/install-test-deps (as root: openssh-server, dockerd, the sim image)"
     require(os.geteuid() == 0, "root (the loopback ssh box logs in as root)", f"sudo {how}")
