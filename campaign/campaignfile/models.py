@@ -22,6 +22,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from campaign import catalog
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_regex
 from campaign.campaignfile.builtin import builtin_path
+from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
@@ -214,6 +215,9 @@ class Preregistration(Model):
         "noise (where: `at`, default the decision cells).",
     )
     gates: Gates = Field(default_factory=Gates, description="Validity gates of a pass.")
+    sequential: Sequential | None = Field(
+        None, description="A sequential design: look after each pair (or block) and stop "
+        "when decided (`max_pairs`, `min_pairs`, `look`, `power`); needs rule `bound`.")
     multiple_candidates: Literal["correct", "none"] = Field(
         "correct",
         description="With several candidates, `correct` keeps the campaign's false-adopt "
@@ -229,6 +233,18 @@ class Preregistration(Model):
     @property
     def metric_direction(self) -> Literal["higher", "lower"]:
         return self.direction or catalog.direction(self.primary_metric)
+
+    @model_validator(mode="after")
+    def _sequential_pairs(self) -> Preregistration:
+        if self.sequential is None:
+            return self
+        if self.rule != "bound":
+            raise ValueError(f"a sequential design needs rule bound (registered: {self.rule})")
+        if "pairs" in self.model_fields_set and self.pairs != self.sequential.max_pairs:
+            raise ValueError(f"pairs {self.pairs} and sequential.max_pairs "
+                             f"{self.sequential.max_pairs} differ: give max_pairs only")
+        object.__setattr__(self, "pairs", self.sequential.max_pairs)
+        return self
 
 
 def _check_metric(name: str) -> str:

@@ -107,6 +107,20 @@ class RunTable:
     """pair → lane, in a table pooled from the shards of a sharded campaign (else empty):
     the noise flags then test each lane's window on its own and whether the lanes agree."""
 
+    def subset(self, keep: Iterable[int]) -> RunTable:
+        """The same run restricted to the pairs `keep` (a look of a sequential design sees
+        only the pairs measured by then)."""
+        kept = set(keep)
+
+        def only(d: dict[int, Any]) -> dict[int, Any]:
+            return {p: v for p, v in d.items() if p in kept}
+
+        cells = {k: CellData(c.workload, c.level, c.metric, only(c.values), only(c.invalid),
+                             [(p, a) for p, a in c.missing if p in kept], only(c.failed))
+                 for k, c in self.cells.items()}
+        return RunTable(self.run, cells, [p for p in self.pairs if p in kept],
+                        only(self.started), only(self.slots), only(self.lanes))
+
 
 def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:
     """Arrange the tidy rows of one or more runs into `RunTable`s (one per `run`).
