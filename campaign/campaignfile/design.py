@@ -36,6 +36,16 @@ class Sequential(Model):
             raise ValueError(f"min_pairs {self.min_pairs} is above max_pairs {self.max_pairs}")
         return self
 
+    def pairs_for(self, rule: str, pairs: int | None) -> int:
+        """The campaign's `pairs` under this design (max_pairs), refusing a rule it cannot
+        be put on and a `pairs` that says otherwise."""
+        if rule != "bound":
+            raise ValueError(f"a sequential design needs rule bound (registered: {rule})")
+        if pairs is not None and pairs != self.max_pairs:
+            raise ValueError(f"pairs {pairs} and sequential.max_pairs {self.max_pairs} "
+                             "differ: give max_pairs only")
+        return self.max_pairs
+
     @property
     def step(self) -> int:
         return 2 if self.look == "block" else 1

@@ -11,7 +11,6 @@ starts and what `spec-ab check` prints.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from campaign import catalog
-from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_regex
+from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_metric, check_regex
 from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.launch import Launch, LaunchModel
@@ -98,7 +97,7 @@ class Guardrail(Model):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:
-        return _check_metric(v)
+        return check_metric(v)
 
 
 class Gates(Model):
@@ -228,7 +227,7 @@ class Preregistration(Model):
     @field_validator("primary_metric")
     @classmethod
     def _known_primary(cls, v: str) -> str:
-        return _check_metric(v)
+        return check_metric(v)
 
     @property
     def metric_direction(self) -> Literal["higher", "lower"]:
@@ -236,23 +235,10 @@ class Preregistration(Model):
 
     @model_validator(mode="after")
     def _sequential_pairs(self) -> Preregistration:
-        if self.sequential is None:
-            return self
-        if self.rule != "bound":
-            raise ValueError(f"a sequential design needs rule bound (registered: {self.rule})")
-        if "pairs" in self.model_fields_set and self.pairs != self.sequential.max_pairs:
-            raise ValueError(f"pairs {self.pairs} and sequential.max_pairs "
-                             f"{self.sequential.max_pairs} differ: give max_pairs only")
-        object.__setattr__(self, "pairs", self.sequential.max_pairs)
+        if self.sequential is not None:  # pairs follows max_pairs
+            pairs = self.pairs if "pairs" in self.model_fields_set else None
+            object.__setattr__(self, "pairs", self.sequential.pairs_for(self.rule, pairs))
         return self
-
-
-def _check_metric(name: str) -> str:
-    if catalog.is_known(name):
-        return name
-    close = difflib.get_close_matches(name, list(catalog.METRICS), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise ValueError(f"unknown metric '{name}'{hint}")
 
 
 # --------------------------------------------------------------------------- workloads

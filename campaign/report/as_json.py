@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from campaign import catalog
+from campaign.report.looks import sequential_dict
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import Cell, GuardrailCheck
@@ -96,7 +97,9 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "candidates": [
             {"arm": cv.arm, "decision": cv.decision, "reason": cv.reason,
              "settle": cv.settle or None, "reasons": list(cv.reasons),
-             "window_stable": cv.window_stable, "mean_gain": _num(cv.score)}
+             "window_stable": cv.window_stable, "mean_gain": _num(cv.score),
+             **({"sequential": sequential_dict(cv.sequential, run.rule)}
+                if cv.sequential is not None else {})}
             for cv in v.candidates
         ],
         "ranking": [

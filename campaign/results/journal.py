@@ -36,6 +36,7 @@ Event = Literal[
     "pair_done",
     "pair_invalid",
     "pair_redo",
+    "look",
     "interrupted",
     "aborted",
     "finished",
@@ -56,6 +57,9 @@ Event = Literal[
 - `pair_redo`: a pair left invalid by the lane alone, measured again within the night
   (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
   `gates.redo_budget`);
+- `look`: a sequential design's look after `pair` (`look`, `stop`, and per candidate its
+  `state`, `why` and each decision cell's statistic and bounds), so a reader can audit that
+  no look was skipped or added; `stop` true ends the night there;
 - `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
   `pairs_valid`, `pairs_invalid`, the journal's tidy `rows` and its size before this line,
   `journal_bytes`: the last line of a run that ran to its end, which lets a reader check
@@ -280,6 +284,11 @@ def recorded_lane(events: Events, manifest: Mapping[str, Any]) -> str | None:
 
 
 PairState = Literal["started", "done", "invalid"]
+
+
+def looks_of(events: Events) -> dict[int, Mapping[str, Any]]:
+    """pair → the `look` journaled after it (the last, if a resumed session took it again)."""
+    return {int(ev["pair"]): ev for ev in of_kind(events, "look")}
 
 
 def pair_status(events: Events) -> dict[int, tuple[int, PairState]]:

@@ -276,6 +276,10 @@ class PlainProgress:
                       "left (gates.redo_budget)")
         elif event == "pair_redo":
             self.line(f"pair {d['pair']}: redoing the whole pair (gates.pair_retries)")
+        elif event == "look":
+            for text in d.get("lines", []):
+                log.info("%s", text)
+                self.line(text)
         elif event == "eta" and self.eta is None:  # without a campaign: the runner's figure
             self.line(f"  elapsed {human(d['elapsed_s'])}, about {human(d['eta_s'])} to go")
 

@@ -38,7 +38,7 @@ from campaign.markers import marked_children
 from campaign.results import journal as jr
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
-from campaign.run import lanelock, manifest
+from campaign.run import design, lanelock, manifest
 from campaign.run.arm import PairInvalid, run_slot
 from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
@@ -57,9 +57,13 @@ class RunResult:
     pairs_total: int
     pairs_valid: list[int]
     pairs_invalid: dict[int, str]
+    stopped_after: int | None = None
+    """A sequential design stopped the night after this pair: decided, so complete."""
 
     @property
     def complete(self) -> bool:
+        if self.stopped_after is not None:
+            return True
         return not self.pairs_invalid and len(self.pairs_valid) == self.pairs_total
 
 
@@ -299,7 +303,11 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         eta = _Eta(rt, len(slots), sum(len(by_pair[p]) for p, (_, st) in status.items()
                                        if st != "started"))
         measured: dict[int, _PairOutcome] = {}
+        looked = jr.looks_of(events)
+        result.stopped_after = design.decided_before(events)
         for pair, pair_slots in by_pair.items():
+            if result.stopped_after is not None and pair > result.stopped_after:
+                break
             attempt, state = status.get(pair, (0, "new"))
             if state == "done":
                 bad = jr.invalid_passes_of(events, pair, attempt)
@@ -307,18 +315,24 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
                     result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(bad)
                 else:
                     result.pairs_valid.append(pair)
-                continue
-            if state == "invalid":
+            elif state == "invalid":
                 result.pairs_invalid[pair] = "invalid in an earlier session"
-                continue
-            measured[pair] = _measure_pair(campaign, store, rt, pair, attempt, pair_slots,
-                                           redo=state == "started", eta=eta)
-            _settle(result, pair, measured[pair])
+            else:
+                measured[pair] = _measure_pair(campaign, store, rt, pair, attempt,
+                                               pair_slots, redo=state == "started", eta=eta)
+                _settle(result, pair, measured[pair])
+            # a look due after this pair and not yet taken (a session may have stopped
+            # between the pair and its look) is taken now, in order
+            if pair not in looked and design.take_look(campaign, store, rt, pair):
+                result.stopped_after = pair
         budget = pre.gates.redo_budget - len(jr.of_kind(events, "pair_redo"))
-        _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
+        if result.stopped_after is None:
+            _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
         result.pairs_valid.sort()
         store.finish(complete=result.complete, pairs_valid=result.pairs_valid,
-                     pairs_invalid=result.pairs_invalid)
+                     pairs_invalid=result.pairs_invalid,
+                     **({"stopped_after": result.stopped_after}
+                        if result.stopped_after is not None else {}))
     return result
 
 
