@@ -325,9 +325,12 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
                      f"{registered.prereg.rule}; running it needs a new registration")
     if invalid_rate > 0:
-        notes.append(f"P(adopt) counts a campaign short of its pairs ({invalid_rate:.0%} of "
-                     "passes invalid) as not adopting; `spec-ab run --resume RUN_DIR "
-                     "--redo-invalid` can finish it")
+        notes.append(f"invalid passes ({invalid_rate:.0%}, taken as the lane's faults) are "
+                     f"redone within the night up to the registered redo budget "
+                     f"({spec.redo_budget} pair(s), `gates.redo_budget`, as `spec-ab run` "
+                     "does); P(adopt) counts a campaign still short of its pairs after that "
+                     "as not adopting; `spec-ab run --resume RUN_DIR --redo-invalid` can "
+                     "finish it. A candidate's own failures are not modelled")
     if any(g.absolute for g in spec.guardrails):
         notes.append("absolute guardrails (" + ", ".join(
             g.metric for g in spec.guardrails if g.absolute) + ") are not modelled")

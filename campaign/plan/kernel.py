@@ -122,6 +122,12 @@ class RuleSpec:
     def candidates(self) -> int:
         return len(self.arms) - 1
 
+    @property
+    def redo_budget(self) -> int:
+        """Pairs left invalid by the lane that the night measures again
+        (`gates.redo_budget`)."""
+        return self.prereg.gates.redo_budget
+
     def at(self, pairs: int | None = None, rule: RuleName | None = None,
            candidates: int | None = None) -> RuleSpec:
         """The same campaign registered with `pairs` pairs, under `rule`, with `candidates`

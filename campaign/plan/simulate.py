@@ -84,10 +84,17 @@ def drift_offsets(pairs: int, arms: Sequence[str], order: Order, seed: int) -> n
 
 def simulate_arms(noise: NoiseModel, *, pairs: int, cells: int, candidates: int, sims: int,
                   slots: np.ndarray, invalid_rate: float,
-                  rng: np.random.Generator) -> Draws:
+                  rng: np.random.Generator, redo_budget: int = 0) -> Draws:
     """Each arm's boot (shared by the cells of a pair), each pass (per cell), the window's
     linear drift by slot, and invalid passes. Boots are drawn first, so a different number
-    of cells sees the same boots (common random numbers)."""
+    of cells sees the same boots (common random numbers).
+
+    The night's redos (`gates.redo_budget`, as `run.runner` does them): at the end of the
+    slots, the lowest pair with an invalid pass is measured again whole (new boots, new
+    passes, its own chance of an invalid pass, the window's drift at its new place after
+    the last slot; its registered slots stay, as the report reads them), until the budget
+    is spent; an invalid redo can be redone again while budget is left. Invalid passes are
+    the lane's faults here (a candidate's own failures are never redone)."""
     arms = candidates + 1
     total = pairs * arms
     per_slot = math.log1p(noise.window_drift) / max(1, total - 1)
@@ -95,7 +102,31 @@ def simulate_arms(noise: NoiseModel, *, pairs: int, cells: int, candidates: int,
     passes = rng.standard_normal((sims, pairs, cells, arms)) * noise.pass_sd
     bad = rng.random((sims, pairs, cells, arms)) < invalid_rate
     g = boot + passes + per_slot * slots.T[None, :, None, :]
+    if invalid_rate > 0:
+        for r in range(redo_budget):
+            _redo_lowest(g, bad, noise, invalid_rate, per_slot * (total + r * arms), rng)
     return Draws(g[..., 0], g[..., 1:], ~bad[..., 0], ~bad[..., 1:], slots)
+
+
+def _redo_lowest(g: np.ndarray, bad: np.ndarray, noise: NoiseModel, invalid_rate: float,
+                 trend: float, rng: np.random.Generator) -> None:
+    """One redo, in place: in each simulated campaign with an invalid pair, its lowest such
+    pair measured again whole at window position `trend` (the log drift at the redo's
+    first slot; its arms follow one slot apart)."""
+    sims, _, cells, arms = g.shape
+    pair_bad = bad.any(axis=(2, 3))
+    hit = np.flatnonzero(pair_bad.any(axis=1))
+    # drawn for every campaign (common random numbers whatever the hits)
+    boot = rng.standard_normal((sims, 1, arms)) * noise.boot_sd
+    passes = rng.standard_normal((sims, cells, arms)) * noise.pass_sd
+    again = rng.random((sims, cells, arms)) < invalid_rate
+    if hit.size == 0:
+        return
+    p = np.argmax(pair_bad[hit], axis=1)
+    step = math.log1p(noise.window_drift) / max(1, g.shape[1] * arms - 1)
+    new = boot + passes + trend + step * np.arange(arms)[None, None, :]
+    g[hit, p] = new[hit]
+    bad[hit, p] = again[hit]
 
 
 def simulate(noise: NoiseModel, *, pairs: int, cells: int, sims: int, offsets: np.ndarray,
@@ -184,7 +215,8 @@ def campaign_rates(spec: RuleSpec, noise: NoiseModel, effects: Sequence[float], 
     n, k = spec.pairs, spec.candidates
     slots = schedule_slots(n, spec.arms, spec.order, spec.prereg.seed)
     draws = simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
-                          slots=slots, invalid_rate=invalid_rate, rng=_rng(seed, n, k))
+                          slots=slots, invalid_rate=invalid_rate, rng=_rng(seed, n, k),
+                          redo_budget=spec.redo_budget)
     decided = [decide(draws, effect_d(e, spec.rule), spec) for e in effects]
     rates = [rate_of(np.asarray(dec.any(axis=1))) for dec in decided]
     return rates, rate_of(np.asarray(~draws.complete()[:, 0])), draws, decided
