@@ -4,6 +4,7 @@ at a true violation, and the noise flags' false alarms and power.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import numpy as np
 
 from campaign.campaignfile import Guardrail
 from campaign.campaignfile.schedule import Order, plan_slots
+from campaign.plan.guards import GuardDraws, guard_stops, simulate_guards
 from campaign.plan.kernel import (
     HV_POWER_AT,
     PAIR_STEPS,
@@ -35,6 +37,9 @@ from campaign.verdict.noise import NoiseModel
 
 # --------------------------------------------------------------------------- simulation
 
+GUARD_KEY = 500
+"""Random stream of the guardrails' values (apart from the primary's, common to effects)."""
+
 
 @dataclass(frozen=True)
 class Draws:
@@ -50,6 +55,8 @@ class Draws:
     """Valid passes, same shapes."""
     slots: np.ndarray
     """[arm, pair]: slot index of each arm's pass in the schedule (control first)."""
+    guard: GuardDraws | None = None
+    """The relative guardrails' simulated values (no true worsening), when modelled."""
 
     def d(self, shift: float = 0.0) -> np.ndarray:
         """Paired log ratios d[sim, pair, cell, candidate] at a true effect of `shift` (d)."""
@@ -150,13 +157,17 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 
 def decide(draws: Draws, shift: float, spec: RuleSpec) -> np.ndarray:
     """Each candidate's decision [sim, candidate] at a true effect `shift` (d): the rule
-    met in every decision cell, every pair complete, no window-drift gate."""
+    met in every decision cell, every pair complete, no window-drift gate, and (when the
+    draws carry them) no guardrail stopping it."""
     d = draws.d(shift)
     k = d.shape[-1]
     met = np.stack([adopts(d[..., j], spec.rule, k) for j in range(k)], axis=-1)
     drift = np.asarray(window_drift_flags(_metric_log(draws.ctrl, spec.rule), draws.slots[0],
                                           spec.rule, flag_alpha(len(spec.cells), k)).any(axis=1))
-    return np.asarray(met & draws.complete() & ~drift[:, None])
+    out = met & draws.complete() & ~drift[:, None]
+    if draws.guard is not None and draws.guard.models:
+        out &= ~guard_stops(draws.guard)
+    return np.asarray(out)
 
 
 def _metric_log(g: np.ndarray, rule: rl.Rule) -> np.ndarray:
@@ -210,13 +221,19 @@ def campaign_rates(spec: RuleSpec, noise: NoiseModel, effects: Sequence[float], 
                    sims: int, seed: int, invalid_rate: float
                    ) -> tuple[list[Rate], Rate, Draws, list[np.ndarray]]:
     """P(the campaign adopts) at each true effect for `spec` as registered (its pairs, its
-    candidates), the share of campaigns whose first candidate is short of pairs, the draws
-    and each effect's decisions [sim, candidate]."""
+    candidates, its relative guardrails at no true worsening, `spec.guard_models`), the
+    share of campaigns whose first candidate is short of pairs, the draws and each effect's
+    decisions [sim, candidate]."""
     n, k = spec.pairs, spec.candidates
     slots = schedule_slots(n, spec.arms, spec.order, spec.prereg.seed)
     draws = simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
                           slots=slots, invalid_rate=invalid_rate, rng=_rng(seed, n, k),
                           redo_budget=spec.redo_budget)
+    if spec.guard_models:
+        gd = simulate_guards(spec.guard_models, [0.0] * len(spec.guard_models), pairs=n,
+                             candidates=k, sims=sims, checks=spec.guard_checks,
+                             alpha=spec.rule.alpha, rng=_rng(seed, n, k, GUARD_KEY))
+        draws = dataclasses.replace(draws, guard=gd)
     decided = [decide(draws, effect_d(e, spec.rule), spec) for e in effects]
     rates = [rate_of(np.asarray(dec.any(axis=1))) for dec in decided]
     return rates, rate_of(np.asarray(~draws.complete()[:, 0])), draws, decided
