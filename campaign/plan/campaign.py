@@ -55,6 +55,7 @@ from campaign.plan.simulate import (
     _rng,
     adopt_rate,
     campaign_rates,
+    decide,
     drift_offsets,
     effect_d,
     flag_draws,
@@ -62,6 +63,7 @@ from campaign.plan.simulate import (
     flags_of,
 )
 from campaign.verdict.aa import aa_run_of
+from campaign.verdict.rule import FAILURE_METRICS
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
 
 # --------------------------------------------------------------------------- the plan
@@ -140,6 +142,8 @@ class PairRow:
     guardrails: tuple[GuardrailRow, ...]
     flags: FlagRates
     meets: bool = False
+    adopt_rule_only: tuple[Rate, ...] = ()
+    """P(adopt) at each effect without the guardrails (the rule and its gates alone)."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +249,27 @@ def with_guardrails(spec: RuleSpec, campaign: Campaign, noise_run: Path | None) 
                                                                      noise_run)))
 
 
+def guard_notes(spec: RuleSpec) -> list[str]:
+    """What the plan says of the guardrails it does and does not simulate."""
+    out = []
+    if spec.guard_models:
+        out.append("P(adopt) includes the relative guardrails (" + ", ".join(
+            m.guardrail.metric for m in spec.guard_models) + ") at no true change, each "
+            "on its own noise (below); `adopt_rule_only` in the JSON is the rule alone. "
+            "The lanes rows and the search for alternatives are the rule alone")
+    absolute = [g.metric for g in spec.guardrails
+                if g.absolute or g.metric in FAILURE_METRICS]
+    if absolute:
+        out.append("absolute guardrails (" + ", ".join(absolute) + ") are not modelled: the "
+                   "plan takes both arms to fail no request (they hold; they count in the "
+                   "family's k); how often they stop a candidate that fails requests is not "
+                   "estimated")
+    if not spec.guard_models and len(absolute) < len(spec.guardrails):
+        out.append("a relative guardrail with no cell to check (its workload or level not "
+                   "configured) is not modelled")
+    return out
+
+
 def _qualifying(spec: RuleSpec, noise: NoiseModel, counts: Sequence[int], *, sims: int,
                 seed: int, invalid_rate: float) -> int | None:
     """The fewest of `counts` pairs that meets the recommendation's two bars."""
@@ -344,8 +369,11 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
             checked += _cross_check_flags(single_spec, fd, hv, wd)
         names = [nm for nm, _ in effects]
         at_power, at_false = rates[names.index("1.5m")], rates[names.index("m/2")]
+        bare = dataclasses.replace(draws, guard=None)
+        rule_only = tuple(rate_of(np.asarray(decide(bare, effect_d(e, s_n.rule), s_n)
+                                             .any(axis=1))) for _, e in effects)
         rows.append(PairRow(n, tuple(rates), lost, single, multi, tuple(grows), flags,
-                            recommend([(n, at_power, at_false)]) is not None))
+                            recommend([(n, at_power, at_false)]) is not None, rule_only))
     recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs), None)
     search = min(sims, MAX_SEARCH_SIMS)
     alts = ([] if recommended is not None else
@@ -382,9 +410,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                      "does); P(adopt) counts a campaign still short of its pairs after that "
                      "as not adopting; `spec-ab run --resume RUN_DIR --redo-invalid` can "
                      "finish it. A candidate's own failures are not modelled")
-    if any(g.absolute for g in spec.guardrails):
-        notes.append("absolute guardrails (" + ", ".join(
-            g.metric for g in spec.guardrails if g.absolute) + ") are not modelled")
+    notes += guard_notes(spec)
     if pre.rule == "point" and recommended is None:
         notes.append("under `point` every pair must clear the band: past a few pairs, more "
                      "pairs add chances for one to fall short and power drops")
