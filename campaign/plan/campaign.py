@@ -63,8 +63,8 @@ from campaign.plan.simulate import (
     flags_of,
 )
 from campaign.verdict.aa import aa_run_of
-from campaign.verdict.rule import FAILURE_METRICS
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
+from campaign.verdict.rule import FAILURE_METRICS
 
 # --------------------------------------------------------------------------- the plan
 

@@ -121,7 +121,7 @@ def _redo_lowest(g: np.ndarray, bad: np.ndarray, noise: NoiseModel, invalid_rate
     pair measured again whole at window position `trend` (the log drift at the redo's
     first slot; its arms follow one slot apart)."""
     sims, _, cells, arms = g.shape
-    pair_bad = bad.any(axis=(2, 3))
+    pair_bad = np.asarray(np.any(bad, axis=(2, 3)))
     hit = np.flatnonzero(pair_bad.any(axis=1))
     # drawn for every campaign (common random numbers whatever the hits)
     boot = rng.standard_normal((sims, 1, arms)) * noise.boot_sd
