@@ -206,3 +206,26 @@ def test_noise_run_gives_each_guardrails_own_noise(tmp_path: Path) -> None:
 
 def test_example_loads() -> None:
     assert load_campaign(EXAMPLE).preregistration.rule == "bound"
+
+
+def test_plan_on_an_earlier_ab_run_reads_its_control(tmp_path: Path,
+                                                     tokenizer_dir: Path) -> None:
+    """`plan --noise` on an A/B run of the lane: the primary's noise from the control's
+    passes only (the candidate's +30% is no noise), and the guardrail's own noise measured,
+    not assumed."""
+    logs = [0.04, -0.03, 0.01, -0.02]
+    spec = {("knee", "c1", "output_token_throughput"):
+            [(100 * math.exp(x), 130 * math.exp(-x)) for x in logs],
+            ("knee", "c1", "ttft_p99"): [(50 * math.exp(x), 50.0) for x in logs]}
+
+    def with_se(df: pd.DataFrame) -> pd.DataFrame:
+        return df.assign(log_se=np.where(df["metric"] == "ttft_p99", 0.03, np.nan))
+
+    run = make_run(tmp_path / "runs", spec, edit=with_se)
+    c = campaign_file(tmp_path / "c", tokenizer_dir)
+    result = plan.plan_campaign(c, effect=0.15, noise_run=run, drift=None, sims=300,
+                                pairs=2)
+    assert "control's passes" in result.noise.source
+    assert math.isclose(result.noise.boot_sd, float(np.std(logs, ddof=1)), rel_tol=1e-6)
+    g = result.row(2).guardrails[0]
+    assert g.model.noise.measured and g.model.noise.log_se == 0.03
