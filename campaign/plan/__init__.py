@@ -79,8 +79,8 @@ JSON (`--format json`) keys:
   `passes_at_2x`: rate (does not stop adoption, truly 2× the limit worse), `hold_at_2x`,
   `hold_at_0`: rate (holds at every cell), `noise`: {`log_se`, `requests`, `inflation`,
   `boot_sd`, `band`, `measured`, `source`}}], `flags`: {`high_variance_false_alarm`,
-  `window_drift_false_alarm`, `any_false_alarm`, `high_variance_power`, `window_drift_power`: rate or null (one
-  pair: no test)}};
+  `window_drift_false_alarm`, `any_false_alarm`, `high_variance_power`,
+  `window_drift_power`: rate or null (one pair: no test)}};
 - `recommendation`: {`pairs` (int or null), `power_at` (1.5m as a fraction), `power_min`,
   `false_at` (m/2), `false_max`, `wall_s`, `alternatives`: [{`change`, `pairs`}]};
 - `orders`: AB vs ABBA under a linear drift: [{`order`, `pairs`, `bias`, `null`,
