@@ -56,7 +56,7 @@ if a single decision or guardrail state differs. The
 lanes rows are cross-checked the same way: with two or more lanes on the pooled `RunTable`
 `spec-ab report` would build (every lane's pairs in start order, `RunTable.lanes`, each
 lane's own slots, invalid passes) under the pooled rule (`RuleSpec.pooled`: pairs × L);
-the one-lane row as a plain run (it is the table's registered row).
+the one-lane row as a plain run (the table's registered row without guardrails).
 
 `--rule point|ci` plans under the other rule: exploratory, marked so.
 

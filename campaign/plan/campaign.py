@@ -271,7 +271,7 @@ def guard_notes(spec: RuleSpec) -> list[str]:
         out.append("P(adopt) includes the relative guardrails (" + ", ".join(
             m.guardrail.metric for m in spec.guard_models) + ") at no true change, each "
             "on its own noise (below); `adopt_rule_only` in the JSON is the rule alone. "
-            "The lanes rows and the search for alternatives are the rule alone")
+            "The lanes rows and the AB vs ABBA comparison are the rule alone")
     absolute = [g.metric for g in spec.guardrails
                 if g.absolute or g.metric in FAILURE_METRICS]
     if absolute:
