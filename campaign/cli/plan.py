@@ -22,8 +22,10 @@ PlanRule = enum.Enum("PlanRule", {k: k for k in RULES}, type=str)  # type: ignor
 def plan(
     campaign_file: Annotated[Path, typer.Argument(help="Campaign YAML file.")],
     effect: Annotated[str, typer.Option(help="True effect to size for, e.g. 15%.")] = "15%",
-    noise: Annotated[Path | None, typer.Option(help="Take the noise from this A/A run "
-                                               "directory.")] = None,
+    noise: Annotated[Path | None, typer.Option(help="Take the noise from this run "
+                                               "directory (an A/A run, or an earlier run of "
+                                               "the lane: its control's passes): the "
+                                               "primary's and each guardrail's.")] = None,
     drift: Annotated[str | None, typer.Option(help="Per-boot drift (sd), e.g. 3%.")] = None,
     sims: Annotated[int, typer.Option(help="Monte Carlo campaigns per effect.")] = 4000,
     pairs: Annotated[int | None, typer.Option(

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from campaign import fmt as fm
 from campaign.plan.campaign import (
+    GuardrailRow,
     PlanResult,
 )
 from campaign.plan.kernel import (
@@ -67,9 +68,9 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
             "false_adopt_half_margin": {"single": row.false_single.as_dict(),
                                         "campaign": row.false_campaign.as_dict(),
                                         "candidates": r.multi_candidates},
-            "guardrails": [{"metric": g.metric, "limit": g.limit,
-                            "hold_at_2x": g.hold_at_2x.as_dict(),
-                            "hold_at_0": g.hold_at_0.as_dict()} for g in row.guardrails],
+            "guardrails": [_guard_json(g) for g in row.guardrails],
+            "adopt_rule_only": {n: rate.as_dict() for n, rate in
+                                zip(names, row.adopt_rule_only, strict=True)},
             "flags": row.flags.as_dict(),
         } for row in r.rows],
         "recommendation": {
@@ -89,6 +90,19 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                    "sims": x.power.n, "exact_checked": x.exact_checked} for x in r.lanes],
         "notes": list(r.notes),
     }
+
+
+def _guard_json(g: GuardrailRow) -> dict[str, Any]:
+    m, nz = g.model, g.model.noise
+    return {"metric": g.metric, "limit": g.limit,
+            "hold_at_2x": g.hold_at_2x.as_dict(), "hold_at_0": g.hold_at_0.as_dict(),
+            "break_at_0": g.break_at_0.as_dict(), "stops_at_0": g.stops_at_0.as_dict(),
+            "passes_at_2x": g.passes_at_2x.as_dict(),
+            "cells": [f"{w} {lvl}" for w, lvl in m.cells], "alpha_each": g.family_alpha,
+            "unclear_stops": m.guardrail.stops_when_unclear,
+            "noise": {"log_se": nz.log_se, "requests": nz.requests,
+                      "inflation": nz.inflation, "boot_sd": nz.boot_sd, "band": m.band,
+                      "measured": nz.measured, "source": nz.source}}
 
 
 def print_plan(console: Console, result: PlanResult) -> None:
@@ -141,15 +155,18 @@ def print_plan(console: Console, result: PlanResult) -> None:
     checks.add_column(f"{r.multi_candidates} candidates", justify="right")
     guard_names = [(g.metric, g.limit) for g in r.rows[0].guardrails]
     for metric, limit in guard_names:
-        checks.add_column(f"{metric} holds at {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
-                          f"(limit {fm.pct(limit, 0)})", justify="right")
+        checks.add_column(f"{metric} breaks at no change (limit {fm.pct(limit, 0)})",
+                          justify="right")
+        checks.add_column(f"{metric} lets through {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
+                          "worse", justify="right")
     checks.add_column("flag false alarm (A/A)", justify="right")
     checks.add_column(f"high-variance power (sd ×{HV_POWER_AT:g})", justify="right")
     checks.add_column(f"window-drift power (drift {fm.pct(WD_POWER_AT * r.band, 0)})",
                       justify="right")
     for row in r.rows:
         checks.add_row(str(row.pairs), _rate(row.false_single), _rate(row.false_campaign),
-                       *(_rate(g.hold_at_2x) for g in row.guardrails),
+                       *(x for g in row.guardrails
+                         for x in (_rate(g.break_at_0), _rate(g.passes_at_2x))),
                        _rate(row.flags.any_false), _rate(row.flags.high_variance_power),
                        _rate(row.flags.window_drift_power))
     console.print(checks)
@@ -159,10 +176,17 @@ def print_plan(console: Console, result: PlanResult) -> None:
                   f"candidate {_rate(reg.false_single)} (the bar's correction promises no "
                   "higher)")
     for g in reg.guardrails:
-        console.print(f"with {r.pairs} pairs: guardrail {g.metric} holds at one cell "
-                      f"{_rate(g.hold_at_2x)} of the time when truly "
-                      f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse, "
-                      f"{_rate(g.hold_at_0)} when not worse")
+        m = g.model
+        cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
+        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {cells}; each bound at "
+                      f"{g.family_alpha:.2%}, family-wise): broken with no change "
+                      f"{_rate(g.break_at_0)}, stops adoption with no change "
+                      f"{_rate(g.stops_at_0)}; lets a candidate truly "
+                      f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse through "
+                      f"{_rate(g.passes_at_2x)} (holds {_rate(g.hold_at_2x)}, unclear "
+                      f"{'stops' if m.guardrail.stops_when_unclear else 'does not stop'}); "
+                      f"noise: {m.noise.source}; test's band ±{fm.abs_pct(m.band)}",
+                      markup=False)
     f = reg.flags
     if f.any_false is not None:
         console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "
