@@ -49,6 +49,7 @@ from campaign.plan.kernel import (
     rule_spec,
 )
 from campaign.plan.lanes import LaneRow, lane_rows
+from campaign.plan.sequential import SeqPlan, plan_sequential
 from campaign.plan.simulate import (
     Draws,
     FlagRates,
@@ -63,6 +64,7 @@ from campaign.plan.simulate import (
     flags_of,
 )
 from campaign.results.store import load_run
+from campaign.verdict import rule as rl
 from campaign.verdict.aa import aa_run_of, is_aa
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
 from campaign.verdict.rule import FAILURE_METRICS
@@ -198,6 +200,8 @@ class PlanResult:
     """The pooled verdict with 1, 2, 4 and the campaign's own number of lanes."""
     lane_names: tuple[str, ...] = ()
     """The campaign's lanes (its one `lane:` when it has no `lanes:` table)."""
+    sequential: SeqPlan | None = None
+    """A sequential design's figures (None: a fixed number of pairs)."""
 
     @property
     def exploratory(self) -> bool:
@@ -324,6 +328,16 @@ def alternatives(spec: RuleSpec, noise: NoiseModel, max_pairs: int, *, sims: int
     return out
 
 
+def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: int,
+                seed: int) -> SeqPlan | None:
+    """The registered sequential design's figures on the plan's pair noise."""
+    pre = campaign.preregistration
+    if pre.sequential is None:
+        return None
+    rule = rl.Rule(prereg=pre.model_copy(update={"guardrails": []}), band=spec.rule.band)
+    return plan_sequential(rule, noise.pair_sd, sims=min(sims, 4000), seed=seed)
+
+
 def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                   drift: float | None, sims: int, seed: int = 0, pairs: int | None = None,
                   rule: RuleName | None = None,
@@ -430,6 +444,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         notes.append("under `point` every pair must clear the band: past a few pairs, more "
                      "pairs add chances for one to fall short and power drops")
     return PlanResult(
+        sequential=_sequential(campaign, spec, noise, sims=sims, seed=seed),
         campaign=campaign.name, rule_text=spec.rule.describe(), rule=pre.rule,
         registered_rule=registered.prereg.rule, margin=m, band=spec.rule.band,
         direction=spec.rule.direction, confidence=pre.confidence,

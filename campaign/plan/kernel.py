@@ -188,7 +188,9 @@ def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
         raise UsageError("the campaign has no decision cell to plan for")
     # Guardrails are modelled on their own (`guardrail_holds`): the adoption cross-check
     # must not count them as "cannot be checked".
-    prereg = pre.model_copy(update={"guardrails": []})
+    # A sequential design is planned on its own (`plan.sequential`); the table is the fixed
+    # `bound` design with n pairs, the comparison it is judged against.
+    prereg = pre.model_copy(update={"guardrails": [], "sequential": None})
     rule = rl.Rule(prereg=prereg, band=resolve_drift_band(campaign) if band is None else band)
     return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names), tuple(pre.guardrails),
                     resolve_guardrail_bands(campaign))

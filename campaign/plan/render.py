@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -89,7 +90,56 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                    "power_at_1_5m": x.power.as_dict(), "campaign": x.campaign,
                    "sims": x.power.n, "exact_checked": x.exact_checked} for x in r.lanes],
         "notes": list(r.notes),
+        **sequential_json(r),
     }
+
+
+def sequential_json(r: PlanResult) -> dict[str, Any]:
+    """`sequential` (one entry per true effect) and `sequential_design` for a sequential
+    campaign; nothing for a fixed one."""
+    sp = r.sequential
+    if sp is None:
+        return {}
+    return {
+        "sequential": [{
+            "name": row.label, "effect": row.effect, "adopt": row.adopt,
+            "keep_default": row.keep_default, "inconclusive": row.inconclusive,
+            "expected_pairs": row.expected_pairs, "p90_pairs": row.p90_pairs,
+            "expected_night_s": row.expected_pairs * r.wall_per_pair,
+            "fixed_adopt": None if math.isnan(row.fixed_adopt) else row.fixed_adopt,
+        } for row in sp.rows],
+        "sequential_design": {
+            "max_pairs": sp.max_pairs, "pair_sd": float(sp.sigma), "sims": sp.sims,
+            "fixed_pairs": sp.fixed_pairs, "recommended_max_pairs": sp.recommended_max_pairs,
+            "judge_run_checked": sp.checked, "judge_run_disagree": int(sp.disagree),
+        },
+    }
+
+
+def print_sequential(console: Console, r: PlanResult) -> None:
+    """The design's figures beside the fixed design that meets the same targets."""
+    sp = r.sequential
+    if sp is None:
+        return
+    fixed = (f"the fixed design meeting the targets: {sp.fixed_pairs} pairs"
+             if sp.fixed_pairs else "no fixed design up to 32 pairs meets the targets")
+    t = Table(title=f"sequential design (max_pairs {sp.max_pairs}; pair sd "
+                    f"{sp.sigma:.1%}; {sp.sims} sequences per row; {fixed})")
+    for col in ("true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
+                "pairs: mean (p90)", "night", "fixed: P(adopt)"):
+        t.add_column(col, justify="right")
+    for row in sp.rows:
+        t.add_row(f"{row.label} ({fm.pct(row.effect, 1)})", f"{row.adopt:.1%}",
+                  f"{row.keep_default:.1%}", f"{row.inconclusive:.1%}",
+                  f"{row.expected_pairs:.1f} ({row.p90_pairs})",
+                  fm.clock(row.expected_pairs * r.wall_per_pair),
+                  "—" if math.isnan(row.fixed_adopt) else f"{row.fixed_adopt:.1%}")
+    console.print(t)
+    rec = sp.recommended_max_pairs
+    console.print(f"recommended max_pairs: {rec if rec else 'none up to 24'} (P(adopt) ≥ "
+                  f"{POWER_MIN:.0%} at 1.5m and ≤ {FALSE_MAX:.0%} at m/2); {sp.checked} "
+                  f"sequences re-judged by verdict.judge_run, {sp.disagree} disagree",
+                  markup=False)
 
 
 def _guard_json(g: GuardrailRow) -> dict[str, Any]:
@@ -210,6 +260,7 @@ def print_plan(console: Console, result: PlanResult) -> None:
                   f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
                   f"{r.estimate.assumptions})")
     print_lanes(console, r)
+    print_sequential(console, r)
     for note in r.notes:
         console.print(f"note: {note}")
 

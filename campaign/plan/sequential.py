@@ -7,7 +7,8 @@ Each campaign is a sequence of pair log ratios N(ln(1 + effect), σ²) under the
 noise σ, looked at on the design's schedule by the verdict's own kernel
 (`verdict.sequential.look`, the boundaries `judge_run` uses); `cross_check` re-judges a
 sample through `verdict.judge_run` itself and counts disagreements. Guardrails, gates and
-invalid passes are not in these figures (the fixed-design table of `plan` has them).
+invalid passes are not in these figures (the fixed-design table of `plan` has them), and
+they are of one decision cell (several must all cross: less power, the same false adopt).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from campaign.campaignfile import DecisionCell
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
 from campaign.verdict import sequential as sq
@@ -129,22 +131,25 @@ def cross_check(rule: rl.Rule, *samples: np.ndarray) -> tuple[int, int]:
     """Re-judge simulated sequences through `verdict.judge_run`: (judged, disagreeing)."""
     design = rule.prereg.sequential
     assert design is not None
+    # the figures are of one decision cell: judged as the campaign's only one
+    one = rl.Rule(prereg=rule.prereg.model_copy(update={"decision_cells": [
+        DecisionCell(workload="knee", level="c1")]}), band=rule.band)
     checked = disagree = 0
     for d in samples:
         end, spent = _outcomes(rule, design.max_pairs, d)
         for i in range(d.shape[0]):
-            v = vd.judge_run(_table(d[i, :design.max_pairs]), rule, ["control", "candidate"],
+            v = vd.judge_run(_table(d[i, :design.max_pairs]), one, ["control", "candidate"],
                              metrics=[])
             path = v.candidates[0].sequential
             mine = {"adopt": 1, "keep-default": -1}.get(path.state if path else "", 0)
             at = path.stopped_at if path and path.stopped_at else design.max_pairs
             checked += 1
-            disagree += (mine != end[i]) or (at != spent[i])
+            disagree += int(mine != int(end[i]) or at != int(spent[i]))
     return checked, disagree
 
 
 def _table(d: np.ndarray) -> td.RunTable:
-    """One decision cell (the rule's first, or knee c1) whose pairs change by exp(d) − 1."""
+    """One decision cell (knee c1) whose pairs change by exp(d) − 1."""
     rule_cell = ("knee", "c1")
     metric = "output_token_throughput"
     t = td.RunTable(run="plan", pairs=list(range(1, len(d) + 1)))

@@ -394,7 +394,8 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
     - `keep-default`: the decision is keep-default;
     - `incomplete`: pairs are missing or left out, or the run did not finish;
     - `unstable`: a decision cell is flagged `window-drift`, `high-variance` or (pooled
-      lanes) `lanes-disagree`.
+      lanes) `lanes-disagree`;
+    - `undecided`: a sequential design has not decided (continue or inconclusive).
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
@@ -404,5 +405,7 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
         "incomplete": run.incomplete,
         "unstable": any({"window-drift", "high-variance", "lanes-disagree"} & set(c.flags)
                         for c in run.decision_cells()),
+        "undecided": any(cv.sequential is not None and not cv.sequential.decided
+                         for cv in run.verdict.candidates),
     }
     return EXIT_INCOMPLETE if any(hits[c] for c in fail_on) else EXIT_OK

@@ -83,6 +83,12 @@ def rule_line(run: RunReport) -> str:
 def pairs_line(run: RunReport) -> str:
     v = run.verdict
     state = "complete" if not run.incomplete else "INCOMPLETE"
+    design = run.rule.prereg.sequential
+    if design is not None:
+        state = ("sequential, decided" if v.decided else "sequential, not decided")
+        return (f"{v.pairs_measured} of ≤ {v.pairs_planned} pairs ({run.rule.prereg.order}, "
+                f"a look after each {design.look} from {design.min_pairs}), {state}; arms "
+                f"{', '.join(run.arms)}; lane {run.lane or '?'}")
     return (f"{v.pairs_measured} of {v.pairs_planned} pairs ({run.rule.prereg.order}), "
             f"{state}; arms {', '.join(run.arms)}; lane {run.lane or '?'}")
 

@@ -83,8 +83,6 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
         raise storage_error(exc, "the run directory", out_root) from exc
     try:
         rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
-        if rule.get("sequential") is None:  # a fixed design registers as it always did
-            rule.pop("sequential", None)
         digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
                                 drift_band=band, levels=registered_levels(campaign),
                                 guardrail_bands=guardrail_bands)

@@ -36,7 +36,7 @@ from campaign.verdict.flags import (
     noise_flags,
 )
 from campaign.verdict.guardrails import guardrail_targets
-from campaign.verdict.looks import cell_look, judge_sequential
+from campaign.verdict.looks import cell_look, judge_lanes, judge_sequential
 from campaign.verdict.outcome import (
     CandidateVerdict,
     Cell,
@@ -324,6 +324,14 @@ def judge_run(
             return _judge_fixed(table if keep is None else table.subset(keep), rule, arms,
                                 level_order, levels, guard_cells, metrics, resume_command)
 
+        if len(set(table.lanes.values())) > 1:
+            def lane(keep: Sequence[int], number: Mapping[int, int]) -> RunVerdict:
+                one = table.subset(keep, number)
+                return judge_sequential(one.pairs, rule, lambda k: _judge_fixed(
+                    one if k is None else one.subset(k), rule, arms, level_order, levels,
+                    guard_cells, metrics, resume_command))
+
+            return judge_lanes(table.lanes, rule, at(None), lane)
         return judge_sequential(table.pairs, rule, at)
     return _judge_fixed(table, rule, arms, level_order, levels, guard_cells, metrics,
                         resume_command)

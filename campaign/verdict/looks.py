@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from campaign.campaignfile.design import Sequential
 from campaign.fmt import pct
@@ -38,7 +38,7 @@ from campaign.verdict.outcome import (
     SequentialPath,
     SequentialState,
 )
-from campaign.verdict.rule import Rule, better_d, change_of
+from campaign.verdict.rule import Decision, Rule, better_d, change_of
 
 
 def design_of(rule: Rule) -> Sequential:
@@ -109,6 +109,57 @@ def look_line(step: LookStep, design: Sequential) -> str:
 
 Judge = Callable[[Sequence[int] | None], RunVerdict]
 """Judge the run on its pairs ≤ a look (None: every pair measured)."""
+LaneJudge = Callable[[Sequence[int], Mapping[int, int]], RunVerdict]
+"""Judge one lane: its pooled pairs, renumbered as in its shard."""
+
+
+def judge_lanes(lanes: Mapping[int, str], rule: Rule, pooled: RunVerdict,
+                judge_lane: LaneJudge) -> RunVerdict:
+    """A pooled run of sequential shards: each lane judged by the design on its own pairs
+    (as its runner looked at them), and a candidate adopts only when every lane's design
+    adopts (intersection–union: the pooled false adopt is at most each lane's α); a lane
+    that keeps the default keeps it; else the pooled design continues (a lane still
+    going) or is inconclusive. The pooled cells stay for what the report shows."""
+    by_lane: dict[str, list[int]] = {}
+    for p in sorted(lanes):
+        by_lane.setdefault(lanes[p], []).append(p)
+    per_lane = {lane: judge_lane(ps, {p: i + 1 for i, p in enumerate(ps)})
+                for lane, ps in sorted(by_lane.items())}
+    out = []
+    for cv in pooled.candidates:
+        mine = {lane: next(c for c in v.candidates if c.arm == cv.arm)
+                for lane, v in per_lane.items()}
+        out.append(_pooled_candidate(cv, mine))
+    return recombine(pooled, out, pooled.pairs_measured)
+
+
+def _pooled_candidate(cv: CandidateVerdict, lanes: Mapping[str, CandidateVerdict]
+                      ) -> CandidateVerdict:
+    states = {lane: (c.sequential.state if c.sequential else "continue")
+              for lane, c in lanes.items()}
+    if all(s == "adopt" for s in states.values()):
+        state: SequentialState = "adopt"
+    elif any(s == "keep-default" for s in states.values()):
+        state = "keep-default"
+    elif any(s == "continue" for s in states.values()):
+        state = "continue"
+    else:
+        state = "inconclusive"
+    first = next((c for c in lanes.values()
+                  if (c.sequential.state if c.sequential else "continue") == state),
+                 next(iter(lanes.values())))
+    steps = tuple(dataclasses.replace(s, why=f"lane {lane}: {s.why}")
+                  for lane, c in lanes.items() if c.sequential for s in c.sequential.steps)
+    assert first.sequential is not None
+    path = dataclasses.replace(first.sequential, steps=steps, state=state, stopped_at=None)
+    reasons = (f"pooled sequential shards: {state} ("
+               + ", ".join(f"{lane} {s}" for lane, s in states.items())
+               + "; adopts only when every lane's design adopts)",
+               *(f"{lane}: {r}" for lane, c in lanes.items() for r in c.reasons[:1]),
+               *cv.reasons)
+    decision: Decision = "adopt" if state == "adopt" else "keep-default"
+    return dataclasses.replace(cv, decision=decision, reason=first.reason,
+                               settle=first.settle, reasons=reasons, sequential=path)
 
 
 def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) -> RunVerdict:
@@ -139,7 +190,7 @@ def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) ->
     assert verdict is not None
     out = [_finish(cv, state, why, p, steps.get(cv.arm, []), design, rule, last)
            for cv, state, why, p in (final[c.arm] for c in verdict.candidates)]
-    return recombine(verdict, out)
+    return recombine(verdict, out, len(pairs_measured))
 
 
 def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
@@ -190,9 +241,10 @@ def _further_night(cv: CandidateVerdict, rule: Rule, design: Sequential) -> str:
         f" (this design stopped at its max_pairs {design.max_pairs})")
 
 
-def recombine(verdict: RunVerdict, out: Sequence[CandidateVerdict]) -> RunVerdict:
+def recombine(verdict: RunVerdict, out: Sequence[CandidateVerdict], measured: int
+              ) -> RunVerdict:
     """The run's verdict with its candidates' final verdicts (each from its own deciding
-    look)."""
+    look); `measured`: the pairs the run holds."""
     ranking = rank(out)
     adopting = [r for r in ranking if r.decision == "adopt"]
     adopt_arm = adopting[0].arm if adopting else None
@@ -209,4 +261,6 @@ def recombine(verdict: RunVerdict, out: Sequence[CandidateVerdict]) -> RunVerdic
     return dataclasses.replace(
         verdict, candidates=tuple(out), ranking=tuple(ranking),
         decision="adopt" if adopt_arm else "keep-default", adopt_arm=adopt_arm,
-        reasons=reasons, reason=top.reason, settle=top.settle, notes=notes)
+        reasons=reasons, reason=top.reason, settle=top.settle, notes=notes,
+        pairs_measured=measured,
+        decided=all(cv.sequential is not None and cv.sequential.decided for cv in out))

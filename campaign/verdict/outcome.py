@@ -272,10 +272,14 @@ class RunVerdict:
     reason: Reason = "below-bar"
     settle: str = ""
     best_by_level: tuple[LevelBest, ...] = ()
+    decided: bool = False
+    """A sequential design decided every candidate: the pairs it did not spend are not
+    missing."""
 
     @property
     def incomplete(self) -> bool:
-        return self.left_out > 0 or self.pairs_measured < self.pairs_planned
+        return self.left_out > 0 or (self.pairs_measured < self.pairs_planned
+                                     and not self.decided)
 
 
 class DataProblem(ValueError):

@@ -42,3 +42,24 @@ def test_a_noisier_lane_needs_a_larger_max_pairs() -> None:
     rows = {row.label: row for row in noisy.rows}
     assert rows["m/2"].adopt <= 0.05  # valid whatever the noise; power is what it costs
     assert rows["1.5m"].adopt < 0.9
+
+
+def test_plan_of_the_sequential_example_has_its_figures_in_json() -> None:
+    from campaign.campaignfile import load_campaign
+    from campaign.plan.campaign import plan_campaign
+    from campaign.plan.render import plan_json
+    from tests.runs import ROOT
+
+    campaign = load_campaign(ROOT / "examples" / "sim-sequential.yaml")
+    doc = plan_json(plan_campaign(campaign, effect=0.15, noise_run=None, drift=None,
+                                  sims=400, pairs=4))
+    rows = doc["sequential"]
+    assert [r["name"] for r in rows] == ["0", "m/2", "m", "1.5m", "2m"]
+    for r in rows:
+        assert {"effect", "adopt", "keep_default", "inconclusive", "expected_pairs"} <= set(r)
+        assert 2 <= r["expected_pairs"] <= 6
+    design = doc["sequential_design"]
+    assert design["max_pairs"] == 6 and design["judge_run_disagree"] == 0
+    assert design["judge_run_checked"] > 0
+    # the fixed table beside it is the fixed `bound` design (no sequential rule in it)
+    assert doc["rule"]["used"] == "bound" and doc["table"][0]["pairs"] == 1

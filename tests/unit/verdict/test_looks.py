@@ -167,3 +167,45 @@ def test_the_campaign_file_registers_the_design() -> None:
         Preregistration(pairs=4, sequential={"max_pairs": 8})
     with pytest.raises(ValidationError, match="above max_pairs"):
         Preregistration(sequential={"max_pairs": 3, "min_pairs": 4})
+
+
+def _pooled(a: Sequence[float], b: Sequence[float]) -> td.RunTable:
+    """Two lanes' shards pooled: lane a's pairs numbered 1, 3, 5 …, lane b's 2, 4, 6 …"""
+    t = td.RunTable(run="pooled")
+    cell = td.CellData("knee", "c1", sy.TPUT)
+    for lane, ds, first in (("a", a, 1), ("b", b, 2)):
+        for k, v in enumerate(ds):
+            p = first + 2 * k
+            y = 1000.0 * math.exp(v)
+            cell.values[p] = {sy.CONTROL: td.ArmValue(1000.0, 1000.0, 1000.0, 1),
+                              sy.CAND: td.ArmValue(y, y, y, 1)}
+            t.lanes[p] = lane
+            t.slots[p] = {sy.CONTROL: 2 * p, sy.CAND: 2 * p + 1}
+    t.pairs = sorted(cell.values)
+    t.cells[("knee", "c1", sy.TPUT)] = cell
+    return t
+
+
+def test_pooled_shards_adopt_only_when_every_lane_design_adopts() -> None:
+    """Each lane followed the design on its own pairs; the pooled verdict is their
+    intersection–union: one lane without the gain keeps the default."""
+    gain = [math.log(1.25) + e for e in (0.004, -0.003, 0.002, 0.001)]
+    flat = [e for e in (0.004, -0.003, 0.002, 0.001)]
+    both = vd.judge_run(_pooled(gain, gain), _design(6), ARMS, metrics=[])
+    assert both.decision == "adopt", both.reasons
+    one = vd.judge_run(_pooled(gain, flat), _design(6), ARMS, metrics=[])
+    cv = one.candidates[0]
+    assert one.decision == "keep-default" and cv.sequential is not None
+    assert cv.sequential.state == "keep-default"
+    assert cv.reasons[0].startswith("pooled sequential shards: keep-default (a adopt, b ")
+
+
+def test_pooled_shards_keep_the_false_adopt_rate() -> None:
+    """Two lanes at m/2 on a twice-noisy lane: the pooled design adopts ≤ 5%."""
+    rng = np.random.default_rng(36)
+    adopted = 0
+    for _ in range(150):
+        d = math.log1p(M / 2) + 2 * SIGMA0 * rng.standard_normal((2, 6))
+        adopted += vd.judge_run(_pooled(d[0], d[1]), _design(6), ARMS,
+                                metrics=[]).decision == "adopt"
+    assert _upper(adopted, 150) <= 0.05, adopted
