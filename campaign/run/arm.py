@@ -168,14 +168,13 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
         raise Interrupted("interrupted during a pass; everything measured so far is kept")
     after = scrape(arm.client, server.base_url, mdir / f"{name}-after.prom")
     died, delta = _server_fault(arm, name, before, after)
-    if delta is not None:  # throughput on the server's token count, where it counts
-        metrics.add_server_throughput((lv.metrics for lv in outcome.levels),
-                                      delta.tokens.generation_tokens)
-    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died)
-    summary = _summary(outcome)
     cuts = (_level_cuts(ap, mdir / name, before, after, ticker.ticks, outcome)
             if ticker is not None and delta is not None and before is not None
             and after is not None else [])
+    if delta is not None:  # throughput on the server's token count, where it counts
+        server_throughput(outcome.levels, delta, cuts)
+    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died)
+    summary = _summary(outcome)
     _journal_pass(arm, ap, name, attempt, outcome, check, delta, cuts,
                   scraped=before is not None or after is not None)
     rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
@@ -208,6 +207,19 @@ def _server_fault(arm: Arm, name: str, before: Scrape,
         except metrics.CounterReset as exc:
             died = ServerFault(f"server restarted during {name} ({exc})")
     return died, delta
+
+
+def server_throughput(levels: list[loadgen.LevelResult], delta: metrics.PassDelta,
+                      cuts: list[levelcut.LevelCut]) -> None:
+    """Each level's throughput on the server's token count: with the level's own ratio
+    when the pass was cut exactly at every level, else one ratio for the whole pass."""
+    own = {c.concurrency: c for c in cuts if c.exact}
+    if levels and all(lv.concurrency in own for lv in levels):
+        for lv in levels:
+            metrics.add_server_throughput([lv.metrics],
+                                          own[lv.concurrency].delta.tokens.generation_tokens)
+        return
+    metrics.add_server_throughput((lv.metrics for lv in levels), delta.tokens.generation_tokens)
 
 
 def _level_cuts(ap: ArmPass, prefix: Path, before: metrics.Snapshot,

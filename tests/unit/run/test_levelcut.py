@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign.run import levelcut, metrics, records
+from campaign.run import arm, levelcut, loadgen, metrics, records
 from tests.runs import TESTS
 
 
@@ -148,3 +148,24 @@ def test_ticker_scrapes_until_the_block_ends() -> None:
     assert all(t.sent <= t.received for t in ticks)
     assert ticks[0].snapshot.value(metrics.DRAFTS) == 60
     assert len(calls) == n  # stopped with the block
+
+
+def _level(conc: int, tput: float, tokens: float) -> loadgen.LevelResult:
+    return loadgen.LevelResult(conc, {"output_token_throughput": tput, "output_tokens": tokens},
+                               8, 0, True, False, 0, Path("x"))
+
+
+def test_server_throughput_per_level_when_every_level_is_cut_exactly() -> None:
+    # AIPerf counted 500 and 1000 tokens; the server generated 400 and 500 (S0→S1→S2)
+    whole = metrics.pass_delta(S0, S2)
+    cuts = levelcut.cut(S0, S2, [tick(22.0, S1)], {1: (10.0, 20.0), 4: (25.0, 35.0)})
+    levels = [_level(1, 100.0, 500.0), _level(4, 300.0, 1000.0)]
+    arm.server_throughput(levels, whole, cuts)
+    assert [lv.metrics["output_token_throughput_server"] for lv in levels] == pytest.approx(
+        [100.0 * 400 / 500, 300.0 * 500 / 1000])
+    # a boundary not cut exactly: one ratio for the whole pass (900 ÷ 1500)
+    inexact = levelcut.cut(S0, S2, [tick(20.01, S1)], {1: (10.0, 20.0), 4: (25.0, 35.0)})
+    levels = [_level(1, 100.0, 500.0), _level(4, 300.0, 1000.0)]
+    arm.server_throughput(levels, whole, inexact)
+    assert [lv.metrics["output_token_throughput_server"] for lv in levels] == pytest.approx(
+        [100.0 * 900 / 1500, 300.0 * 900 / 1500])
