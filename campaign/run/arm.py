@@ -226,8 +226,8 @@ def _level_cuts(ap: ArmPass, prefix: Path, before: metrics.Snapshot,
                 after: metrics.Snapshot, ticks: list[levelcut.Tick],
                 outcome: loadgen.PassOutcome) -> list[levelcut.LevelCut]:
     """The pass's counters cut at its level boundaries (`levelcut`), when every planned
-    level left its request times; the /metrics text of each inner cut is kept beside the
-    pass's own scrapes (`<pass>-after-<level>.prom`)."""
+    level left its request times; the /metrics text of each inner cut taken while nothing
+    moved is kept beside the pass's own scrapes (`<pass>-after-<level>.prom`)."""
     windows = {lv.concurrency: w for lv in outcome.levels
                if (w := records.request_window(records.records_path(lv))) is not None}
     if set(windows) != set(ap.plan.concurrency):
@@ -237,7 +237,7 @@ def _level_cuts(ap: ArmPass, prefix: Path, before: metrics.Snapshot,
     by_time = {t.received: t for t in ticks}
     for c in cuts[:-1]:
         tick = by_time.get(c.end) if c.end is not None else None
-        if tick is not None:
+        if tick is not None and tick.snapshot.text:  # an idle tick keeps its text
             atomic_write(prefix.with_name(f"{prefix.name}-after-{labels[c.concurrency]}.prom"),
                          tick.snapshot.text)
     return cuts

@@ -37,6 +37,11 @@ from campaign.run import metrics
 
 TICK_S = 0.5
 """Seconds between two timer scrapes: ~10 inside AIPerf's ~5 s between two levels."""
+KEPT = frozenset({metrics.DRAFTS, metrics.DRAFT_TOKENS, metrics.ACCEPTED,
+                  metrics.ACCEPTED_PER_POS, metrics.GENERATION_TOKENS, metrics.PROMPT_TOKENS,
+                  metrics.PROCESS_START})
+"""The series a tick keeps (what a level's delta reads): a night's sweep scrapes thousands
+of times, and vLLM's whole /metrics text is mostly histograms."""
 MARGIN_S = 0.05
 """A tick counts as inside a gap only when sent this long after the level's last response
 (the server may book a request's counters just after sending its last token)."""
@@ -111,8 +116,9 @@ def cut(before: metrics.Snapshot, after: metrics.Snapshot, ticks: Sequence[Tick]
 
 class Ticker:
     """Scrapes `/metrics` every `period_s` on a thread of its own while the block runs
-    (the first scrape one period in: the pass's own `before` scrape precedes it). Failed
-    scrapes are skipped: a tick is only ever a candidate cut."""
+    (the first scrape one period in: the pass's own `before` scrape precedes it), keeping
+    the counters a cut reads. Failed scrapes are skipped: a tick is only ever a candidate
+    cut."""
 
     def __init__(self, client: Callable[[], httpx.Client], base_url: str, *,
                  period_s: float = TICK_S,
@@ -140,7 +146,14 @@ class Ticker:
                 except metrics.MetricsError:
                     continue
                 with self._lock:
-                    self._ticks.append(Tick(sent, snap.taken_at, snap))
+                    self._ticks.append(Tick(sent, snap.taken_at, self._kept(snap)))
+
+    def _kept(self, snap: metrics.Snapshot) -> metrics.Snapshot:
+        """The tick's counters (`KEPT`), with the scrape's text only when nothing moved
+        since the last tick: the server idle, so a candidate cut worth keeping on disk."""
+        series = {k: v for k, v in snap.series.items() if k[0] in KEPT}
+        idle = bool(self._ticks) and self._ticks[-1].snapshot.series == series
+        return metrics.Snapshot(series, snap.text if idle else "", snap.taken_at)
 
     def __enter__(self) -> Ticker:
         self._thread.start()

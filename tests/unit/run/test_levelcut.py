@@ -137,7 +137,7 @@ def test_ticker_scrapes_until_the_block_ends() -> None:
             return httpx.Response(500)  # a failed scrape is skipped
         if len(calls) >= 4:
             served.set()
-        return httpx.Response(200, text=S1.text)
+        return httpx.Response(200, text=S1.text + "vllm:num_requests_running 3\n")
 
     with levelcut.Ticker(lambda: httpx.Client(transport=httpx.MockTransport(handler)),
                          "http://sim", period_s=0.01) as ticker:
@@ -147,6 +147,9 @@ def test_ticker_scrapes_until_the_block_ends() -> None:
     assert set(calls) == {"/metrics"} and len(ticks) == n - 1
     assert all(t.sent <= t.received for t in ticks)
     assert ticks[0].snapshot.value(metrics.DRAFTS) == 60
+    # a tick keeps the counters a cut reads; its text only once nothing moved (idle)
+    assert all(t.snapshot.value("vllm:num_requests_running") is None for t in ticks)
+    assert ticks[0].snapshot.text == "" and "num_requests_running 3" in ticks[1].snapshot.text
     assert len(calls) == n  # stopped with the block
 
 
