@@ -197,7 +197,8 @@ def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
 
 
-PLOTTED = frozenset({"output_token_throughput", "acceptance_rate",
+PLOTTED = frozenset({"output_token_throughput", "acceptance_rate", "tokens_per_decode_step",
+                     "itl_p50",
                      *(f"acceptance_pos{i}" for i in range(catalog.MAX_POSITIONS))})
 """Metrics the plots read from the newest run's rows, whether or not they are shown."""
 

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from campaign import catalog
+from campaign.report import plot_levels as _levels
 from campaign.verdict.rule import change_of
 
 if TYPE_CHECKING:
@@ -342,6 +343,7 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
      pair_changes),
     ("control-window", "The control across the window (window stability)", control_window),
     ("acceptance", "Acceptance by content class and by draft position", acceptance),
+    ("levels", "Per knee level: tokens per step against step cost", _levels.levels),
 )
 
 
