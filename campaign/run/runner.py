@@ -39,7 +39,8 @@ from campaign.results import journal as jr
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import lanelock, manifest
-from campaign.run.arm import PairInvalid, run_slot
+from campaign.run.arm import PairInvalid
+from campaign.run.launcherror import run_slot_guarded
 from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
 from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
@@ -440,7 +441,7 @@ def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_
     try:
         for slot in pair_slots:
             check_cancel(rt)
-            outcome.invalid += run_slot(campaign, store, rt, slot, pair_attempt)
+            outcome.invalid += run_slot_guarded(campaign, store, rt, slot, pair_attempt)
     except PairInvalid as exc:
         outcome.died, outcome.died_fault = str(exc), exc.fault
         store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died,
