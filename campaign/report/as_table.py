@@ -14,6 +14,7 @@ from campaign.report.rows import (
     HISTORY_HEADERS,
     RANKING_HEADERS,
     CellRow,
+    collapsed_lines,
     confidence_header,
     decision_headers,
     decision_lines,
@@ -23,6 +24,7 @@ from campaign.report.rows import (
     headline,
     history_rows,
     lane_lines,
+    lead_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -99,7 +101,8 @@ def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableTy
     dec = Text(headline(run), style=DECISION_STYLE[v.decision])
     if run.exploratory:
         dec.append(f"  [{EXPLORATORY}]", style="bold red")
-    out: list[RenderableType] = [dec]
+    out: list[RenderableType] = [Text(line, style="bold red") for line in lead_lines(run)]
+    out.append(dec)
     for line in decision_lines(run):
         out.append(Text(f"  {line}", style="yellow" if line.startswith("note:") else ""))
     out.append(_decision_table(run, compact=compact))
@@ -146,6 +149,7 @@ def _run_renderables(run: RunReport, *, compact: bool = False) -> list[Renderabl
         Text(f"spec-ab report — {run.campaign} — {run.run_id}", style="bold"),
         Text(pairs_line(run)),
         Text(rule_line(run)),
+        *(Text(line, style="dim") for line in collapsed_lines(run)),
     ]
     for cv in run.verdict.candidates:
         for title, rows in other_cell_groups(run, cv):

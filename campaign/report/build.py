@@ -31,7 +31,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import pool
+from campaign.results import bootfail, pool
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash
 from campaign.verdict import aa
@@ -106,6 +106,12 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
         if missing:
             raise ResultsError(f"{run.run_dir / 'passes.csv'}: missing columns {missing}")
         if len(df) == 0:
+            never = bootfail.never_ready(run.journal)
+            if never:
+                source = campaign_path(run.journal) or "CAMPAIGN_FILE"
+                raise ResultsError(
+                    "; ".join(n.line for n in never) + f" (nothing measured in {run.run_dir})",
+                    hint=f"fix the campaign file and start a new run: spec-ab run {source}")
             raise ResultsError(
                 f"{run.run_dir / 'passes.csv'}: no measured passes yet",
                 hint=f"spec-ab run --resume {run.run_dir}",
@@ -121,12 +127,13 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     judged in full (None for an older run of a history: its decision needs only)."""
     rule_dict, rule = prep.rule_dict, prep.rule
     arms = _arms(run)
+    never = bootfail.never_ready(run.journal) if pooled is None else ()
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
             levels=_levels(run), guard_cells=_guard_cells(run),
             metrics=shown or (),
-            resume_command=_resume_command(run, pooled))
+            resume_command=_resume_command(run, pooled, never))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
@@ -158,6 +165,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         slots={p: dict(a) for p, a in table.slots.items()} if newest else {},
         measurements=_measurements(table) if newest else {},
         pooled=pooled,
+        never_ready=never,
     )
 
 
@@ -187,7 +195,15 @@ def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
     return dataclasses.replace(prep, rule=rule, notes=(note, *prep.notes))
 
 
-def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
+def _resume_command(run: RunDir, pooled: pool.Pooled | None,
+                    never: Sequence[bootfail.NeverReady] = ()) -> str:
+    """What measures the pairs a run lacks: resuming it, or, when an arm never became
+    ready (its launch is frozen in the registration), a new run of the fixed file."""
+    if never:
+        arms = ", ".join(n.arm for n in never)
+        file = campaign_path(run.journal) or "CAMPAIGN_FILE"
+        return (f"fix the launch of {arms} (it never became ready) in the campaign file and "
+                f"start a new run: spec-ab run {file}")
     if pooled is None:
         return f"spec-ab run --resume {run.run_dir}"
     todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]

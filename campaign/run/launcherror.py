@@ -11,43 +11,19 @@ run and exits while booting later is not a launch error: the night stops as befo
 
 from __future__ import annotations
 
-import re
-
 from campaign.campaignfile import Campaign
 from campaign.campaignfile.schedule import Slot
 from campaign.errors import BootExited, ServerError
 from campaign.results import journal as jr
+from campaign.results.bootfail import first_error, headline
 from campaign.results.store import RunStore
 from campaign.run.arm import run_slot
 from campaign.run.passes import InvalidPass
 from campaign.run.runtime import Runtime, check_cancel
 
-_BOX = re.compile(r"^[\s│┃|╭╮╰╯─━]+|[\s│┃|╭╮╰╯─━]+$")
-_ERROR = re.compile(r"\b(error|exception|fatal|traceback|no such|unknown|invalid)\b",
-                    re.IGNORECASE)
-
 
 class LaunchError(ServerError):
     """The same boot exit twice for an arm never ready in this run (exit 3)."""
-
-
-def first_error(lines: tuple[str, ...] | list[str]) -> str:
-    """The server's first line that reads as an error (box-drawing trimmed; a one-word
-    heading such as "Error" gives the line under it), else its last non-empty line, else
-    ''."""
-    clean = [_BOX.sub("", line).strip() for line in lines]
-    clean = [line for line in clean if line]
-    for i, line in enumerate(clean):
-        if _ERROR.search(line):
-            heading = len(line.split()) == 1 and i + 1 < len(clean)
-            return clean[i + 1] if heading else line
-    return clean[-1] if clean else ""
-
-
-def headline(arm: str, pair: int, status: str, error: str) -> str:
-    """'depth7 never became ready (pair 1): server exited with code 2 while booting: …'"""
-    return (f"{arm} never became ready (pair {pair}): server {status} while booting"
-            + (f": {error}" if error else ""))
 
 
 def _ever_ready(store: RunStore, arm: str) -> bool:

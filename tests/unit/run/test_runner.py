@@ -19,9 +19,10 @@ import pytest
 
 from campaign.campaignfile import Campaign, LaunchModel, load_campaign
 from campaign.errors import Interrupted, PreflightError, ServerError
+from campaign.results.bootfail import first_error
 from campaign.results.store import load_run, rule_hash
 from campaign.run import lanelock, runner
-from campaign.run.launcherror import LaunchError, first_error
+from campaign.run.launcherror import LaunchError
 from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 from campaign.servers import ArmContext
 
