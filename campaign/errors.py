@@ -119,3 +119,5 @@ class IncompleteError(CampaignError):
 
 class Interrupted(CampaignError):
     exit_code = EXIT_INTERRUPTED
+    pair: int | None = None
+    """The pair the stop cut (the runner sets it): `--resume` measures it again whole."""

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from campaign.cli.app import FailOnChoice, FormatChoice, app, err, guarded
-from campaign.errors import UsageError
+from campaign.errors import EXIT_INCOMPLETE, UsageError
 from campaign.report.formats import FAIL_ON, FORMATS
 from campaign.textfiles import check_output_path, write_output
 
@@ -54,7 +54,7 @@ def report(
         overrides[k.strip()] = v.strip()
     rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
                                   metrics=None if metrics is None else [metrics])
-    code = report_mod.exit_code_for(rep, conditions)
+    held = report_mod.fail_on_held(rep, conditions)
     try:
         _show_report(rep, fmt.value, output)
     except BrokenPipeError:
@@ -63,8 +63,10 @@ def report(
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    if code:
-        raise typer.Exit(code)
+    if held:
+        for line in held:
+            err.print(line, markup=False)
+        raise typer.Exit(EXIT_INCOMPLETE)
 
 
 class _PipeConsole(Console):

@@ -404,7 +404,13 @@ def _level_order(campaign: Campaign | None) -> list[str]:
 
 
 def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
-    """4 when any `--fail-on` condition holds for the newest run, else 0.
+    """4 when any `--fail-on` condition holds for the newest run (`fail_on_held`), else 0."""
+    return EXIT_INCOMPLETE if fail_on_held(report, fail_on) else EXIT_OK
+
+
+def fail_on_held(report: Report, fail_on: Sequence[str]) -> list[str]:
+    """Each `--fail-on` condition that holds for the newest run, and where, as the line
+    `--fail-on` prints on stderr: "fail-on: loss (agentfix prose)".
 
     - `loss`: a decision cell of a candidate is labelled `loss`;
     - `keep-default`: the decision is keep-default;
@@ -414,11 +420,24 @@ def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
-    hits = {
-        "loss": any(c.verdict == "loss" for c in run.decision_cells()),
-        "keep-default": run.decision == "keep-default",
-        "incomplete": run.incomplete,
-        "unstable": any({"window-drift", "high-variance", "lanes-disagree"} & set(c.flags)
-                        for c in run.decision_cells()),
+    many = len(run.arms) > 2
+
+    def where(cells: Sequence[oc.Cell]) -> str:
+        return ", ".join((f"{c.arm} " if many else "") + c.where for c in cells)
+
+    unstable_flags = {"window-drift", "high-variance", "lanes-disagree"}
+    lost = [c for c in run.decision_cells() if c.verdict == "loss"]
+    shaky = [c for c in run.decision_cells() if unstable_flags & set(c.flags)]
+    v = run.verdict
+    held = {
+        "loss": where(lost) if lost else None,
+        "keep-default": v.reason if run.decision == "keep-default" else None,
+        "incomplete": (f"{v.pairs_measured} of {v.pairs_planned} pairs"
+                       + ("" if run.complete else ", the run did not finish")
+                       if run.incomplete else None),
+        "unstable": "; ".join(
+            f"{where([c])}: {', '.join(sorted(unstable_flags & set(c.flags)))}"
+            for c in shaky) or None,
     }
-    return EXIT_INCOMPLETE if any(hits[c] for c in fail_on) else EXIT_OK
+    return [f"fail-on: {cond} ({held[cond]})" for cond in dict.fromkeys(fail_on)
+            if held[cond] is not None]

@@ -240,9 +240,11 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
         opts.on_start(store)
     try:
         return execute(campaign, store, rt, locked=True, redo_invalid=opts.redo_invalid)
-    except Interrupted:
-        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
-                          f"spec-ab run --resume {store.run_dir}") from None
+    except Interrupted as exc:
+        cut = ("" if exc.pair is None else f"; the interrupted pair {exc.pair} will be "
+               "measured again from its start")
+        raise Interrupted(f"interrupted; measurements so far are kept{cut}. Continue with:\n"
+                          f"  spec-ab run --resume {store.run_dir}") from None
 
 
 def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
@@ -448,8 +450,9 @@ def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_
                       fault=exc.fault)
         rt.progress("pair_invalid", pair=pair, reason=outcome.died)
         return outcome
-    except Interrupted:
+    except Interrupted as exc:
         store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
+        exc.pair = pair
         raise
     except ServerError as exc:
         # Infrastructure, not measurement: stop the night here (exit 3). The pair stays

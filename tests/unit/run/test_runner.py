@@ -22,6 +22,7 @@ from campaign.errors import Interrupted, PreflightError, ServerError
 from campaign.results.bootfail import first_error
 from campaign.results.store import load_run, rule_hash
 from campaign.run import lanelock, runner
+from campaign.run.cleanup import Scan
 from campaign.run.launcherror import LaunchError
 from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 from campaign.servers import ArmContext
@@ -401,6 +402,17 @@ def test_interrupt_then_resume_redoes_the_cut_pair(campaign: Campaign, tmp_path:
     assert data.complete
     latest = data.passes[data.passes.pair == 1].pair_attempt.max()
     assert latest == 2
+
+
+def test_an_interrupt_says_which_pair_will_be_measured_again(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(interrupt_at=6), [])
+    with pytest.raises(Interrupted) as info:
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, skip_preflight=True,
+                            find_leftovers=lambda c: Scan())
+    text = str(info.value)
+    assert "the interrupted pair 1 will be measured again from its start" in text
+    assert "spec-ab run --resume" in text
 
 
 def test_resume_uses_the_frozen_rule(campaign: Campaign, tmp_path: Path, listener: int) -> None:

@@ -1,0 +1,41 @@
+"""The CLI's words (issue 25): `--fail-on` says which condition held and where; `-q` and
+`-v` work after the subcommand too."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from campaign.cli import hoist_global_options
+from tests.runs import ROOT
+
+GOLDEN_RUN = ROOT / "tests" / "golden" / "sim-run" / "2026-11-29-sim-depth7-f06adb"
+
+
+def spec_ab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "campaign", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300, check=False)
+
+
+def test_quiet_and_verbose_after_the_subcommand_move_before_it() -> None:
+    assert hoist_global_options(["report", "RUN", "-q"]) == ["-q", "report", "RUN"]
+    assert hoist_global_options(["run", "-vv", "F", "--fail-on", "loss"]) == [
+        "-vv", "run", "F", "--fail-on", "loss"]
+    assert hoist_global_options(["-v", "check", "F"]) == ["-v", "check", "F"]
+    assert hoist_global_options(["sim", "serve", "--", "-q"]) == ["sim", "serve", "--", "-q"]
+    assert hoist_global_options(["report", "-f", "json", "--verbose"]) == [
+        "--verbose", "report", "-f", "json"]
+
+
+def test_fail_on_names_the_condition_that_held_on_stderr() -> None:
+    # an exploratory margin no change clears: the decision is keep-default (below the bar)
+    proc = spec_ab("report", str(GOLDEN_RUN), "--rule", "margin=0.9", "-f", "json",
+                   "--fail-on", "loss", "--fail-on", "keep-default", "-q")
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stderr.splitlines() == ["fail-on: keep-default (below-bar)"]
+    assert proc.stdout.startswith("{")
+    clean = spec_ab("report", str(GOLDEN_RUN), "-f", "json", "--fail-on", "loss")
+    assert clean.returncode == 0 and "fail-on" not in clean.stderr
+    # this run has a change that rounds to a negative zero: JSON writes it 0.0
+    assert not re.search(r"-0\.0+[,\n]", clean.stdout) and '"change": 0.0' in clean.stdout
