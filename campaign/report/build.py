@@ -12,7 +12,8 @@ Honesty rules kept here: a rule edited in `campaign.yaml` after registration is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def build_report(
     shown.update(g.metric for g in rule_new.prereg.guardrails)
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(_frames(runs), [r.run_id for r in runs])
+    _refuse_unmeasured(picked, all_rows)
     tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
     out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
                        pooled, overrides, picked, shown if i == newest else None)
@@ -225,10 +227,31 @@ def _picked_metrics(metrics: Sequence[str] | None) -> tuple[str, ...] | None:
                                 if m.strip()))
     unknown = [m for m in names if m not in catalog.METRICS]
     if unknown:
-        raise UsageError(f"--metrics {','.join(unknown)}: not a metric spec-ab measures",
+        raise UsageError(f"--metrics {','.join(unknown)}: not a metric spec-ab measures"
+                         + _did_you_mean(unknown, catalog.METRICS),
                          hint="spec-ab report --metrics ttft_p99,itl_p99,acceptance_rate "
-                         "(names as in passes.csv)")
+                         "(the names: spec-ab check --metrics)")
     return names
+
+
+def _did_you_mean(names: Sequence[str], known: Iterable[str]) -> str:
+    """"; did you mean tokens_per_drafted_step?" for the closest known name of each."""
+    pool = sorted(known)
+    close = [c[0] for n in names if (c := difflib.get_close_matches(n, pool, n=1, cutoff=0.5))]
+    return f"; did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
+
+
+def _refuse_unmeasured(picked: Sequence[str] | None, rows: pd.DataFrame) -> None:
+    """`--metrics` naming a metric none of the runs measured would show nothing: exit 2
+    with the closest measured name (a name an older results schema used, say)."""
+    if not picked:
+        return
+    present = set(rows["metric"].astype(str).unique())
+    absent = [m for m in picked if m not in present]
+    if absent:
+        raise UsageError(f"--metrics {','.join(absent)}: no run given measured it"
+                         + _did_you_mean(absent, present),
+                         hint="the names: spec-ab check --metrics")
 
 
 def _measurements(table: td.RunTable) -> dict[tuple[str, str, str], dict[int, dict[str, float]]]:

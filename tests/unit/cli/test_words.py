@@ -39,3 +39,25 @@ def test_fail_on_names_the_condition_that_held_on_stderr() -> None:
     assert clean.returncode == 0 and "fail-on" not in clean.stderr
     # this run has a change that rounds to a negative zero: JSON writes it 0.0
     assert not re.search(r"-0\.0+[,\n]", clean.stdout) and '"change": 0.0' in clean.stdout
+
+
+def test_metrics_with_an_unknown_name_is_an_error_with_a_did_you_mean() -> None:
+    proc = spec_ab("report", str(GOLDEN_RUN), "--metrics", "acceptance_rate,tokens_per_stp")
+    assert proc.returncode == 2
+    assert "--metrics tokens_per_stp: not a metric spec-ab measures; did you mean " \
+        "tokens_per_step?" in proc.stderr
+    # a known name no run given measured would show nothing: refused, the closest named
+    proc = spec_ab("report", str(GOLDEN_RUN), "--metrics", "tokens_per_drafted_step")
+    assert proc.returncode == 2
+    assert "no run given measured it; did you mean tokens_per_step?" in proc.stderr
+
+
+def test_check_metrics_lists_every_metric_name_the_files_cite() -> None:
+    from campaign.catalog import METRICS
+
+    proc = spec_ab("check", "--metrics")
+    assert proc.returncode == 0, proc.stderr
+    names = {line.split()[0] for line in proc.stdout.splitlines()}
+    assert {m for m in METRICS if not m.startswith("acceptance_pos")} <= names
+    assert "ttft_p99" in names and "acceptance_pos0" in names
+    assert spec_ab("check").returncode == 2
