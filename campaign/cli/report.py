@@ -69,6 +69,10 @@ def report(
         raise typer.Exit(EXIT_INCOMPLETE)
 
 
+PIPED_WIDTH = 180
+"""The tables' width when stdout is not a terminal and COLUMNS is unset (as `spec-ab run`)."""
+
+
 class _PipeConsole(Console):
     """A console that lets a closed pipe reach `report` (rich's default exits 1)."""
 
@@ -82,8 +86,11 @@ def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
     from campaign import report as report_mod
 
     if fmt == "table" and output is None:
-        # the terminal's width, or COLUMNS (rich's default: 80 when neither is known)
-        report_mod.print_table(rep, _PipeConsole(highlight=False))
+        # the terminal's width, or COLUMNS; piped without COLUMNS (a CI log, `| grep`):
+        # wide tables and each line of text on one line, so grep finds it whole
+        piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+        report_mod.print_table(rep, _PipeConsole(highlight=False, width=PIPED_WIDTH if piped
+                                                 else None), piped=piped)
         return
     if fmt == "html" and output is not None:
         from campaign.report import as_html, plots
