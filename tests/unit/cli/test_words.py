@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -61,3 +62,25 @@ def test_check_metrics_lists_every_metric_name_the_files_cite() -> None:
     assert {m for m in METRICS if not m.startswith("acceptance_pos")} <= names
     assert "ttft_p99" in names and "acceptance_pos0" in names
     assert spec_ab("check").returncode == 2
+
+
+def plan_at(columns: int) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "campaign", "plan",
+                           str(ROOT / "examples" / "sim-pair.yaml"), "--sims", "100"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
+                          env={**os.environ, "COLUMNS": str(columns)})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_plan_wraps_its_prose_at_the_terminal_width() -> None:
+    narrow, wide = plan_at(60), plan_at(1000)
+    assert max(len(line) for line in narrow) <= 60
+    assert any(line.startswith("rule: ") and len(line) > 60 for line in wide)
+
+    def prose(lines: list[str]) -> list[str]:
+        """The words of the lines before the first table (seeded: the same figures)."""
+        head = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("P(adopt)"))]
+        return " ".join(head).split()
+
+    assert prose(narrow) == prose(wide)  # wrapped at spaces only: no word split
