@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from campaign.campaignfile.models import RULES
 from campaign.cli.app import app, guarded, out, pct
@@ -51,4 +54,12 @@ def plan(
     if fmt.value == "json":
         typer.echo(json.dumps(plan_mod.plan_json(result), indent=1))
     else:
-        plan_mod.print_plan(out, result)
+        plan_mod.print_plan(_prose_console(), result)
+
+
+def _prose_console() -> Console:
+    """A terminal (or COLUMNS): the prose wraps at its width, at word boundaries. Piped
+    without COLUMNS (a log): `out`, whose lines stay whole for grep."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return out

@@ -33,6 +33,8 @@ Event = Literal[
     "pass_interrupted",
     "slot_done",
     "slot_failed",
+    "boot_retry",
+    "launch_error",
     "pair_done",
     "pair_invalid",
     "pair_redo",
@@ -51,6 +53,10 @@ Event = Literal[
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
 - `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
   `boot_s`, `aiperf_s`, `overhead_s`) / `slot_failed` (`reason`): one arm of a pair;
+- `boot_retry` (`pair`, `arm`, `reason`): an arm never ready in this run exited while
+  booting and is booted once more; `launch_error` (`pair`, `arm`, `status`, `error`: the
+  first boot's first error line, `headline`, `reason`): it exited the same way again and
+  the run stops (`run.launcherror`);
 - `pass`: one AIPerf pass with its `rows` (the tidy rows of `passes.csv`), `valid`,
   `problems`, whose failure an invalid pass is (`fault`: `lane` or `own`) and what AIPerf
   did; `pass_interrupted` when a stop cut it;

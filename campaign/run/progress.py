@@ -266,6 +266,11 @@ class PlainProgress:
             if self.eta is not None and self.eta.position < len(self.eta.slots):
                 eta = f"; {self.eta_text()}"
             self.line(f"  {d['arm']}: done in {human(d['wall_s'])}{eta}")
+        elif event == "boot_retry":
+            log.warning("%s exited while booting (%s): booting it once more", d["arm"],
+                        d["reason"])
+            self.line(f"  {d['arm']}: server {d['reason']} while booting; booting it once "
+                      "more (the same exit again is a launch error)")
         elif event == "pair_invalid":
             log.warning("pair %s invalid: %s", d["pair"], d["reason"])
             self.line(f"pair {d['pair']} INVALID: {d['reason']}")

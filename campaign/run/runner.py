@@ -39,7 +39,8 @@ from campaign.results import journal as jr
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import design, lanelock, manifest
-from campaign.run.arm import PairInvalid, run_slot
+from campaign.run.arm import PairInvalid
+from campaign.run.launcherror import run_slot_guarded
 from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
 from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
@@ -243,9 +244,11 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
         opts.on_start(store)
     try:
         return execute(campaign, store, rt, locked=True, redo_invalid=opts.redo_invalid)
-    except Interrupted:
-        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
-                          f"spec-ab run --resume {store.run_dir}") from None
+    except Interrupted as exc:
+        cut = ("" if exc.pair is None else f"; the interrupted pair {exc.pair} will be "
+               "measured again from its start")
+        raise Interrupted(f"interrupted; measurements so far are kept{cut}. Continue with:\n"
+                          f"  spec-ab run --resume {store.run_dir}") from None
 
 
 def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
@@ -454,15 +457,16 @@ def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_
     try:
         for slot in pair_slots:
             check_cancel(rt)
-            outcome.invalid += run_slot(campaign, store, rt, slot, pair_attempt)
+            outcome.invalid += run_slot_guarded(campaign, store, rt, slot, pair_attempt)
     except PairInvalid as exc:
         outcome.died, outcome.died_fault = str(exc), exc.fault
         store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died,
                       fault=exc.fault)
         rt.progress("pair_invalid", pair=pair, reason=outcome.died)
         return outcome
-    except Interrupted:
+    except Interrupted as exc:
         store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
+        exc.pair = pair
         raise
     except ServerError as exc:
         # Infrastructure, not measurement: stop the night here (exit 3). The pair stays

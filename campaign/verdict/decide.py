@@ -66,7 +66,9 @@ def decide_candidate(
         missing = max(planned - (0 if c is None or c.stats is None else c.stats.n)
                       for _, _, c in short)
         invalid = any(c is not None and c.left_out for _, _, c in short)
-        cmd = resume_command + (" --redo-invalid" if invalid else "")
+        # a new run (an arm that never booted) has nothing invalid to redo
+        redo = invalid and "--resume" in resume_command
+        cmd = resume_command + (" --redo-invalid" if redo else "")
         settle = f"{missing} more complete pair(s): {cmd}"
         reasons.insert(0, "inconclusive: decision cell(s) "
                        + ", ".join(f"{w} {lvl}" for w, lvl, _ in short)
