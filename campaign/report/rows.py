@@ -8,10 +8,12 @@ and nowhere else, so the terminal, Markdown, JSON and HTML reports cannot disagr
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
+from campaign.report.looks import look_lines
 from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import CandidateVerdict, Cell, GuardrailCheck
@@ -153,14 +155,22 @@ def lead_lines(run: RunReport) -> list[str]:
     return [n.line for n in run.never_ready]
 
 
+LOOK_LINE = re.compile(r"(^|— )look \d+ of ≤ \d+ ")
+"""A reason that is a sequential design's look line (shown with every look instead)."""
+
+
 def decision_lines(run: RunReport) -> list[str]:
     """What follows the headline: each reason (but the guardrails', listed in full
     under guardrails), then the notes."""
     v = run.verdict
     settled = f"; to settle it: {v.settle}"  # the headline says it
+    many = len(v.candidates) > 1
+    # a sequential design: every look in order (the reasons' own look line is one of them)
+    looks = [f"- {cv.arm + ': ' if many else ''}{line}" for cv in v.candidates
+             for line in look_lines(cv, run.rule)]
     return [*(f"- {r.replace(settled, '') if v.settle else r}" for r in v.reasons
-              if not r.startswith(STOPPING_PREFIX)),
-            *(f"note: {n}" for n in (*run.notes, *v.notes))]
+              if not r.startswith(STOPPING_PREFIX) and not LOOK_LINE.search(r)),
+            *looks, *(f"note: {n}" for n in (*run.notes, *v.notes))]
 
 
 def lane_lines(run: RunReport) -> list[str]:
