@@ -156,7 +156,8 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
     limit = -worse_d(g.max_worsening, "higher" if higher else "lower")
     noise = _own_noise(g.metric, pairs, inputs)
     resolve = ""
-    if noise is not None:
+    beyond = noise is not None and gs.spread_beyond_model(w, noise[0], inputs.band)
+    if noise is not None and not beyond:
         cv, n_req, factor = noise
         tested = gs.own_noise(w, cv, inputs.band, limit, family.each)
         evidence = _own_evidence(g.metric, n_req, factor, inputs)
@@ -164,12 +165,14 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
             resolve = _resolve_own(tested, cv, n_req, g.metric, inputs.band, family)
     else:
         spread = gs.pairs_spread(w, limit, family.each)
-        evidence = "the pairs' own spread (no sampling error from the passes' requests)"
+        evidence = ("the pairs' own spread (they disagree beyond the passes' own noise and "
+                    "the band: a noisier lane or host than the model)" if beyond else
+                    "the pairs' own spread (no sampling error from the passes' requests)")
         if spread is None:
             return _no_noise(g, where, w[0], direction)
         tested = spread
         if tested.state == "unclear":
-            resolve = _resolve_spread(tested, len(w), family)
+            resolve = _resolve_spread(tested, len(w), family, beyond)
     sign = -1.0 if higher else 1.0
 
     def change(v: float) -> float:
@@ -253,15 +256,16 @@ def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, me
     return "would resolve with " + " or ".join(parts)
 
 
-def _resolve_spread(tested: gs.Tested, n: int, family: Family) -> str:
+def _resolve_spread(tested: gs.Tested, n: int, family: Family, beyond: bool = False) -> str:
     gap = abs(tested.limit - tested.estimate)
     se = tested.se or 0.0
     sd = se * math.sqrt(n)
+    other = ("an A/A band for this metric (its `drift_band`) or a quieter host"
+             if beyond else "the passes' own sampling error recorded (`log_se`)")
     for more in range(n + 1, MAX_PAIRS + 1):
         if st.t_critical(1 - family.each, more - 1) * sd / math.sqrt(more) < gap:
-            return (f"would resolve with about {more} pairs (now {n}), or with the passes' "
-                    "own sampling error recorded (`log_se`)")
-    return "would resolve with the passes' own sampling error recorded (`log_se`)"
+            return f"would resolve with about {more} pairs (now {n}), or with {other}"
+    return f"would resolve with {other}"
 
 
 def _no_noise(g: Guardrail, where: tuple[str, str], w: float,

@@ -15,8 +15,10 @@ called broken with high probability.
   SE² = Σ cᵢ·vᵢ / n² + 2·b²/n, vᵢ the two passes' sampling variances of ln(value) from their
   own requests, cᵢ the calibrated inflation of a tail quantile from few requests, b the
   metric's boot-to-boot drift (ln(1 + band)): a normal (z) test;
-- `pairs_spread` (the fallback, no per-request sampling error recorded, and differences):
-  the pairs' own spread, SE = s/√n with a t(n − 1) critical value; one pair: no test;
+- `pairs_spread` (the fallback: no per-request sampling error recorded, differences, or
+  pairs that disagree beyond what `own_noise` assumes (`spread_beyond_model`, Cochran's Q
+  at 5%)): the pairs' own spread, SE = s/√n with a t(n − 1) critical value; one pair: no
+  test;
 - `counts` (failure shares such as the error rate): the requests pooled over pairs,
   one-sided Fisher exact test (limit 0) or Farrington–Manning score test (limit > 0) of
   "the candidate's failure share exceeds the control's by more than the limit"; holds when
@@ -95,6 +97,28 @@ def pairs_spread(w: Sequence[float], limit: float, alpha: float) -> Tested | Non
     se = sd / math.sqrt(n)
     out = three_states(mean, st.t_critical(1 - alpha, n - 1) * se, limit)
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
+
+
+MODEL_CHECK_ALPHA = 0.05
+"""Level of the check that the pairs' spread is what the passes' own noise and the boot
+noise explain (`spread_beyond_model`)."""
+
+
+def spread_beyond_model(w: Sequence[float], cv: Sequence[float], band: float) -> bool:
+    """Whether the pairs disagree beyond what `own_noise` assumes: Cochran's Q of the pairs'
+    log worsenings against their model variances cᵢ·vᵢ + 2b² is beyond its χ²(n − 1)
+    (1 − MODEL_CHECK_ALPHA) quantile. Then the model's SE is too small (a loaded host, a
+    lane noisier than its band) and the pairs' own spread must judge instead. One pair:
+    nothing to check."""
+    n = len(w)
+    if n < 2:
+        return False
+    b2 = 2 * math.log1p(band) ** 2
+    var = [max(c + b2, 1e-12) for c in cv]
+    weights = [1 / v for v in var]
+    centre = math.fsum(x * k for x, k in zip(w, weights, strict=True)) / math.fsum(weights)
+    q = math.fsum((x - centre) ** 2 * k for x, k in zip(w, weights, strict=True))
+    return q > float(sps.chi2.isf(MODEL_CHECK_ALPHA, n - 1))
 
 
 @lru_cache(maxsize=256)
