@@ -1,0 +1,220 @@
+"""The plots show what decided: a guardrail that stopped adoption with its limit and CI,
+each arm's knee ringed, knee ticks at the levels' own values, the control across the
+window for every drifting cell, and legends inside their axes. Each test reads the
+figure's matplotlib objects (drawn with Agg where positions matter); every figure is built
+from a report whose verdicts come from the real `judge_run` (through `build_report`)."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
+from matplotlib.figure import Figure
+
+from campaign import report as rp
+from campaign.fmt import pct
+from campaign.report import plots
+from campaign.report.plot_knee import knee_index
+from tests.runs import SIM_RUN, TPUT, golden_spec, make_run
+
+TTFT = "ttft_p99"
+
+
+def _figs(rep: rp.Report) -> dict[str, Figure]:
+    return {name: fig for name, _, fig in plots.figures(rep)}
+
+
+def _late_first_token(tmp_path: Path, ttft: list[tuple[Any, ...]], **rule: Any) -> rp.Report:
+    spec = golden_spec()
+    spec[("knee", "c1", TTFT)] = ttft
+    rule.setdefault("guardrails", [{"metric": TTFT, "max_worsening": 0.05}])
+    return rp.build_report([make_run(tmp_path, spec, name="late", pairs=3, **rule)])
+
+
+# --------------------------------------------------------------------------- guardrails
+
+
+def test_a_broken_guardrail_is_drawn_with_its_pairs_limit_and_ci(tmp_path: Path) -> None:
+    ttft = [(210.0, 260.0), (205.0, 262.0), (212.0, 255.0)]
+    rep = _late_first_token(tmp_path, ttft)
+    run = rep.latest
+    assert run.decision != "adopt"
+    (check,) = [g for cv in run.verdict.candidates for g in cv.guardrails if g.stops]
+    assert check.state == "broken" and check.metric == TTFT
+    fig = _figs(rep)["guardrails"]
+    (ax,) = fig.axes
+    assert "broken" in ax.get_title() and TTFT in ax.get_title()
+    # each pair's change of TTFT itself, from the measured values
+    pairs = next(c for c in ax.collections if isinstance(c, PathCollection))
+    drawn = [float(y) for _, y in pairs.get_offsets()]
+    assert drawn == pytest.approx([(y / x - 1) * 100 for x, y in ttft])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["p1", "p2", "p3", "check"]
+    # the limit: the registered 5% worsening of a lower-is-better metric, as the line says
+    (limit,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert list(limit.get_ydata()) == pytest.approx([5.0, 5.0])
+    assert "+5.0% limit" in check.reason
+    # the check's own CI, whole (it is within reach of the points)
+    (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
+    assert check.ci is not None
+    assert list(ci.get_ydata()) == pytest.approx([v * 100 for v in check.ci])
+    assert min(ci.get_ydata()) > 5.0  # wholly beyond the limit: what "broken" means
+    assert "CI" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_an_unclear_guardrail_is_drawn_only_where_it_stops(tmp_path: Path) -> None:
+    ttft = [(210.0, 200.0), (205.0, 240.0), (212.0, 214.0)]  # wide: cannot tell
+    quiet = _late_first_token(tmp_path / "a", ttft)
+    (g,) = [g for cv in quiet.latest.verdict.candidates for g in cv.guardrails
+            if g.metric == TTFT]
+    assert g.state == "unclear" and not g.stops
+    assert "guardrails" not in _figs(quiet)
+    stops = _late_first_token(tmp_path / "b", ttft, guardrails=[
+        {"metric": TTFT, "max_worsening": 0.05, "unclear_stops": True}])
+    (g,) = [g for cv in stops.latest.verdict.candidates for g in cv.guardrails
+            if g.metric == TTFT]
+    assert g.state == "unclear" and g.stops
+    (ax,) = _figs(stops)["guardrails"].axes
+    assert "unclear" in ax.get_title()
+    (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
+    lo, hi = sorted(ci.get_ydata())
+    assert lo < 5.0 < hi or any("CI goes on" in t.get_text() for t in ax.texts)
+
+
+def test_holding_guardrails_draw_no_guardrail_figure(tmp_path: Path) -> None:
+    rep = rp.build_report([make_run(tmp_path, golden_spec(), pairs=3)])
+    assert all(not g.stops for cv in rep.latest.verdict.candidates for g in cv.guardrails)
+    assert "guardrails" not in _figs(rep)
+
+
+# --------------------------------------------------------------------------- knee
+
+
+def _knee_spec(control: list[float], cand: list[float]) -> dict[Any, Any]:
+    spec: dict[Any, Any] = {("knee", lvl, TPUT): [(x * f, y * f) for f in (1.0, 1.01)]
+                            for lvl, x, y in zip(("c1", "c4", "c16"), control, cand,
+                                                 strict=True)}
+    spec[("knee", "c1", TTFT)] = [(200.0, 201.0), (202.0, 203.0)]
+    return spec
+
+
+def _rings(fig: Figure) -> dict[str, tuple[float, float]]:
+    return {str(c.get_gid()): tuple(float(v) for v in c.get_offsets()[0])
+            for ax in fig.axes for c in ax.collections
+            if str(c.get_gid()).startswith("knee:")}
+
+
+def test_the_knee_is_ringed_where_the_curve_bends(tmp_path: Path) -> None:
+    # per user: 100, 95, 26 tok/s — c4 buys almost 4× the throughput at little cost per
+    # user, c16 pays for every token: c4 is the knee, for both arms
+    control, cand = [100.0, 380.0, 420.0], [120.0, 440.0, 470.0]
+    rep = rp.build_report([make_run(tmp_path, _knee_spec(control, cand), guardrails=[])])
+    rings = _rings(_figs(rep)["knee"])
+    assert set(rings) == {"knee:control:c4", "knee:cand:c4"}
+    x = statistics.geometric_mean([380.0, 380.0 * 1.01])
+    assert rings["knee:control:c4"] == pytest.approx((x, x / 4))
+
+
+def test_no_knee_without_a_bend_or_with_two_levels(tmp_path: Path) -> None:
+    # c4 lies below the line from c1 to c16 (throughput jumps only at c16): no knee
+    rep = rp.build_report([make_run(tmp_path / "a", _knee_spec([100.0, 150.0, 1400.0],
+                                                               [110.0, 160.0, 1500.0]),
+                                    guardrails=[])])
+    assert _rings(_figs(rep)["knee"]) == {}
+    two = rp.build_report([make_run(tmp_path / "b", golden_spec(), pairs=3)])
+    assert _rings(_figs(two)["knee"]) == {}
+    assert knee_index([1.0, 2.0], [2.0, 1.0]) is None
+
+
+def _sim_report(tmp_path: Path) -> rp.Report:
+    run = tmp_path / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    return rp.build_report([run])
+
+
+def test_knee_axes_are_ticked_at_each_level_and_readable(tmp_path: Path) -> None:
+    rep = _sim_report(tmp_path)
+    run = rep.latest
+    ax = _figs(rep)["knee"].axes[0]
+    control = run.arms[0]
+    for lvl in ("c1", "c4", "c16"):
+        vals = [a[control] for a in run.measurements[("knee", lvl, TPUT)].values()]
+        total = statistics.geometric_mean(vals)
+        xticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()),
+                          strict=True))
+        (label,) = [t for v, t in xticks.items() if math.isclose(v, total, rel_tol=1e-9)]
+        assert label.endswith(lvl) and f"{total:.4g}" in label
+        yticks = [t.get_text() for t in ax.get_yticklabels()]
+        assert any(t.endswith(f" {lvl}") for t in yticks)
+    assert all(not t.get_text() for t in ax.get_xticklabels(minor=True))
+    assert all(not t.get_text() for t in ax.get_yticklabels(minor=True))
+    canvas = FigureCanvasAgg(ax.figure)
+    canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(boxes) >= 3
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "two knee tick labels overlap"
+
+
+# --------------------------------------------------------------------------- window
+
+
+def test_the_control_is_drawn_for_every_cell_flagged_window_drift(tmp_path: Path) -> None:
+    rep = _sim_report(tmp_path)
+    run = rep.latest
+    drifting = [c for cv in run.verdict.candidates for c in cv.cells
+                if "window-drift" in c.flags]
+    assert {c.metric for c in drifting} - {run.rule.metric}, "the sim run drifts off-primary"
+    titles = [ax.get_title() for ax in _figs(rep)["control-window"].axes]
+    assert titles[0].startswith("knee c1 output_token_throughput (decision cell)")
+    for c in drifting:
+        (title,) = [t for t in titles if t.startswith(f"{c.where} {c.metric}")]
+        assert "NOT stable (window-drift)" in title and pct(c.control_trend) in title
+
+
+def test_a_drifting_guardrail_metric_gets_its_window_panel(tmp_path: Path) -> None:
+    ttft = [(200.0, 204.0), (220.0, 224.0), (240.0, 246.0)]  # the control climbs 20%
+    rep = _late_first_token(tmp_path, ttft, guardrails=[{"metric": TTFT,
+                                                         "max_worsening": 0.5}])
+    (c,) = [c for cv in rep.latest.verdict.candidates for c in cv.cells
+            if "window-drift" in c.flags]
+    assert c.metric == TTFT and not c.decision_cell
+    axes = _figs(rep)["control-window"].axes
+    assert len(axes) == 2
+    ax = axes[1]
+    assert ax.get_title().startswith(f"knee c1 {TTFT}: NOT stable")
+    (line,) = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+    assert list(line.get_ydata()) == [200.0, 220.0, 240.0]
+    trend = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
+    assert len(trend) == 1
+    y0, y1 = trend[0].get_ydata()
+    assert y1 / y0 - 1 == pytest.approx(c.control_trend)
+
+
+# --------------------------------------------------------------------------- legends
+
+
+def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
+    reports = [_sim_report(tmp_path),
+               _late_first_token(tmp_path / "late", [(210.0, 260.0), (205.0, 262.0),
+                                                     (212.0, 255.0)])]
+    seen = 0
+    for rep in reports:
+        for name, fig in _figs(rep).items():
+            FigureCanvasAgg(fig).draw()
+            for ax in fig.axes:
+                leg = ax.get_legend()
+                if leg is None:
+                    continue
+                seen += 1
+                box, inside = leg.get_window_extent(), ax.get_window_extent()
+                assert (box.x0 >= inside.x0 - 1 and box.x1 <= inside.x1 + 1
+                        and box.y0 >= inside.y0 - 1 and box.y1 <= inside.y1 + 1), (
+                    f"{name}: legend outside its axes")
+    assert seen >= 8
