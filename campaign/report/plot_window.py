@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING
 
 from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from campaign.fmt import abs_pct, pct
@@ -71,9 +72,10 @@ def _panel(ax: Axes, run: RunReport, c: Cell, slot: dict[int, int | None]) -> No
             mx = math.fsum(xs) / len(xs)
             my = math.fsum(math.log(y) for y in ys) / len(ys)
             slope = math.log1p(moved) / (max(xs) - min(xs))
-            ends = [min(xs), max(xs)]
-            ax.plot(ends, [math.exp(my + slope * (x - mx)) for x in ends], ":", color=col,
-                    linewidth=1.5, label=f"fitted trend: moved {pct(moved)}")
+            ends = [(x, math.exp(my + slope * (x - mx))) for x in (min(xs), max(xs))]
+            ax.add_collection(LineCollection(
+                [ends], colors=col, linestyles="dotted", linewidths=1.5, gid="trend",
+                label=f"fitted trend: moved {pct(moved)}"))
     if c.control is not None and c.control > 0:
         lim = run.rule.window_limit
         ax.axhspan(c.control / (1 + lim), c.control * (1 + lim), color="#bbbbbb", alpha=0.3,

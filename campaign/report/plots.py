@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,18 +158,20 @@ def history(report: Report) -> Figure | None:
             ys.append(c.change * 100)
     for si, (name, (xs, ys)) in enumerate(series.items()):
         ax.plot(xs, ys, "-", color=color(si + 1), alpha=0.6, label=name)
+    marks: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
     for i, run in enumerate(report.runs):
-        adopt = run.decision == "adopt"
+        xs, ys = marks[run.decision == "adopt"]
         for c in run.decision_cells():
             if c.change is not None:
-                ax.scatter([i], [c.change * 100], marker="o" if adopt else "x",
-                           color="#2ca02c" if adopt else "#d62728", s=40, zorder=3)
+                xs.append(i)
+                ys.append(c.change * 100)
     latest = report.latest
     bar = change_of(latest.rule.bar_d(max(1, len(latest.arms) - 1)), latest.rule.direction)
     ax.axhline(bar * 100, color="#2ca02c", linestyle="--", label=f"bar {bar * 100:+.1f}%")
     ax.axhline(0, color="#333333", linewidth=0.8)
-    ax.scatter([], [], marker="o", color="#2ca02c", label="night adopts")
-    ax.scatter([], [], marker="x", color="#d62728", label="night keeps the default")
+    for adopt, label in ((True, "night adopts"), (False, "night keeps the default")):
+        ax.scatter(*marks[adopt], marker="o" if adopt else "x", s=40, zorder=3, label=label,
+                   color="#2ca02c" if adopt else "#d62728", gid=f"history:{label}")
     ticks = list(range(len(report.runs)))
     step = max(1, len(ticks) // 12)
     ax.set_xticks(ticks[::step], [r.registered_at[:10] for r in report.runs][::step],
@@ -198,6 +201,35 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
 def figures(report: Report) -> list[tuple[str, str, Figure]]:
     """The report's figures as (name, title, Figure), skipping those without data: the
     newest run's, then the history (several runs)."""
+    return _drawn(report).figures
+
+
+@dataclass
+class _Drawn:
+    report: Report
+    figures: list[tuple[str, str, Figure]]
+    png: dict[str, bytes] = field(default_factory=dict)
+
+
+_LAST: list[_Drawn] = []
+"""The last report's figures and their PNGs: `write_files` then `pngs` on one report
+(what `report --format html -o` does) draw and encode each figure once."""
+
+
+def _drawn(report: Report) -> _Drawn:
+    if not _LAST or _LAST[0].report is not report:
+        _LAST[:] = [_Drawn(report, _make(report))]
+    return _LAST[0]
+
+
+def _png_of(report: Report, name: str, fig: Figure) -> bytes:
+    cache = _drawn(report).png
+    if name not in cache:
+        cache[name] = png(fig)
+    return cache[name]
+
+
+def _make(report: Report) -> list[tuple[str, str, Figure]]:
     out = []
     for name, title, make in PLOTS:
         fig = make(report.latest)
@@ -211,7 +243,7 @@ def figures(report: Report) -> list[tuple[str, str, Figure]]:
 
 def pngs(report: Report) -> list[tuple[str, str, bytes]]:
     """(name, title, PNG bytes) of every figure."""
-    return [(name, title, png(fig)) for name, title, fig in figures(report)]
+    return [(name, title, _png_of(report, name, fig)) for name, title, fig in figures(report)]
 
 
 def write_files(report: Report, folder: Path) -> list[Path]:
@@ -219,7 +251,7 @@ def write_files(report: Report, folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, _, fig in figures(report):
-        for suffix, data in ((".png", png(fig)), (".svg", svg(fig))):
+        for suffix, data in ((".png", _png_of(report, name, fig)), (".svg", svg(fig))):
             path = folder / f"{name}{suffix}"
             path.write_bytes(data)
             written.append(path)

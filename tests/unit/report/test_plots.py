@@ -191,9 +191,10 @@ def test_a_drifting_guardrail_metric_gets_its_window_panel(tmp_path: Path) -> No
     assert ax.get_title().startswith(f"knee c1 {TTFT}: NOT stable")
     (line,) = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
     assert list(line.get_ydata()) == [200.0, 220.0, 240.0]
-    trend = [ln for ln in ax.get_lines() if ln.get_linestyle() == ":"]
-    assert len(trend) == 1
-    y0, y1 = trend[0].get_ydata()
+    (trend,) = [c for c in ax.collections if c.get_gid() == "trend"]
+    (segment,) = trend.get_segments()  # type: ignore[attr-defined]
+    (x0, y0), (x1, y1) = segment
+    assert (x0, x1) == (0.0, 4.0)
     assert y1 / y0 - 1 == pytest.approx(c.control_trend)
 
 
