@@ -65,6 +65,7 @@ def _panel(ax: Axes, run: RunReport, cv: CandidateVerdict, g: GuardrailCheck) ->
     seen = [v * k for _, v in pts] + [0.0]
     if g.limit is not None:
         ax.axhline(g.limit * k, color="#d62728", linestyle="--", linewidth=1.6, gid="limit",
+                   zorder=2.5,
                    label=f"limit {fmt_gain(g.limit, g.kind)} (max worsening)")
         seen.append(g.limit * k)
     assert g.change is not None
@@ -83,7 +84,7 @@ def _panel(ax: Axes, run: RunReport, cv: CandidateVerdict, g: GuardrailCheck) ->
             if cut != end:
                 ax.annotate(f"CI goes on to {fmt_gain(end / k, g.kind)}", (est_x, cut),
                             fontsize=7, ha="right", va=va)
-    ax.axhline(0, color="#333333", linewidth=0.8)
+    ax.axhline(0, color="#333333", linewidth=0.8, zorder=1)
     ax.set_xticks([*xs, est_x], [*(n for n, _ in pts), "check"])
     ax.set_xlim(-0.6, est_x + 0.6)
     ax.set_xlabel("pair (and the check's estimate with its CI)")

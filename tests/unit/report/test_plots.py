@@ -219,3 +219,83 @@ def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
                         and box.y0 >= inside.y0 - 1 and box.y1 <= inside.y1 + 1), (
                     f"{name}: legend outside its axes")
     assert seen >= 8
+
+
+def test_each_guardrail_check_carries_its_limit_on_the_change_scale(tmp_path: Path) -> None:
+    """The limit drawn is the verdict's own (`judge_run` through `build_report`): +5% for a
+    lower-is-better metric, −5% for a higher-is-better one, the absolute difference for an
+    absolute guardrail — as each check's own line states it."""
+    spec = golden_spec()
+    spec[("knee", "c1", "error_rate")] = [(0.0, 0.03), (0.0, 0.0), (0.0, 0.06)]
+    spec[("agentfix", "shell", TPUT)] = [(150.0, 120.0), (148.0, 138.0), (151.0, 131.0)]
+    rep = rp.build_report([make_run(tmp_path, spec, pairs=3, guardrails=[
+        {"metric": "error_rate", "max_worsening": 0.0, "absolute": True},
+        {"metric": TTFT, "max_worsening": 0.05},
+        {"metric": TPUT, "max_worsening": 0.05, "workload": "agentfix", "level": "shell"}])])
+    checks = {g.metric: g for cv in rep.latest.verdict.candidates for g in cv.guardrails}
+    assert (checks[TTFT].limit, checks[TTFT].kind) == (pytest.approx(0.05), "ratio")
+    assert "+5.0% limit" in checks[TTFT].reason
+    assert (checks[TPUT].limit, checks[TPUT].kind) == (pytest.approx(-0.05), "ratio")
+    assert "-5.0% limit" in checks[TPUT].reason
+    err = checks["error_rate"]
+    assert (err.limit, err.kind) == (0.0, "absolute")
+    # the failure share is up on 2 of 3 pairs, not significantly: unclear, and an absolute
+    # guardrail's unclear stops adoption, so it is drawn, in the metric's own unit
+    assert err.state == "unclear" and err.stops and not checks[TPUT].stops
+    (ax,) = _figs(rep)["guardrails"].axes
+    assert ax.get_title() == "cand: guardrail error_rate at knee c1 unclear — stops adoption"
+    assert "fraction" in ax.get_ylabel() and "%" not in ax.get_ylabel()
+    pairs = next(c for c in ax.collections if isinstance(c, PathCollection))
+    assert [float(y) for _, y in pairs.get_offsets()] == pytest.approx([0.03, 0.0, 0.06])
+    (limit,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert list(limit.get_ydata()) == [0.0, 0.0]
+
+
+def test_the_html_page_embeds_the_guardrail_figure(tmp_path: Path) -> None:
+    rep = _late_first_token(tmp_path, [(210.0, 260.0), (205.0, 262.0), (212.0, 255.0)])
+    page = rp.render(rep, "html")
+    (title,) = [t for n, t, _ in plots.PLOTS if n == "guardrails"]
+    assert f"<figure id='plot-guardrails'><figcaption>{title}</figcaption>" in page
+    assert page.index("id='plot-pair-changes'") < page.index("id='plot-guardrails'")
+
+
+def test_an_html_report_draws_each_figure_once(tmp_path: Path) -> None:
+    """`report --format html -o`: the files and the page's PNGs are the same drawing."""
+    rep = rp.build_report([make_run(tmp_path, golden_spec(), pairs=3)])
+    first = plots.figures(rep)
+    written = plots.write_files(rep, tmp_path / "plots")
+    embedded = plots.pngs(rep)
+    assert [f for _, _, f in plots.figures(rep)] == [f for _, _, f in first]
+    assert all(a is b for (_, _, a), (_, _, b) in zip(plots.figures(rep), first, strict=True))
+    files = {p.stem: p.read_bytes() for p in written if p.suffix == ".png"}
+    assert {n: data for n, _, data in embedded} == files
+    other = rp.build_report([make_run(tmp_path / "b", golden_spec(), pairs=3)])
+    assert not any(a is b for (_, _, a), (_, _, b) in zip(plots.figures(other), first,
+                                                              strict=True))
+
+
+def test_history_marks_each_night_by_its_decision(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from tests.runs import T0
+
+    nights = [make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 100.0 + g),
+                                                          (100.5, 100.5 + g)]},
+                       guardrails=[], short_id=f"n{i:05d}", when=T0 + dt.timedelta(days=i))
+              for i, g in enumerate((15.0, 2.0, 14.0))]
+    rep = rp.build_report(nights)
+    (ax,) = _figs(rep)["history"].axes
+    marks = {str(c.get_gid()): [tuple(map(float, xy)) for xy in c.get_offsets()]
+             for c in ax.collections if str(c.get_gid()).startswith("history:")}
+    want: dict[str, list[tuple[float, float]]] = {"history:night adopts": [],
+                                                  "history:night keeps the default": []}
+    for i, run in enumerate(rep.runs):
+        key = "history:night adopts" if run.decision == "adopt" else (
+            "history:night keeps the default")
+        want[key] += [(float(i), c.change * 100) for c in run.decision_cells()
+                      if c.change is not None]
+    assert want["history:night adopts"] and want["history:night keeps the default"]
+    assert marks.keys() == want.keys()
+    for key, pts in want.items():
+        assert [x for x, _ in marks[key]] == [x for x, _ in pts]
+        assert [y for _, y in marks[key]] == pytest.approx([y for _, y in pts])
