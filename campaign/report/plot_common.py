@@ -49,7 +49,12 @@ def color(i: int) -> str:
     return COLORS[i % len(COLORS)]
 
 
-def legend(ax: Axes) -> None:
+def legend(ax: Axes, headroom: float = 0.0) -> None:
     """The axes' legend inside its own box (never outside the axes, where a page or a
-    narrow figure would cut it), where it covers the fewest points."""
+    narrow figure would cut it), where it covers the fewest points; `headroom` (a fraction
+    of the y span) is added above the data first, room for a legend that would otherwise
+    sit on a line."""
+    if headroom:
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + headroom * (hi - lo))
     ax.legend(fontsize=8, loc="best", framealpha=0.85)

@@ -89,7 +89,7 @@ def pair_changes(run: RunReport) -> Figure | None:
     ax.set_title(f"Decision cells: each pair's change (p1, p2 …), the cell's change and CI; "
                  f"better is {better}", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    legend(ax)
+    legend(ax, headroom=0.45)
     fig.tight_layout()
     return fig
 

@@ -299,3 +299,26 @@ def test_history_marks_each_night_by_its_decision(tmp_path: Path) -> None:
     for key, pts in want.items():
         assert [x for x, _ in marks[key]] == [x for x, _ in pts]
         assert [y for _, y in marks[key]] == pytest.approx([y for _, y in pts])
+
+
+def test_the_decision_cells_legend_covers_no_ci(tmp_path: Path) -> None:
+    """The pair-changes legend sits in the room above the data: on no pair, no cell's
+    change and no CI."""
+    for rep in (_sim_report(tmp_path),
+                rp.build_report([make_run(tmp_path / "g", golden_spec(), pairs=3)])):
+        fig = _figs(rep)["pair-changes"]
+        FigureCanvasAgg(fig).draw()
+        (ax,) = fig.axes
+        box = ax.get_legend().get_window_extent()
+        cis = [ln for ln in ax.get_lines() if "CI" in str(ln.get_label())]
+        assert cis
+        for ln in cis:
+            assert not box.overlaps(ln.get_window_extent()), "the legend covers a CI"
+        data = ax.transData
+        for coll in ax.collections:  # the pairs' points and the cells' change marks
+            for seg in getattr(coll, "get_segments", lambda: [])():
+                for x, y in seg:
+                    assert not box.contains(*data.transform((x, y))), "covers a change"
+            if isinstance(coll, PathCollection):
+                for x, y in coll.get_offsets():
+                    assert not box.contains(*data.transform((x, y))), "covers a pair"
