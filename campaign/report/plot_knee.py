@@ -93,6 +93,11 @@ def _log_span(values: Sequence[float]) -> float:
     return max(math.log10(max(values)) - math.log10(min(values)), 1e-6)
 
 
+def tick_value(v: float) -> str:
+    """A tick's number: whole tok/s from 100 up, three significant digits below."""
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def level_ticks(points: Sequence[tuple[float, str, str]], span: float,
                 sep: str = "\n") -> list[tuple[float, str, str]]:
     """(value, label, colour) of the ticks from (value, level, colour) in priority order,
@@ -101,7 +106,7 @@ def level_ticks(points: Sequence[tuple[float, str, str]], span: float,
     for value, level, col in points:
         if all(abs(math.log10(value) - math.log10(k)) >= MIN_TICK_GAP * span
                for k, _, _ in kept):
-            kept.append((value, f"{value:.4g}{sep}{level}", col))
+            kept.append((value, f"{tick_value(value)}{sep}{level}", col))
     return sorted(kept)
 
 
@@ -120,7 +125,8 @@ def _set_level_ticks(ax: Axes, cs: list[Curve], arms: Sequence[str],
     ax.tick_params(axis=axis, labelsize=8)
 
 
-def _draw_curve(ax: Axes, c: Curve, ai: int, span: tuple[float, float]) -> None:
+def _draw_curve(ax: Axes, c: Curve, ai: int, span: tuple[float, float]) -> bool:
+    """The arm's pairs, line and level names, and its knee ringed (True when it has one)."""
     col = color(ai)
     for lvl_pairs, lvl in zip(c.pairs, c.levels, strict=True):
         conc = concurrency(lvl) or 1
@@ -135,6 +141,7 @@ def _draw_curve(ax: Axes, c: Curve, ai: int, span: tuple[float, float]) -> None:
         ax.scatter([c.total[k]], [c.per_user[k]], s=260, facecolors="none", edgecolors=col,
                    linewidths=2.2, zorder=5, gid=f"knee:{c.arm}:{c.levels[k]}",
                    label=f"{c.arm}'s knee ({c.levels[k]})")
+    return k is not None
 
 
 def _strip(strip: Axes, run: RunReport, levels: list[str]) -> None:
@@ -169,8 +176,7 @@ def knee(run: RunReport) -> Figure | None:
     ax, strip = fig.subplots(2, 1, height_ratios=[3, 1.2])
     span = (_log_span([x for c in cs for x in c.total]),
             _log_span([y for c in cs for y in c.per_user]))
-    for c in cs:
-        _draw_curve(ax, c, run.arms.index(c.arm), span)
+    ringed = sum(_draw_curve(ax, c, run.arms.index(c.arm), span) for c in cs)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.margins(0.08)
@@ -178,9 +184,11 @@ def knee(run: RunReport) -> Figure | None:
     _set_level_ticks(ax, cs, run.arms, "y")
     ax.set_xlabel("total output throughput (tok/s, log scale; ticks at each level)")
     ax.set_ylabel("output per user (tok/s, log scale)")
+    ring = ("ring = the knee: farthest from the line through the first and last levels"
+            if ringed else "no knee: fewer than three levels, or none above the line "
+            "through the first and last")
     ax.set_title("Knee: per-user speed against total throughput (line = geometric mean "
-                 "per level, faint dots = pairs,\nring = the knee: farthest from the line "
-                 "through the first and last levels)", fontsize=10)
+                 f"per level, faint dots = pairs,\n{ring})", fontsize=10)
     ax.grid(alpha=0.3, which="major")
     legend(ax)
     levels = sorted({lvl for c in cs for lvl in c.levels}, key=lambda x: concurrency(x) or 0)

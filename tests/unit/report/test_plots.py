@@ -128,6 +128,10 @@ def test_no_knee_without_a_bend_or_with_two_levels(tmp_path: Path) -> None:
     assert _rings(_figs(rep)["knee"]) == {}
     two = rp.build_report([make_run(tmp_path / "b", golden_spec(), pairs=3)])
     assert _rings(_figs(two)["knee"]) == {}
+    assert "no knee" in _figs(two)["knee"].axes[0].get_title()
+    assert "ring = the knee" in _figs(rp.build_report([make_run(
+        tmp_path / "c", _knee_spec([100.0, 380.0, 420.0], [120.0, 440.0, 470.0]),
+        guardrails=[])]))["knee"].axes[0].get_title()
     assert knee_index([1.0, 2.0], [2.0, 1.0]) is None
 
 
@@ -148,7 +152,7 @@ def test_knee_axes_are_ticked_at_each_level_and_readable(tmp_path: Path) -> None
         xticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()),
                           strict=True))
         (label,) = [t for v, t in xticks.items() if math.isclose(v, total, rel_tol=1e-9)]
-        assert label.endswith(lvl) and f"{total:.4g}" in label
+        assert label.endswith(lvl) and label.startswith(f"{total:.0f}\n")  # tok/s ≥ 100
         yticks = [t.get_text() for t in ax.get_yticklabels()]
         assert any(t.endswith(f" {lvl}") for t in yticks)
     assert all(not t.get_text() for t in ax.get_xticklabels(minor=True))
