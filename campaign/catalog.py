@@ -99,9 +99,10 @@ def quantile_of(metric: str) -> float | None:
 
 
 def has_rows_at(metric: str, workload: str, level: str) -> bool:
-    """Whether a pass yields `metric` at (workload, level): a knee sweep's spec-decode
-    figures are read around the whole sweep (level `all`), every other metric per level
-    (and not at `all`). Unknown metrics are taken to be per level."""
+    """Whether a rule's cell of `metric` is at (workload, level): a knee sweep's spec-decode
+    figures are judged on the whole sweep (level `all`; their per-level rows describe, they
+    are not registered), every other metric per level (and not at `all`). Unknown metrics
+    are taken to be per level."""
     info = METRICS.get(metric)
     sweep = workload == "knee" and info is not None and info.source == "spec_decode"
     return (level == "all") == sweep

@@ -5,6 +5,7 @@
     ├── SpecError         (2)     invalid campaign file: one line per problem, YAML path + line
     ├── PreflightError    (3)     environment not ready: docker, image, port, files, GPU busy
     ├── ServerError       (3)     a server did not start, never became ready, or died booting
+    │   └── BootExited            it exited while booting (its status and log lines)
     ├── PassError         (3)     a load-generator pass could not run at all (AIPerf missing)
     ├── StorageError      (3)     results cannot be written: disk full, read-only, not a folder
     ├── ResultsError      (2)     a results directory is missing, damaged or of another version
@@ -66,6 +67,18 @@ class ServerError(CampaignError):
     exit_code = EXIT_INFRA
 
 
+class BootExited(ServerError):
+    """A server exited while booting: `status` ("exited with code 2") and the last log
+    `lines`, so the runner can tell the same launch error twice from a flake."""
+
+    def __init__(self, message: str, *, hint: str | None = None, arm: str = "",
+                 status: str = "", lines: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.arm = arm
+        self.status = status
+        self.lines = lines
+
+
 class PassError(CampaignError):
     exit_code = EXIT_INFRA
 
@@ -106,3 +119,5 @@ class IncompleteError(CampaignError):
 
 class Interrupted(CampaignError):
     exit_code = EXIT_INTERRUPTED
+    pair: int | None = None
+    """The pair the stop cut (the runner sets it): `--resume` measures it again whole."""

@@ -9,6 +9,7 @@
     problems pydantic's errors in the file's words (YAML path + line)
     checks   the cross-field checks (files, ports, levels, pairs)
     yamlread YAML with size and alias limits;  builtin  files shipped with spec-ab
+    design   `preregistration.sequential`: a sequential design and the pairs it looks at
     schedule the slot order a campaign implies (AB, ABBA, random; per lane)
     duration the night's estimated length;  reference  docs/campaign-file.md, generated
 
@@ -16,6 +17,7 @@ Import from here: `from campaign.campaignfile import Campaign, load_campaign, Do
 """
 
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model
+from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.files import (
     LocalFile,
     file_problems,
@@ -85,6 +87,7 @@ __all__ = [
     "ProcessLaunch",
     "Readiness",
     "ReadyCheck",
+    "Sequential",
     "Volume",
     "WarmupPass",
     "Workloads",

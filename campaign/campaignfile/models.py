@@ -11,7 +11,6 @@ starts and what `spec-ab check` prints.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import Any, Literal, get_args
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from campaign import catalog
-from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_regex
+from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_metric, check_regex
 from campaign.campaignfile.builtin import builtin_path
+from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
@@ -97,7 +97,7 @@ class Guardrail(Model):
     @field_validator("metric")
     @classmethod
     def _known_metric(cls, v: str) -> str:
-        return _check_metric(v)
+        return check_metric(v)
 
 
 class Gates(Model):
@@ -214,6 +214,9 @@ class Preregistration(Model):
         "noise (where: `at`, default the decision cells).",
     )
     gates: Gates = Field(default_factory=Gates, description="Validity gates of a pass.")
+    sequential: Sequential | None = Field(
+        None, description="A sequential design: look after each pair (or block) and stop "
+        "when decided (`max_pairs`, `min_pairs`, `look`, `power`); needs rule `bound`.")
     multiple_candidates: Literal["correct", "none"] = Field(
         "correct",
         description="With several candidates, `correct` keeps the campaign's false-adopt "
@@ -224,19 +227,18 @@ class Preregistration(Model):
     @field_validator("primary_metric")
     @classmethod
     def _known_primary(cls, v: str) -> str:
-        return _check_metric(v)
+        return check_metric(v)
 
     @property
     def metric_direction(self) -> Literal["higher", "lower"]:
         return self.direction or catalog.direction(self.primary_metric)
 
-
-def _check_metric(name: str) -> str:
-    if catalog.is_known(name):
-        return name
-    close = difflib.get_close_matches(name, list(catalog.METRICS), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise ValueError(f"unknown metric '{name}'{hint}")
+    @model_validator(mode="after")
+    def _sequential_pairs(self) -> Preregistration:
+        if self.sequential is not None:  # pairs follows max_pairs
+            pairs = self.pairs if "pairs" in self.model_fields_set else None
+            object.__setattr__(self, "pairs", self.sequential.pairs_for(self.rule, pairs))
+        return self
 
 
 # --------------------------------------------------------------------------- workloads

@@ -22,6 +22,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("top level", spec.Campaign),
     ("preregistration", spec.Preregistration),
     ("preregistration.gates", spec.Gates),
+    ("preregistration.sequential", spec.Sequential),
     ("preregistration.decision_cells[]", spec.DecisionCell),
     ("preregistration.guardrails[]", spec.Guardrail),
     ("server (backend: process)", spec.ProcessLaunch),

@@ -10,13 +10,15 @@ finished but incomplete (or a `--fail-on` condition met) · 130 interrupted.
 
 from __future__ import annotations
 
+import re
+import sys
 from typing import Any
 
 from campaign.cli import check, init, plan, report, run  # noqa: F401  (they register)
 from campaign.cli.app import COMMAND_ORDER, app, setup_logging
 from campaign.sim.cli import sim_app
 
-__all__ = ["app", "main", "setup_logging"]
+__all__ = ["app", "hoist_global_options", "main", "setup_logging"]
 
 app.add_typer(sim_app, name="sim",
               help="The simulated speculative-decoding lane (vLLM-compatible, no GPU).")
@@ -34,5 +36,19 @@ def _workflow_order() -> None:
 _workflow_order()
 
 
+_GLOBAL = re.compile(r"^(-q|--quiet|--verbose|-v+)$")
+
+
+def hoist_global_options(argv: list[str]) -> list[str]:
+    """`-q` / `-v` (`--quiet`, `--verbose`) are the root's options; written after the
+    subcommand (`spec-ab report RUN -q`) they are moved before it, where they belong.
+    Nothing after `--` moves."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    moved = [a for a in argv[:end] if _GLOBAL.match(a)]
+    rest = [a for a in argv[:end] if not _GLOBAL.match(a)]
+    return [*moved, *rest, *argv[end:]]
+
+
 def main() -> None:
+    sys.argv[1:] = hoist_global_options(sys.argv[1:])
     app()

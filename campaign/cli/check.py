@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from campaign.cli.app import app, err, guarded, out
-from campaign.errors import Interrupted, PreflightError
+from campaign.errors import Interrupted, PreflightError, UsageError
 
 if TYPE_CHECKING:
     from campaign.campaignfile import Campaign
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 @app.command()
 @guarded
 def check(
-    campaign_file: Annotated[Path, typer.Argument(help="Campaign YAML file.")],
+    campaign_file: Annotated[Path | None, typer.Argument(help="Campaign YAML file.")] = None,
     preflight: Annotated[bool, typer.Option(help="Also check this machine is ready "
                                             "(starts nothing).")] = True,
     lane: Annotated[str | None, typer.Option(
@@ -30,6 +30,10 @@ def check(
     boot: Annotated[bool, typer.Option(
         "--boot", help="Then boot every distinct launch once, up to ready and a 1-token "
         "request, and stop it (exit 3 when one fails; nothing is registered).")] = False,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics", help="List the metrics a pass can yield (the names `primary_metric`, "
+        "guardrails and `report --metrics` take), with unit and direction; no file "
+        "needed.")] = False,
 ) -> None:
     """Validate a campaign file (with the simulator's knobs and vLLM's own flag parser), show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready) and, with --boot, boot each launch once."""
     from campaign.campaignfile import load_campaign
@@ -39,6 +43,13 @@ def check(
     from campaign.run.vllmengine import Engines
     from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
+    if metrics:
+        _print_metrics()
+        if campaign_file is None:
+            return
+    if campaign_file is None:
+        raise UsageError("give a campaign file (or --metrics for the metric names)",
+                         hint="spec-ab check examples/sim-pair.yaml")
     campaign = load_campaign(campaign_file, lane=lane)
     checked_drift_band(campaign)
     checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
@@ -67,6 +78,18 @@ def check(
                                  f"run `spec-ab check {campaign_file}` again")
     if boot:
         _boot(campaign, campaign_file)
+
+
+def _print_metrics() -> None:
+    """`check --metrics`: every metric name, its unit, which way is better, what it is."""
+    from campaign.catalog import METRICS
+
+    for m in METRICS.values():
+        if m.name.startswith("acceptance_pos") and m.name != "acceptance_pos0":
+            continue
+        name = "acceptance_pos0 … 15" if m.name == "acceptance_pos0" else m.name
+        out.print(f"{name}  ({m.unit}, {m.direction} is better, from {m.source}): "
+                  f"{m.description}", markup=False)
 
 
 def _boot(campaign: Campaign, campaign_file: Path) -> None:

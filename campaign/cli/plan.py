@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import enum
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from campaign.campaignfile.models import RULES
 from campaign.cli.app import app, guarded, out, pct
@@ -22,8 +25,10 @@ PlanRule = enum.Enum("PlanRule", {k: k for k in RULES}, type=str)  # type: ignor
 def plan(
     campaign_file: Annotated[Path, typer.Argument(help="Campaign YAML file.")],
     effect: Annotated[str, typer.Option(help="True effect to size for, e.g. 15%.")] = "15%",
-    noise: Annotated[Path | None, typer.Option(help="Take the noise from this A/A run "
-                                               "directory.")] = None,
+    noise: Annotated[Path | None, typer.Option(help="Take the noise from this run "
+                                               "directory (an A/A run, or an earlier run of "
+                                               "the lane: its control's passes): the "
+                                               "primary's and each guardrail's.")] = None,
     drift: Annotated[str | None, typer.Option(help="Per-boot drift (sd), e.g. 3%.")] = None,
     sims: Annotated[int, typer.Option(help="Monte Carlo campaigns per effect.")] = 4000,
     pairs: Annotated[int | None, typer.Option(
@@ -49,4 +54,12 @@ def plan(
     if fmt.value == "json":
         typer.echo(json.dumps(plan_mod.plan_json(result), indent=1))
     else:
-        plan_mod.print_plan(out, result)
+        plan_mod.print_plan(_prose_console(), result)
+
+
+def _prose_console() -> Console:
+    """A terminal (or COLUMNS): the prose wraps at its width, at word boundaries. Piped
+    without COLUMNS (a log): `out`, whose lines stay whole for grep."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return out

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from campaign.cli.app import FailOnChoice, FormatChoice, app, err, guarded
-from campaign.errors import UsageError
+from campaign.errors import EXIT_INCOMPLETE, UsageError
 from campaign.report.formats import FAIL_ON, FORMATS
 from campaign.textfiles import check_output_path, write_output
 
@@ -54,7 +54,7 @@ def report(
         overrides[k.strip()] = v.strip()
     rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
                                   metrics=None if metrics is None else [metrics])
-    code = report_mod.exit_code_for(rep, conditions)
+    held = report_mod.fail_on_held(rep, conditions)
     try:
         _show_report(rep, fmt.value, output)
     except BrokenPipeError:
@@ -63,8 +63,14 @@ def report(
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    if code:
-        raise typer.Exit(code)
+    if held:
+        for line in held:
+            err.print(line, markup=False)
+        raise typer.Exit(EXIT_INCOMPLETE)
+
+
+PIPED_WIDTH = 180
+"""The tables' width when stdout is not a terminal and COLUMNS is unset (as `spec-ab run`)."""
 
 
 class _PipeConsole(Console):
@@ -80,8 +86,11 @@ def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
     from campaign import report as report_mod
 
     if fmt == "table" and output is None:
-        # the terminal's width, or COLUMNS (rich's default: 80 when neither is known)
-        report_mod.print_table(rep, _PipeConsole(highlight=False))
+        # the terminal's width, or COLUMNS; piped without COLUMNS (a CI log, `| grep`):
+        # wide tables and each line of text on one line, so grep finds it whole
+        piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+        report_mod.print_table(rep, _PipeConsole(highlight=False, width=PIPED_WIDTH if piped
+                                                 else None), piped=piped)
         return
     if fmt == "html" and output is not None:
         from campaign.report import as_html, plots

@@ -164,7 +164,10 @@ def _print_summary(run_dir: Path, fail_on: list[str]) -> int:
         rep = report_mod.build_report([run_dir])
         for line in report_mod.summary_lines(rep):
             out.print(line, markup=False)
-        code = report_mod.exit_code_for(rep, fail_on) if fail_on else 0
+        held = report_mod.fail_on_held(rep, fail_on) if fail_on else []
+        for line in held:
+            err.print(line, markup=False)
+        code = EXIT_INCOMPLETE if held else 0
     except CampaignError as exc:
         err.print(f"[yellow]no verdict yet:[/] {escape(str(exc))}")
         code = EXIT_INCOMPLETE if fail_on else 0

@@ -21,18 +21,24 @@ What is modelled, under the same noise model:
   `Rule.ci_alpha(k)`). Beside it, the campaign-level false-adopt at m/2 of the same
   campaign with one candidate (k = 3 when the campaign has one: what a third arm would
   do) — the correction promises no higher;
-- invalid passes (`--invalid-rate`, default 2%, after retries): each arm's pass of each
-  decision cell is invalid independently; a pair with an invalid pass is left out, and a
-  decision cell short of its pre-registered pairs cannot adopt (inconclusive), so P(adopt)
-  includes that loss (`--redo-invalid` can recover it; the share lost is printed);
+- invalid passes (`--invalid-rate`, default 2%, after retries, taken as the lane's
+  faults): each arm's pass of each decision cell is invalid independently; as `spec-ab
+  run` does, the lowest pair with an invalid pass is measured again whole at the end of
+  the slots, up to the registered `gates.redo_budget` pairs (a redo can itself be
+  invalid); a decision cell still short of its pre-registered pairs cannot adopt
+  (inconclusive), so P(adopt) includes that loss (the share lost is printed);
 - the `window-drift` gate: a decision cell whose control moved across the window beyond
   the limit and its noise cannot adopt (as in `verdict`);
-- guardrails (relative ones): P(the guardrail holds) at one cell (one check) when the
-  candidate truly worsens its metric by 2× its limit, and when it does not worsen it at
-  all, under `campaign.verdict.guardrails`' test as it reads simulated values without a
-  per-request sampling error: the pairs' own spread (holds when the one-sided t upper
-  bound of the mean log worsening is within the limit; one pair never holds). P(adopt)
-  does not include guardrails;
+- guardrails on their own noise (`plan.guards`): each relative guardrail at the cells
+  `spec-ab report` checks it at (its `at`, the decision cells by default), its passes
+  drawn with the sampling error they record (`log_se`, inflated for a tail quantile from
+  few requests) and the lane's boot-to-boot noise of that metric, judged by the verdict's
+  own-noise test at α ÷ k (k: every guardrail check of a candidate). P(adopt) includes
+  them at no true change of the guardrail metrics (`adopt_rule_only`: the rule alone);
+  per guardrail the plan prints P(broken | no change) and P(it lets through a candidate
+  truly 2× its limit worse), family-wise over its cells. The noise comes from `--noise
+  RUN_DIR` (or the campaign's A/A run) or is assumed and labelled so. Absolute guardrails
+  (a failure share) are not simulated: both arms are taken to fail no request;
 - the noise flags of `verdict` (the same χ² and z tests at `rule.flag_alpha`: the family's
   5% over decision cells × candidates × flags in play): their false-alarm rate on an A/A
   lane (this noise, no effect, no trend) and their power: `high-variance` at a true pair
@@ -40,15 +46,17 @@ What is modelled, under the same noise model:
 
 Exactness. The rule is the one `campaign.verdict.judge` applies to real runs. Calling it once per
 simulated campaign is too slow, so the counting is vectorised with numpy (`adopts`,
-`decide`, `flag_rates`, `guardrail_holds`): the same comparisons, with the same epsilon, on
+`decide`, `flag_rates`, `guards.guard_states`): the same comparisons, with the same epsilon, on
 arrays. Every plan then re-judges a sample of its simulated campaigns through
-`verdict.judge_run` itself (candidates, invalid passes, window-drift gate and flags; the
-guardrails through `guardrails.check_guardrail`) with the rule's `pairs` set to the
-simulated count, and refuses to print (a bug, exit 1) if a single decision differs. The
+`verdict.judge_run` itself (candidates, invalid passes, window-drift gate, flags, and
+every registered guardrail in its cells with its simulated values, `log_se` and request
+counts, under the rule with its guardrails; each guardrail's state at 2× its limit too)
+with the rule's `pairs` set to the simulated count, and refuses to print (a bug, exit 1)
+if a single decision or guardrail state differs. The
 lanes rows are cross-checked the same way: with two or more lanes on the pooled `RunTable`
 `spec-ab report` would build (every lane's pairs in start order, `RunTable.lanes`, each
 lane's own slots, invalid passes) under the pooled rule (`RuleSpec.pooled`: pairs × L);
-the one-lane row as a plain run (it is the table's registered row).
+the one-lane row as a plain run (the table's registered row without guardrails).
 
 `--rule point|ci` plans under the other rule: exploratory, marked so.
 
@@ -63,11 +71,16 @@ JSON (`--format json`) keys:
   a fraction, better-signed)}];
 - `table`: one row per pair count, {`pairs`, `adopt`: {effect name: rate},
   `lost_to_invalid`: rate (some decision cell short of its pairs, for the first
-  candidate), `meets`: bool, `false_adopt_half_margin`: {`single`: rate, `campaign`: rate,
-  `candidates`}, `guardrails`: [{`metric`, `limit`, `hold_at_2x`: rate, `hold_at_0`:
-  rate}], `flags`: {`high_variance_false_alarm`, `window_drift_false_alarm`,
-  `any_false_alarm`, `high_variance_power`, `window_drift_power`: rate or null (one
-  pair: no test)}};
+  candidate), `meets`: bool, `adopt_rule_only`: {effect name: rate} (without the guardrails),
+  `false_adopt_half_margin`: {`single`: rate, `campaign`: rate, `candidates`},
+  `guardrails`: [{`metric`, `limit`, `cells`: ["workload level"], `alpha_each` (each
+  bound's one-sided level, α ÷ k), `unclear_stops`, `break_at_0`: rate (broken at some
+  cell, no true change), `stops_at_0`: rate (stops adoption, no true change),
+  `passes_at_2x`: rate (does not stop adoption, truly 2× the limit worse), `hold_at_2x`,
+  `hold_at_0`: rate (holds at every cell), `noise`: {`log_se`, `requests`, `inflation`,
+  `boot_sd`, `band`, `measured`, `source`}}], `flags`: {`high_variance_false_alarm`,
+  `window_drift_false_alarm`, `any_false_alarm`, `high_variance_power`,
+  `window_drift_power`: rate or null (one pair: no test)}};
 - `recommendation`: {`pairs` (int or null), `power_at` (1.5m as a fraction), `power_min`,
   `false_at` (m/2), `false_max`, `wall_s`, `alternatives`: [{`change`, `pairs`}]};
 - `orders`: AB vs ABBA under a linear drift: [{`order`, `pairs`, `bias`, `null`,

@@ -4,16 +4,30 @@ recommendation, guardrails, flags, several candidates, AB vs ABBA, the wall cloc
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from campaign.campaignfile import Campaign, duration
 from campaign.errors import UsageError
 from campaign.plan.exact import (
     _cross_check,
     _cross_check_flags,
+    _cross_check_guard,
+)
+from campaign.plan.guards import (
+    BROKEN,
+    HOLDS,
+    UNCLEAR,
+    GuardModel,
+    guard_cells,
+    guard_models,
+    guard_states,
+    simulate_guards,
 )
 from campaign.plan.kernel import (
     DEFAULT_INVALID_RATE,
@@ -35,22 +49,25 @@ from campaign.plan.kernel import (
     rule_spec,
 )
 from campaign.plan.lanes import LaneRow, lane_rows
+from campaign.plan.sequential import SeqPlan, plan_sequential
 from campaign.plan.simulate import (
+    Draws,
     FlagRates,
     _rng,
     adopt_rate,
     campaign_rates,
+    decide,
     drift_offsets,
     effect_d,
-    exact_guardrail_holds,
     flag_draws,
     flag_rates,
     flags_of,
-    guardrail_holds,
-    guardrail_log_ratios,
 )
-from campaign.verdict.aa import aa_run_of
+from campaign.results.store import load_run
+from campaign.verdict import rule as rl
+from campaign.verdict.aa import aa_run_of, is_aa
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
+from campaign.verdict.rule import FAILURE_METRICS
 
 # --------------------------------------------------------------------------- the plan
 
@@ -67,10 +84,54 @@ def recommend(rows: Sequence[tuple[int, Rate, Rate]], *, power_min: float = POWE
 
 @dataclass(frozen=True)
 class GuardrailRow:
+    """One relative guardrail at one pair count, family-wise over its cells, on its own
+    noise (`plan.guards`)."""
+
     metric: str
     limit: float
     hold_at_2x: Rate
+    """P(it holds at every cell) when the candidate is truly 2× the limit worse."""
     hold_at_0: Rate
+    """P(it holds at every cell) when the candidate does not change it."""
+    break_at_0: Rate
+    """P(it is broken at some cell) with no change: the false break, family-wise."""
+    stops_at_0: Rate
+    """P(it stops adoption) with no change (broken, or unclear where unclear stops)."""
+    passes_at_2x: Rate
+    """P(it does not stop adoption) at 2× the limit: the missed violation."""
+    model: GuardModel
+    family_alpha: float
+    """α ÷ k of each bound (k: every guardrail check of a candidate)."""
+
+
+def guard_rows(spec: RuleSpec, draws: Draws, *, sims: int, seed: int
+               ) -> tuple[list[GuardrailRow], int]:
+    """Each relative guardrail's error rates at `spec.pairs` pairs: no change (the table's
+    own guardrail draws) and 2× its limit (its own draws, the others unchanged), the latter
+    re-judged on a sample through `verdict.judge_run`. Returns the rows and the number of
+    campaigns re-judged."""
+    models, n = spec.guard_models, spec.pairs
+    if not models or draws.guard is None:
+        return [], 0
+    rows, checked = [], 0
+    for j, m in enumerate(models):
+        worse = [GUARDRAIL_VIOLATION * m.guardrail.max_worsening if jj == j else 0.0
+                 for jj in range(len(models))]
+        at2 = simulate_guards(models, worse, pairs=n, candidates=1, sims=sims,
+                              checks=spec.guard_checks, alpha=spec.rule.alpha,
+                              rng=_rng(seed, n, 600 + j))
+        s0 = guard_states(draws.guard, j)[..., 0]
+        s2 = guard_states(at2, j)[..., 0]
+        unclear_stops = m.guardrail.stops_when_unclear
+        stop0 = (s0 == BROKEN) | ((s0 == UNCLEAR) & unclear_stops)
+        stop2 = (s2 == BROKEN) | ((s2 == UNCLEAR) & unclear_stops)
+        checked += _cross_check_guard(spec, at2, j, s2)
+        rows.append(GuardrailRow(
+            m.guardrail.metric, m.guardrail.max_worsening,
+            rate_of(np.all(s2 == HOLDS, axis=1)), rate_of(np.all(s0 == HOLDS, axis=1)),
+            rate_of(np.any(s0 == BROKEN, axis=1)), rate_of(np.any(stop0, axis=1)),
+            rate_of(~np.any(stop2, axis=1)), m, at2.each))
+    return rows, checked
 
 
 @dataclass(frozen=True)
@@ -84,6 +145,8 @@ class PairRow:
     guardrails: tuple[GuardrailRow, ...]
     flags: FlagRates
     meets: bool = False
+    adopt_rule_only: tuple[Rate, ...] = ()
+    """P(adopt) at each effect without the guardrails (the rule and its gates alone)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +200,8 @@ class PlanResult:
     """The pooled verdict with 1, 2, 4 and the campaign's own number of lanes."""
     lane_names: tuple[str, ...] = ()
     """The campaign's lanes (its one `lane:` when it has no `lanes:` table)."""
+    sequential: SeqPlan | None = None
+    """A sequential design's figures (None: a fixed number of pairs)."""
 
     @property
     def exploratory(self) -> bool:
@@ -170,7 +235,7 @@ def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None
     metric = campaign.preregistration.primary_metric
     workloads = sorted({dc.workload for dc in campaign.preregistration.decision_cells})
     if noise_run is not None:
-        return estimate_noise(noise_run, metric=metric, workloads=workloads).model
+        return _run_noise(noise_run, metric, workloads)
     if drift is not None:
         return from_drift(drift)
     aa_run = aa_run_of(campaign)
@@ -178,6 +243,50 @@ def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None
         return estimate_noise(aa_run, metric=metric, workloads=workloads).model
     return from_drift(band, source=f"assumed (no --noise or --drift): per-boot drift sd = the "
                       f"drift band {band:.1%}, within-pass sd 1.0%, no trend across the window")
+
+
+def _run_noise(run_dir: Path, metric: str, workloads: Sequence[str]) -> NoiseModel:
+    """The primary's noise measured on `run_dir`: every arm of an A/A run, the control's
+    passes of any other run of the lane (its candidates' would count their change as
+    noise)."""
+    data = load_run(run_dir)
+    if data.campaign is None or is_aa(data.campaign, data.campaign.arm_names):
+        return estimate_noise(data, metric=metric, workloads=workloads).model
+    control = data.campaign.arm_names[0]
+    own = dataclasses.replace(data, passes=data.passes[data.passes["arm"] == control])
+    model = estimate_noise(own, metric=metric, workloads=workloads).model
+    return dataclasses.replace(model, source=model.source.replace(
+        "measured on A/A run", "measured on run") + f" (its control's passes, {control})")
+
+
+def with_guardrails(spec: RuleSpec, campaign: Campaign, noise_run: Path | None) -> RuleSpec:
+    """`spec` with every guardrail's cells and its relative guardrails' models (noise from
+    `noise_run` where it has them, else assumed): its P(adopt) then includes them."""
+    places = tuple(tuple(guard_cells(g, campaign, spec.cells)) for g in spec.guardrails)
+    spec = dataclasses.replace(spec, guard_places=places)
+    return dataclasses.replace(spec, guard_models=tuple(guard_models(campaign, spec,
+                                                                     noise_run)))
+
+
+def guard_notes(spec: RuleSpec) -> list[str]:
+    """What the plan says of the guardrails it does and does not simulate."""
+    out = []
+    if spec.guard_models:
+        out.append("P(adopt) includes the relative guardrails (" + ", ".join(
+            m.guardrail.metric for m in spec.guard_models) + ") at no true change, each "
+            "on its own noise (below); `adopt_rule_only` in the JSON is the rule alone. "
+            "The lanes rows and the AB vs ABBA comparison are the rule alone")
+    absolute = [g.metric for g in spec.guardrails
+                if g.absolute or g.metric in FAILURE_METRICS]
+    if absolute:
+        out.append("absolute guardrails (" + ", ".join(absolute) + ") are not modelled: the "
+                   "plan takes both arms to fail no request (they hold; they count in the "
+                   "family's k); how often they stop a candidate that fails requests is not "
+                   "estimated")
+    if not spec.guard_models and len(absolute) < len(spec.guardrails):
+        out.append("a relative guardrail with no cell to check (its workload or level not "
+                   "configured) is not modelled")
+    return out
 
 
 def _qualifying(spec: RuleSpec, noise: NoiseModel, counts: Sequence[int], *, sims: int,
@@ -219,6 +328,16 @@ def alternatives(spec: RuleSpec, noise: NoiseModel, max_pairs: int, *, sims: int
     return out
 
 
+def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: int,
+                seed: int) -> SeqPlan | None:
+    """The registered sequential design's figures on the plan's pair noise."""
+    pre = campaign.preregistration
+    if pre.sequential is None:
+        return None
+    rule = rl.Rule(prereg=pre.model_copy(update={"guardrails": []}), band=spec.rule.band)
+    return plan_sequential(rule, noise.pair_sd, sims=min(sims, 4000), seed=seed)
+
+
 def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                   drift: float | None, sims: int, seed: int = 0, pairs: int | None = None,
                   rule: RuleName | None = None,
@@ -238,6 +357,8 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     registered = rule_spec(campaign)
     spec = registered.at(rule=rule) if rule is not None else registered
     noise = noise_for(campaign, noise_run=noise_run, drift=drift, band=spec.rule.band)
+    spec = with_guardrails(spec, campaign, noise_run if noise_run is not None else
+                           (aa_run_of(campaign) if drift is None else None))
     pre = spec.prereg
     m = pre.margin
     max_pairs = pairs if pairs is not None else max(MIN_TABLE_PAIRS, spec.pairs)
@@ -266,24 +387,8 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                                                    seed=seed, invalid_rate=invalid_rate)
         checked += _cross_check(multi_spec, mdraws, effect_d(half, s_n.rule), mdec[0],
                                 f"{n} pairs, {kk} candidates, m/2")
-        grows = []
-        for gi, g in enumerate(spec.guardrails):
-            if g.absolute:
-                continue
-            holds = []
-            for w in (GUARDRAIL_VIOLATION * g.max_worsening, 0.0):
-                lr = guardrail_log_ratios(g, s_n, noise, w, pairs=n, sims=sims,
-                                          rng=_rng(seed, n, 100 + gi))
-                h = guardrail_holds(lr, g, s_n)
-                for i in range(min(EXACT_SAMPLE, sims)):
-                    if exact_guardrail_holds(lr[i], g, s_n) != bool(h[i]):
-                        raise AssertionError(
-                            f"plan's guardrail check disagrees with check_guardrail "
-                            f"({g.metric}, {n} pairs, simulated campaign {i}): a bug in "
-                            "campaign/plan.py")
-                    checked += 1
-                holds.append(rate_of(h))
-            grows.append(GuardrailRow(g.metric, g.max_worsening, holds[0], holds[1]))
+        grows, n_checked = guard_rows(s_n, draws, sims=sims, seed=seed)
+        checked += n_checked
         flags = flag_rates(single_spec, noise, sims=sims, seed=seed)
         if n >= 2:
             aa = NoiseModel(noise.boot_sd, noise.pass_sd, 0.0, "")
@@ -293,8 +398,11 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
             checked += _cross_check_flags(single_spec, fd, hv, wd)
         names = [nm for nm, _ in effects]
         at_power, at_false = rates[names.index("1.5m")], rates[names.index("m/2")]
+        bare = dataclasses.replace(draws, guard=None)
+        rule_only = tuple(rate_of(np.asarray(decide(bare, effect_d(e, s_n.rule), s_n)
+                                             .any(axis=1))) for _, e in effects)
         rows.append(PairRow(n, tuple(rates), lost, single, multi, tuple(grows), flags,
-                            recommend([(n, at_power, at_false)]) is not None))
+                            recommend([(n, at_power, at_false)]) is not None, rule_only))
     recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs), None)
     search = min(sims, MAX_SEARCH_SIMS)
     alts = ([] if recommended is not None else
@@ -325,16 +433,18 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
                      f"{registered.prereg.rule}; running it needs a new registration")
     if invalid_rate > 0:
-        notes.append(f"P(adopt) counts a campaign short of its pairs ({invalid_rate:.0%} of "
-                     "passes invalid) as not adopting; `spec-ab run --resume RUN_DIR "
-                     "--redo-invalid` can finish it")
-    if any(g.absolute for g in spec.guardrails):
-        notes.append("absolute guardrails (" + ", ".join(
-            g.metric for g in spec.guardrails if g.absolute) + ") are not modelled")
+        notes.append(f"invalid passes ({invalid_rate:.0%}, taken as the lane's faults) are "
+                     f"redone within the night up to the registered redo budget "
+                     f"({spec.redo_budget} pair(s), `gates.redo_budget`, as `spec-ab run` "
+                     "does); P(adopt) counts a campaign still short of its pairs after that "
+                     "as not adopting; `spec-ab run --resume RUN_DIR --redo-invalid` can "
+                     "finish it. A candidate's own failures are not modelled")
+    notes += guard_notes(spec)
     if pre.rule == "point" and recommended is None:
         notes.append("under `point` every pair must clear the band: past a few pairs, more "
                      "pairs add chances for one to fall short and power drops")
     return PlanResult(
+        sequential=_sequential(campaign, spec, noise, sims=sims, seed=seed),
         campaign=campaign.name, rule_text=spec.rule.describe(), rule=pre.rule,
         registered_rule=registered.prereg.rule, margin=m, band=spec.rule.band,
         direction=spec.rule.direction, confidence=pre.confidence,

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from campaign.plan.guards import BROKEN, HOLDS, UNCLEAR, GuardDraws
 from campaign.plan.kernel import (
     EXACT_SAMPLE,
     RuleSpec,
@@ -30,12 +31,15 @@ from campaign.verdict.outcome import RunVerdict
 def exact_judge(spec: RuleSpec, ctrl: np.ndarray, cand: np.ndarray,
                 ctrl_ok: np.ndarray | None = None, cand_ok: np.ndarray | None = None,
                 slots: np.ndarray | None = None,
-                lanes: Sequence[str] | None = None) -> RunVerdict:
+                lanes: Sequence[str] | None = None,
+                guard: tuple[GuardDraws, int] | None = None) -> RunVerdict:
     """One simulated campaign judged by `verdict.judge_run` itself: ctrl[pair, cell] and
     cand[pair, cell, candidate] on the better-signed log scale; invalid passes are recorded
     as such; slots[arm, pair] are the arms' slot indices. With `lanes` (each pair's lane)
     the table is a pooled one (`RunTable.lanes`): slots are then each lane's own, and the
-    rule's `pairs` should count every lane's (`RuleSpec.pooled`)."""
+    rule's `pairs` should count every lane's (`RuleSpec.pooled`). With `guard` (the draws
+    and the simulated campaign's index) the run carries every registered guardrail's cells
+    (`_guard_cells`) and is judged under the rule with its guardrails."""
     rule = spec.rule
     sign = 1.0 if rule.direction == "higher" else -1.0
     n, _, k = cand.shape
@@ -67,7 +71,53 @@ def exact_judge(spec: RuleSpec, ctrl: np.ndarray, cand: np.ndarray,
             if bad:
                 data.invalid[i + 1] = bad
         table.cells[(w, lvl, rule.metric)] = data
-    return vd.judge_run(table, rule, list(arms), metrics=[rule.metric])
+    if guard is None:
+        return vd.judge_run(table, rule, list(arms), metrics=[rule.metric])
+    metrics = _guard_cells(table, spec, arms, guard)
+    return vd.judge_run(table, spec.guard_rule(), list(arms), metrics=[rule.metric, *metrics],
+                        guard_cells=[list(p) for p in spec.guard_places])
+
+
+def _guard_cells(table: td.RunTable, spec: RuleSpec, arms: Sequence[str],
+                 guard: tuple[GuardDraws, int]) -> list[str]:
+    """Every guardrail's cells in `table`, as a run records them: a relative guardrail's
+    simulated values with their `log_se`, a failure share (`error_rate`) of 0 in every pass,
+    the requests of each pass; a pass invalid in a decision cell is invalid for every metric
+    of that cell. Returns the metrics added."""
+    gd, i = guard
+    by_index = {m.index: (j, m) for j, m in enumerate(gd.models)}
+    requests = {w: m.noise.requests for m in gd.models for w in m.cells}
+    invalid = {(w, lvl): table.cells[(w, lvl, spec.rule.metric)].invalid
+               for w, lvl in spec.cells}
+    added: list[str] = []
+    for gi, (g, places) in enumerate(zip(spec.guardrails, spec.guard_places, strict=True)):
+        added.append(g.metric)
+        for c, where in enumerate(places):
+            data = td.CellData(*where, g.metric)
+            for p in table.pairs:
+                if gi in by_index:
+                    j, m = by_index[gi]
+                    logs = [float(gd.x[j][i, p - 1, c]),
+                            *(float(v) for v in gd.y[j][i, p - 1, c])]
+                    vals = [100.0 * math.exp(x) for x in logs]
+                    se: float | None = m.noise.log_se
+                else:
+                    vals, se = [0.0] * len(arms), None
+                data.values[p] = {a: td.ArmValue(v, v, v, 1, log_se=se)
+                                  for a, v in zip(arms, vals, strict=False)}
+                bad = invalid.get(where, {}).get(p)
+                if bad:
+                    data.invalid[p] = dict(bad)
+                    for a in bad:
+                        data.values[p].pop(a, None)
+            table.cells[(*where, g.metric)] = data
+            req = table.cells.setdefault((*where, "requests_completed"),
+                                         td.CellData(*where, "requests_completed"))
+            n_req = requests.get(where, 100.0)
+            for p in table.pairs:
+                req.values[p] = {a: td.ArmValue(n_req, n_req, n_req, 1) for a in arms
+                                 if a not in invalid.get(where, {}).get(p, {})}
+    return added
 
 
 def exact_adopts(d: np.ndarray, spec: RuleSpec) -> bool:
@@ -95,7 +145,8 @@ def _cross_check(spec: RuleSpec, draws: Draws, shift: float, decided: np.ndarray
     checked = 0
     for i in range(min(EXACT_SAMPLE, sims)):
         v = exact_judge(spec, draws.ctrl[i], draws.cand[i] + shift, draws.ctrl_ok[i],
-                        draws.cand_ok[i], draws.slots)
+                        draws.cand_ok[i], draws.slots,
+                        guard=None if draws.guard is None else (draws.guard, i))
         _agree(v, decided[i], f"{what}, simulated campaign {i}", "rule", "campaign/plan/")
         checked += 1
     return checked
@@ -154,5 +205,30 @@ def _cross_check_lanes(spec: RuleSpec, lanes: Sequence[Draws], shift: float,
         v = exact_judge(pooled, ctrl, cand + shift, ctrl_ok, cand_ok, slots, names)
         _agree(v, decided[i], f"{what}, simulated campaign {i}", "pooled rule",
                "campaign/plan/lanes.py")
+        checked += 1
+    return checked
+
+
+def _cross_check_guard(spec: RuleSpec, gd: GuardDraws, j: int, states: np.ndarray) -> int:
+    """Re-judge a sample of simulated guardrail draws through `verdict.judge_run` (a
+    campaign with every primary pair at no change, every guardrail in its cells) and
+    compare model j's state at each cell with states[sim, cell]; raise on any
+    disagreement. Returns the number checked."""
+    m = gd.models[j]
+    n = gd.x[j].shape[1]
+    names = {HOLDS: "holds", UNCLEAR: "unclear", BROKEN: "broken"}
+    one = spec.at(candidates=1)
+    checked = 0
+    for i in range(min(EXACT_SAMPLE, states.shape[0])):
+        v = exact_judge(one, np.zeros((n, len(spec.cells))), np.zeros((n, len(spec.cells), 1)),
+                        guard=(gd, i))
+        got = {(c.workload, c.level): c.state for c in v.candidates[0].guardrails
+               if c.metric == m.guardrail.metric}
+        want = {where: names[int(states[i, c])] for c, where in enumerate(m.cells)}
+        if got != want:
+            raise AssertionError(
+                f"plan's guardrail test disagrees with verdict.judge_run ({m.guardrail.metric},"
+                f" {n} pairs, simulated campaign {i}: {got} vs {want}): a bug in "
+                "campaign/plan/guards.py")
         checked += 1
     return checked

@@ -19,7 +19,7 @@ from campaign.campaignfile.schedule import Order
 from campaign.errors import UsageError
 from campaign.verdict import rule as rl
 from campaign.verdict import stats as st
-from campaign.verdict.aa import resolve_drift_band
+from campaign.verdict.aa import resolve_drift_band, resolve_guardrail_bands
 
 EFFECTS = (("0", 0.0), ("m/2", 0.5), ("m", 1.0), ("1.5m", 1.5))
 """The table's true effects: name and multiple of the margin."""
@@ -105,6 +105,27 @@ class RuleSpec:
     """Control first, then every candidate."""
     guardrails: tuple[Guardrail, ...] = ()
     """The registered guardrails (not part of `rule`: modelled on their own)."""
+    guard_bands: tuple[float, ...] = ()
+    """Each guardrail's registered boot-to-boot band, resolved (`Rule.guardrail_bands`)."""
+    guard_places: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """Each guardrail's cells, where `spec-ab report` checks it (`plan.guards`)."""
+    guard_models: tuple[Any, ...] = ()
+    """The relative guardrails the plan simulates (`plan.guards.GuardModel`); empty: the
+    campaign's P(adopt) is the rule's alone."""
+
+    def guard_band(self, index: int) -> float:
+        return (self.guard_bands[index] if index < len(self.guard_bands)
+                else self.rule.band)
+
+    @property
+    def guard_checks(self) -> int:
+        """k of the guardrails' family: every check of one candidate."""
+        return sum(max(1, len(p)) for p in self.guard_places)
+
+    def guard_rule(self) -> rl.Rule:
+        """The rule with its guardrails, as `spec-ab report` judges a run."""
+        prereg = self.prereg.model_copy(update={"guardrails": list(self.guardrails)})
+        return rl.Rule(prereg=prereg, band=self.rule.band, guardrail_bands=self.guard_bands)
 
     @property
     def prereg(self) -> Preregistration:
@@ -121,6 +142,12 @@ class RuleSpec:
     @property
     def candidates(self) -> int:
         return len(self.arms) - 1
+
+    @property
+    def redo_budget(self) -> int:
+        """Pairs left invalid by the lane that the night measures again
+        (`gates.redo_budget`)."""
+        return self.prereg.gates.redo_budget
 
     def at(self, pairs: int | None = None, rule: RuleName | None = None,
            candidates: int | None = None) -> RuleSpec:
@@ -161,9 +188,12 @@ def rule_spec(campaign: Campaign, band: float | None = None) -> RuleSpec:
         raise UsageError("the campaign has no decision cell to plan for")
     # Guardrails are modelled on their own (`guardrail_holds`): the adoption cross-check
     # must not count them as "cannot be checked".
-    prereg = pre.model_copy(update={"guardrails": []})
+    # A sequential design is planned on its own (`plan.sequential`); the table is the fixed
+    # `bound` design with n pairs, the comparison it is judged against.
+    prereg = pre.model_copy(update={"guardrails": [], "sequential": None})
     rule = rl.Rule(prereg=prereg, band=resolve_drift_band(campaign) if band is None else band)
-    return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names), tuple(pre.guardrails))
+    return RuleSpec(rule, tuple(cells), tuple(campaign.arm_names), tuple(pre.guardrails),
+                    resolve_guardrail_bands(campaign))
 
 
 def flag_alpha(cells: int, candidates: int = 1, lanes: int = 1) -> float:

@@ -86,7 +86,7 @@ def simulate_lanes(spec: RuleSpec, noise: NoiseModel, lanes: int, *, sims: int, 
     n, k = spec.pairs, spec.candidates
     return [simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
                           slots=schedule_slots(n, spec.arms, spec.order, spec.prereg.seed, i),
-                          invalid_rate=invalid_rate,
+                          invalid_rate=invalid_rate, redo_budget=spec.redo_budget,
                           rng=_rng(seed, n, k) if i == 0 else _rng(seed, n, k, LANE_KEY + i))
             for i in range(lanes)]
 

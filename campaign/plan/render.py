@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from rich.table import Table
 
 from campaign import fmt as fm
 from campaign.plan.campaign import (
+    GuardrailRow,
     PlanResult,
 )
 from campaign.plan.kernel import (
@@ -67,9 +69,9 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
             "false_adopt_half_margin": {"single": row.false_single.as_dict(),
                                         "campaign": row.false_campaign.as_dict(),
                                         "candidates": r.multi_candidates},
-            "guardrails": [{"metric": g.metric, "limit": g.limit,
-                            "hold_at_2x": g.hold_at_2x.as_dict(),
-                            "hold_at_0": g.hold_at_0.as_dict()} for g in row.guardrails],
+            "guardrails": [_guard_json(g) for g in row.guardrails],
+            "adopt_rule_only": {n: rate.as_dict() for n, rate in
+                                zip(names, row.adopt_rule_only, strict=True)},
             "flags": row.flags.as_dict(),
         } for row in r.rows],
         "recommendation": {
@@ -88,7 +90,69 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                    "power_at_1_5m": x.power.as_dict(), "campaign": x.campaign,
                    "sims": x.power.n, "exact_checked": x.exact_checked} for x in r.lanes],
         "notes": list(r.notes),
+        **sequential_json(r),
     }
+
+
+def sequential_json(r: PlanResult) -> dict[str, Any]:
+    """`sequential` (one entry per true effect) and `sequential_design` for a sequential
+    campaign; nothing for a fixed one."""
+    sp = r.sequential
+    if sp is None:
+        return {}
+    return {
+        "sequential": [{
+            "name": row.label, "effect": row.effect, "adopt": row.adopt,
+            "keep_default": row.keep_default, "inconclusive": row.inconclusive,
+            "expected_pairs": row.expected_pairs, "p90_pairs": row.p90_pairs,
+            "expected_night_s": row.expected_pairs * r.wall_per_pair,
+            "fixed_adopt": None if math.isnan(row.fixed_adopt) else row.fixed_adopt,
+        } for row in sp.rows],
+        "sequential_design": {
+            "max_pairs": sp.max_pairs, "pair_sd": float(sp.sigma), "sims": sp.sims,
+            "fixed_pairs": sp.fixed_pairs, "recommended_max_pairs": sp.recommended_max_pairs,
+            "judge_run_checked": sp.checked, "judge_run_disagree": int(sp.disagree),
+        },
+    }
+
+
+def print_sequential(console: Console, r: PlanResult) -> None:
+    """The design's figures beside the fixed design that meets the same targets."""
+    sp = r.sequential
+    if sp is None:
+        return
+    fixed = (f"the fixed design meeting the targets: {sp.fixed_pairs} pairs"
+             if sp.fixed_pairs else "no fixed design up to 32 pairs meets the targets")
+    t = Table(title=f"sequential design (max_pairs {sp.max_pairs}; pair sd "
+                    f"{sp.sigma:.1%}; {sp.sims} sequences per row; {fixed})")
+    for col in ("true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
+                "pairs: mean (p90)", "night", "fixed: P(adopt)"):
+        t.add_column(col, justify="right")
+    for row in sp.rows:
+        t.add_row(f"{row.label} ({fm.pct(row.effect, 1)})", f"{row.adopt:.1%}",
+                  f"{row.keep_default:.1%}", f"{row.inconclusive:.1%}",
+                  f"{row.expected_pairs:.1f} ({row.p90_pairs})",
+                  fm.clock(row.expected_pairs * r.wall_per_pair),
+                  "—" if math.isnan(row.fixed_adopt) else f"{row.fixed_adopt:.1%}")
+    console.print(t)
+    rec = sp.recommended_max_pairs
+    console.print(f"recommended max_pairs: {rec if rec else 'none up to 24'} (P(adopt) ≥ "
+                  f"{POWER_MIN:.0%} at 1.5m and ≤ {FALSE_MAX:.0%} at m/2); {sp.checked} "
+                  f"sequences re-judged by verdict.judge_run, {sp.disagree} disagree",
+                  markup=False)
+
+
+def _guard_json(g: GuardrailRow) -> dict[str, Any]:
+    m, nz = g.model, g.model.noise
+    return {"metric": g.metric, "limit": g.limit,
+            "hold_at_2x": g.hold_at_2x.as_dict(), "hold_at_0": g.hold_at_0.as_dict(),
+            "break_at_0": g.break_at_0.as_dict(), "stops_at_0": g.stops_at_0.as_dict(),
+            "passes_at_2x": g.passes_at_2x.as_dict(),
+            "cells": [f"{w} {lvl}" for w, lvl in m.cells], "alpha_each": g.family_alpha,
+            "unclear_stops": m.guardrail.stops_when_unclear,
+            "noise": {"log_se": nz.log_se, "requests": nz.requests,
+                      "inflation": nz.inflation, "boot_sd": nz.boot_sd, "band": m.band,
+                      "measured": nz.measured, "source": nz.source}}
 
 
 def print_plan(console: Console, result: PlanResult) -> None:
@@ -141,15 +205,18 @@ def print_plan(console: Console, result: PlanResult) -> None:
     checks.add_column(f"{r.multi_candidates} candidates", justify="right")
     guard_names = [(g.metric, g.limit) for g in r.rows[0].guardrails]
     for metric, limit in guard_names:
-        checks.add_column(f"{metric} holds at {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
-                          f"(limit {fm.pct(limit, 0)})", justify="right")
+        checks.add_column(f"{metric} breaks at no change (limit {fm.pct(limit, 0)})",
+                          justify="right")
+        checks.add_column(f"{metric} lets through {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
+                          "worse", justify="right")
     checks.add_column("flag false alarm (A/A)", justify="right")
     checks.add_column(f"high-variance power (sd ×{HV_POWER_AT:g})", justify="right")
     checks.add_column(f"window-drift power (drift {fm.pct(WD_POWER_AT * r.band, 0)})",
                       justify="right")
     for row in r.rows:
         checks.add_row(str(row.pairs), _rate(row.false_single), _rate(row.false_campaign),
-                       *(_rate(g.hold_at_2x) for g in row.guardrails),
+                       *(x for g in row.guardrails
+                         for x in (_rate(g.break_at_0), _rate(g.passes_at_2x))),
                        _rate(row.flags.any_false), _rate(row.flags.high_variance_power),
                        _rate(row.flags.window_drift_power))
     console.print(checks)
@@ -159,10 +226,17 @@ def print_plan(console: Console, result: PlanResult) -> None:
                   f"candidate {_rate(reg.false_single)} (the bar's correction promises no "
                   "higher)")
     for g in reg.guardrails:
-        console.print(f"with {r.pairs} pairs: guardrail {g.metric} holds at one cell "
-                      f"{_rate(g.hold_at_2x)} of the time when truly "
-                      f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse, "
-                      f"{_rate(g.hold_at_0)} when not worse")
+        m = g.model
+        cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
+        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {cells}; each bound at "
+                      f"{g.family_alpha:.2%}, family-wise): broken with no change "
+                      f"{_rate(g.break_at_0)}, stops adoption with no change "
+                      f"{_rate(g.stops_at_0)}; lets a candidate truly "
+                      f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse through "
+                      f"{_rate(g.passes_at_2x)} (holds {_rate(g.hold_at_2x)}, unclear "
+                      f"{'stops' if m.guardrail.stops_when_unclear else 'does not stop'}); "
+                      f"noise: {m.noise.source}; test's band ±{fm.abs_pct(m.band)}",
+                      markup=False)
     f = reg.flags
     if f.any_false is not None:
         console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "
@@ -186,6 +260,7 @@ def print_plan(console: Console, result: PlanResult) -> None:
                   f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
                   f"{r.estimate.assumptions})")
     print_lanes(console, r)
+    print_sequential(console, r)
     for note in r.notes:
         console.print(f"note: {note}")
 

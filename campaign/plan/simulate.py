@@ -4,6 +4,7 @@ at a true violation, and the noise flags' false alarms and power.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ import numpy as np
 
 from campaign.campaignfile import Guardrail
 from campaign.campaignfile.schedule import Order, plan_slots
+from campaign.plan.guards import GuardDraws, guard_stops, simulate_guards
 from campaign.plan.kernel import (
     HV_POWER_AT,
     PAIR_STEPS,
@@ -35,6 +37,9 @@ from campaign.verdict.noise import NoiseModel
 
 # --------------------------------------------------------------------------- simulation
 
+GUARD_KEY = 500
+"""Random stream of the guardrails' values (apart from the primary's, common to effects)."""
+
 
 @dataclass(frozen=True)
 class Draws:
@@ -50,6 +55,8 @@ class Draws:
     """Valid passes, same shapes."""
     slots: np.ndarray
     """[arm, pair]: slot index of each arm's pass in the schedule (control first)."""
+    guard: GuardDraws | None = None
+    """The relative guardrails' simulated values (no true worsening), when modelled."""
 
     def d(self, shift: float = 0.0) -> np.ndarray:
         """Paired log ratios d[sim, pair, cell, candidate] at a true effect of `shift` (d)."""
@@ -84,10 +91,17 @@ def drift_offsets(pairs: int, arms: Sequence[str], order: Order, seed: int) -> n
 
 def simulate_arms(noise: NoiseModel, *, pairs: int, cells: int, candidates: int, sims: int,
                   slots: np.ndarray, invalid_rate: float,
-                  rng: np.random.Generator) -> Draws:
+                  rng: np.random.Generator, redo_budget: int = 0) -> Draws:
     """Each arm's boot (shared by the cells of a pair), each pass (per cell), the window's
     linear drift by slot, and invalid passes. Boots are drawn first, so a different number
-    of cells sees the same boots (common random numbers)."""
+    of cells sees the same boots (common random numbers).
+
+    The night's redos (`gates.redo_budget`, as `run.runner` does them): at the end of the
+    slots, the lowest pair with an invalid pass is measured again whole (new boots, new
+    passes, its own chance of an invalid pass, the window's drift at its new place after
+    the last slot; its registered slots stay, as the report reads them), until the budget
+    is spent; an invalid redo can be redone again while budget is left. Invalid passes are
+    the lane's faults here (a candidate's own failures are never redone)."""
     arms = candidates + 1
     total = pairs * arms
     per_slot = math.log1p(noise.window_drift) / max(1, total - 1)
@@ -95,7 +109,31 @@ def simulate_arms(noise: NoiseModel, *, pairs: int, cells: int, candidates: int,
     passes = rng.standard_normal((sims, pairs, cells, arms)) * noise.pass_sd
     bad = rng.random((sims, pairs, cells, arms)) < invalid_rate
     g = boot + passes + per_slot * slots.T[None, :, None, :]
+    if invalid_rate > 0:
+        for r in range(redo_budget):
+            _redo_lowest(g, bad, noise, invalid_rate, per_slot * (total + r * arms), rng)
     return Draws(g[..., 0], g[..., 1:], ~bad[..., 0], ~bad[..., 1:], slots)
+
+
+def _redo_lowest(g: np.ndarray, bad: np.ndarray, noise: NoiseModel, invalid_rate: float,
+                 trend: float, rng: np.random.Generator) -> None:
+    """One redo, in place: in each simulated campaign with an invalid pair, its lowest such
+    pair measured again whole at window position `trend` (the log drift at the redo's
+    first slot; its arms follow one slot apart)."""
+    sims, _, cells, arms = g.shape
+    pair_bad = np.asarray(np.any(bad, axis=(2, 3)))
+    hit = np.flatnonzero(pair_bad.any(axis=1))
+    # drawn for every campaign (common random numbers whatever the hits)
+    boot = rng.standard_normal((sims, 1, arms)) * noise.boot_sd
+    passes = rng.standard_normal((sims, cells, arms)) * noise.pass_sd
+    again = rng.random((sims, cells, arms)) < invalid_rate
+    if hit.size == 0:
+        return
+    p = np.argmax(pair_bad[hit], axis=1)
+    step = math.log1p(noise.window_drift) / max(1, g.shape[1] * arms - 1)
+    new = boot + passes + trend + step * np.arange(arms)[None, None, :]
+    g[hit, p] = new[hit]
+    bad[hit, p] = again[hit]
 
 
 def simulate(noise: NoiseModel, *, pairs: int, cells: int, sims: int, offsets: np.ndarray,
@@ -119,13 +157,17 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 
 def decide(draws: Draws, shift: float, spec: RuleSpec) -> np.ndarray:
     """Each candidate's decision [sim, candidate] at a true effect `shift` (d): the rule
-    met in every decision cell, every pair complete, no window-drift gate."""
+    met in every decision cell, every pair complete, no window-drift gate, and (when the
+    draws carry them) no guardrail stopping it."""
     d = draws.d(shift)
     k = d.shape[-1]
     met = np.stack([adopts(d[..., j], spec.rule, k) for j in range(k)], axis=-1)
     drift = np.asarray(window_drift_flags(_metric_log(draws.ctrl, spec.rule), draws.slots[0],
                                           spec.rule, flag_alpha(len(spec.cells), k)).any(axis=1))
-    return np.asarray(met & draws.complete() & ~drift[:, None])
+    out = met & draws.complete() & ~drift[:, None]
+    if draws.guard is not None and draws.guard.models:
+        out &= ~guard_stops(draws.guard)
+    return np.asarray(out)
 
 
 def _metric_log(g: np.ndarray, rule: rl.Rule) -> np.ndarray:
@@ -179,12 +221,19 @@ def campaign_rates(spec: RuleSpec, noise: NoiseModel, effects: Sequence[float], 
                    sims: int, seed: int, invalid_rate: float
                    ) -> tuple[list[Rate], Rate, Draws, list[np.ndarray]]:
     """P(the campaign adopts) at each true effect for `spec` as registered (its pairs, its
-    candidates), the share of campaigns whose first candidate is short of pairs, the draws
-    and each effect's decisions [sim, candidate]."""
+    candidates, its relative guardrails at no true worsening, `spec.guard_models`), the
+    share of campaigns whose first candidate is short of pairs, the draws and each effect's
+    decisions [sim, candidate]."""
     n, k = spec.pairs, spec.candidates
     slots = schedule_slots(n, spec.arms, spec.order, spec.prereg.seed)
     draws = simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
-                          slots=slots, invalid_rate=invalid_rate, rng=_rng(seed, n, k))
+                          slots=slots, invalid_rate=invalid_rate, rng=_rng(seed, n, k),
+                          redo_budget=spec.redo_budget)
+    if spec.guard_models:
+        gd = simulate_guards(spec.guard_models, [0.0] * len(spec.guard_models), pairs=n,
+                             candidates=k, sims=sims, checks=spec.guard_checks,
+                             alpha=spec.rule.alpha, rng=_rng(seed, n, k, GUARD_KEY))
+        draws = dataclasses.replace(draws, guard=gd)
     decided = [decide(draws, effect_d(e, spec.rule), spec) for e in effects]
     rates = [rate_of(np.asarray(dec.any(axis=1))) for dec in decided]
     return rates, rate_of(np.asarray(~draws.complete()[:, 0])), draws, decided

@@ -32,7 +32,7 @@ _WHERE = {
     "render_markdown": "as_markdown",
     "print_table": "as_table", "render_table": "as_table", "table_renderables": "as_table",
     "render_html": "as_html",
-    "build_report": "build", "exit_code_for": "build",
+    "build_report": "build", "exit_code_for": "build", "fail_on_held": "build",
     "FAIL_ON": "formats", "FORMATS": "formats", "OutputFormat": "formats", "render": "formats",
     "EXPLORATORY": "model", "REPORT_SCHEMA_VERSION": "model", "Format": "model",
     "Loader": "model", "Report": "model", "RunReport": "model",

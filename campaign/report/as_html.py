@@ -8,6 +8,7 @@ import html
 from campaign.report import plots
 from campaign.report.model import EXPLORATORY, REPORT_SCHEMA_VERSION, Report
 from campaign.report.rows import (
+    collapsed_lines,
     decision_headers,
     decision_lines,
     decision_rows,
@@ -16,6 +17,7 @@ from campaign.report.rows import (
     headline,
     history_rows,
     lane_lines,
+    lead_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -48,9 +50,12 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
     e = html.escape
     run = report.latest
     v = run.verdict
+    lead = "".join(f"<p class='loss'>{e(line)}</p>" for line in lead_lines(run))
+    # an arm that never booted is said in the page's first 3 lines: the style on one line
+    css = _CSS.replace("\n", "") if lead else _CSS
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-             f"<title>spec-ab report — {e(run.campaign)}</title><style>{_CSS}</style></head>",
-             "<body>"]
+             f"<title>spec-ab report — {e(run.campaign)}</title><style>{css}</style></head>",
+             "<body>" + lead]
     parts.append(f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>")
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: --rule overrides in use.</p>")
@@ -99,6 +104,7 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
         parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
     parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
     parts.append(f"<p>{e(rule_line(run))}</p>")
+    parts += [f"<p class='no-data'>{e(line)}</p>" for line in collapsed_lines(run)]
     if run.aa is not None:
         parts += [f"<p class='note'>A/A run: {e(line)}</p>" for line in run.aa.lines]
     for cv in v.candidates:

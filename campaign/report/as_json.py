@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from campaign import catalog
+from campaign.report.looks import sequential_dict
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import Cell, GuardrailCheck
@@ -68,6 +69,9 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "reasons": list(v.reasons),
         "notes": [*run.notes, *v.notes],
         "exploratory": run.exploratory,
+        **({"never_ready_arms": [{"arm": n.arm, "pair": n.pair, "status": n.status,
+                                  "error": n.error or None} for n in run.never_ready]}
+           if run.never_ready else {}),
         "rule": {
             **run.rule_dict,
             "drift_band_used": _num(run.rule.band),
@@ -96,7 +100,9 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "candidates": [
             {"arm": cv.arm, "decision": cv.decision, "reason": cv.reason,
              "settle": cv.settle or None, "reasons": list(cv.reasons),
-             "window_stable": cv.window_stable, "mean_gain": _num(cv.score)}
+             "window_stable": cv.window_stable, "mean_gain": _num(cv.score),
+             **({"sequential": sequential_dict(cv.sequential, run.rule)}
+                if cv.sequential is not None else {})}
             for cv in v.candidates
         ],
         "ranking": [
@@ -182,7 +188,11 @@ def to_dict(report: Report) -> dict[str, Any]:
     with several runs also `history`, one summary per run (oldest first) with its
     decision, decision cells and broken guardrails."""
     latest = run_dict(report.latest)
+    never = report.latest.never_ready
     out: dict[str, Any] = {
+        # first: a run whose arm never booted says so in the JSON's first lines (only
+        # then, so the reports of other runs keep their exact bytes)
+        **({"never_ready": "; ".join(n.line for n in never)} if never else {}),
         "decision": latest["decision"],
         "reason": latest["reason"],
         "settle": latest["settle"],
@@ -230,8 +240,21 @@ def history_dict(run: RunReport) -> dict[str, Any]:
     }
 
 
+def _no_negative_zero(x: Any) -> Any:
+    """-0.0 (a change rounded to nothing) written as 0.0."""
+    if isinstance(x, float):
+        return 0.0 if x == 0 else x
+    if isinstance(x, dict):
+        return {k: _no_negative_zero(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_no_negative_zero(v) for v in x]
+    return x
+
+
 def render_json(report: Report) -> str:
-    return json.dumps(to_dict(report), indent=2, ensure_ascii=False) + "\n"
+    """The JSON text; no `-0` anywhere (a negative zero is written 0.0)."""
+    return json.dumps(_no_negative_zero(to_dict(report)), indent=2,
+                      ensure_ascii=False) + "\n"
 
 
 render = render_json

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from campaign.report.model import EXPLORATORY, Report
 from campaign.report.rows import (
+    collapsed_lines,
     decision_headers,
     decision_label,
     decision_lines,
@@ -14,6 +15,7 @@ from campaign.report.rows import (
     headline,
     history_rows,
     lane_lines,
+    lead_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -34,7 +36,8 @@ def _row(cells: list[str] | tuple[str, ...]) -> str:
 def render_markdown(report: Report) -> str:
     run = report.latest
     v = run.verdict
-    lines: list[str] = [f"# {headline(run)}", ""]
+    lead = [f"**{_md_escape(line)}**" for line in lead_lines(run)]
+    lines: list[str] = [*lead, *([""] if lead else []), f"# {headline(run)}", ""]
     if report.exploratory:
         lines += [f"> **{EXPLORATORY}**: these verdicts use `--rule` overrides.", ""]
     lines += [_md_escape(line if line.startswith("- ") else "- " + line)
@@ -71,7 +74,7 @@ def render_markdown(report: Report) -> str:
     if run.hypothesis:
         lines += [f"_Hypothesis:_ {run.hypothesis}", ""]
     lines += [f"- Run: `{run.run_id}` — {pairs_line(run)}",
-              f"- {rule_line(run)}", ""]
+              f"- {rule_line(run)}", *(f"- {line}" for line in collapsed_lines(run)), ""]
     for cv in v.candidates:
         for title, rows in other_cell_groups(run, cv):
             lines += [f"### {title}: {cv.arm} vs {run.arms[0]}", "",

@@ -14,6 +14,7 @@ from campaign.report.rows import (
     HISTORY_HEADERS,
     RANKING_HEADERS,
     CellRow,
+    collapsed_lines,
     confidence_header,
     decision_headers,
     decision_lines,
@@ -23,6 +24,7 @@ from campaign.report.rows import (
     headline,
     history_rows,
     lane_lines,
+    lead_lines,
     metric_with_unit,
     other_cell_groups,
     other_headers,
@@ -30,6 +32,7 @@ from campaign.report.rows import (
     ranking_rows,
     rule_line,
 )
+from campaign.report.stacked import StackedRow, compact_fits, longest_word, stacked
 from campaign.verdict.outcome import CandidateVerdict
 
 VERDICT_STYLE = {
@@ -56,20 +59,21 @@ def table_renderables(report: Report, width: int = 160) -> list[RenderableType]:
     guardrails, a history table (several runs), then the other cells by workload."""
     compact = width < WIDE
     run = report.latest
-    out: list[RenderableType] = _decision_renderables(run, compact=compact)
+    out: list[RenderableType] = _decision_renderables(run, compact=compact, width=width)
     if report.exploratory:
         out.insert(1, Text(f"*** {EXPLORATORY} ***", style="bold red"))
     if len(report.runs) > 1:
-        out.append(_history_table(report))
-    out.extend(_run_renderables(run, compact=compact))
+        out.append(_history_table(report, width))
+    out.extend(_run_renderables(run, compact=compact, width=width))
     return out
 
 
-def print_table(report: Report, console: Console) -> None:
+def print_table(report: Report, console: Console, *, piped: bool = False) -> None:
     """Print the report as rich tables to `console` (the terminal format); a narrow
-    console gets the compact layout."""
+    console gets the compact layout. `piped` (a CI log, `| grep`): each line of text stays
+    one line, however long; only the tables keep to the console's width."""
     for r in table_renderables(report, width=console.width):
-        console.print(r)
+        console.print(r, soft_wrap=piped and isinstance(r, Text))
 
 
 def render_table(report: Report, width: int = 160) -> str:
@@ -80,11 +84,25 @@ def render_table(report: Report, width: int = 160) -> str:
     return console.export_text()
 
 
-def _history_table(report: Report) -> Table:
-    t = Table(title=f"History: {len(report.runs)} runs", title_justify="left")
+def _history_table(report: Report, width: int = 160) -> RenderableType:
+    """One row per run; when its words cannot fit `width` whole (a run id is long), one
+    run under the other, each run id on a line of its own."""
+    title = f"History: {len(report.runs)} runs"
+    rows = history_rows(report)
+    cols = [[r.run_id, r.registered, r.pairs, r.decision + r.adopt_arm + " *",
+             r.cells_text(with_arm=True), r.guardrails, r.flags] for r in rows]
+    need = sum(max(longest_word([h]), *(longest_word([c[i]]) for c in cols)) + 3
+               for i, h in enumerate(HISTORY_HEADERS)) + 1
+    if need > width:
+        return stacked(title, [StackedRow(
+            f"{r.run_id}: {r.decision}{r.adopt_arm}" + (" *" if r.exploratory else ""),
+            (f"registered {r.registered}; pairs {r.pairs}; decision cells "
+             f"{r.cells_text(with_arm=True)}; guardrails {r.guardrails}; flags {r.flags}",))
+            for r in rows])
+    t = Table(title=title, title_justify="left")
     for col in HISTORY_HEADERS:
-        t.add_column(col, overflow="fold")
-    for row in history_rows(report):
+        t.add_column(col, overflow="fold", no_wrap=col == "run")
+    for row in rows:
         dec = row.decision + row.adopt_arm + (" *" if row.exploratory else "")
         t.add_row(row.run_id, row.registered, row.pairs,
                   Text(dec, style=DECISION_STYLE[row.decision]),
@@ -92,17 +110,19 @@ def _history_table(report: Report) -> Table:
     return t
 
 
-def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableType]:
+def _decision_renderables(run: RunReport, *, compact: bool,
+                          width: int = 160) -> list[RenderableType]:
     """(a) the decision, its reason and what would settle it; (b) the decision cells;
     (c) the guardrails: those that do not hold in full, a count of all."""
     v = run.verdict
     dec = Text(headline(run), style=DECISION_STYLE[v.decision])
     if run.exploratory:
         dec.append(f"  [{EXPLORATORY}]", style="bold red")
-    out: list[RenderableType] = [dec]
+    out: list[RenderableType] = [Text(line, style="bold red") for line in lead_lines(run)]
+    out.append(dec)
     for line in decision_lines(run):
         out.append(Text(f"  {line}", style="yellow" if line.startswith("note:") else ""))
-    out.append(_decision_table(run, compact=compact))
+    out.append(_decision_table(run, compact=compact, width=width))
     lanes = lane_lines(run)
     if lanes:
         out.append(Text("Lanes (shards pooled into this verdict):"))
@@ -121,15 +141,22 @@ def _decision_renderables(run: RunReport, *, compact: bool) -> list[RenderableTy
     return out
 
 
-def _decision_table(run: RunReport, *, compact: bool) -> Table:
+def _decision_table(run: RunReport, *, compact: bool, width: int = 160) -> RenderableType:
     title = "Decision cells (pre-registered)"
     rows = decision_rows(run)
     if compact:
+        first = [f"{r.cell}\n  {r.control} → {r.candidate}\n  {confidence_header(run)} "
+                 f"{r.ci}\n  pairs {r.pairs}" for r in rows]
+        if not compact_fits(width, first, [r.change for r in rows], [r.verdict for r in rows],
+                            [f for r in rows for f in r.flags]):
+            return stacked(title, [StackedRow(
+                f"{r.cell}: {r.change}, {r.verdict}" + _flags(r.flags),
+                (f"{r.control} → {r.candidate}",
+                 f"{confidence_header(run)} {r.ci}; pairs {r.pairs}")) for r in rows])
         t = _compact_table(title)
-        for r in rows:
-            t.add_row(f"{r.cell}\n  {r.control} → {r.candidate}\n  {confidence_header(run)} "
-                      f"{r.ci}\n  pairs {r.pairs}", r.change,
-                      Text(r.verdict, style=VERDICT_STYLE[r.verdict]), "\n".join(r.flags))
+        for text, r in zip(first, rows, strict=True):
+            t.add_row(text, r.change, Text(r.verdict, style=VERDICT_STYLE[r.verdict]),
+                      "\n".join(r.flags))
         return t
     t = Table(title=title, title_justify="left")
     for i, col in enumerate(decision_headers(run)):
@@ -141,16 +168,18 @@ def _decision_table(run: RunReport, *, compact: bool) -> Table:
     return t
 
 
-def _run_renderables(run: RunReport, *, compact: bool = False) -> list[RenderableType]:
+def _run_renderables(run: RunReport, *, compact: bool = False,
+                     width: int = 160) -> list[RenderableType]:
     out: list[RenderableType] = [
         Text(f"spec-ab report — {run.campaign} — {run.run_id}", style="bold"),
         Text(pairs_line(run)),
         Text(rule_line(run)),
+        *(Text(line, style="dim") for line in collapsed_lines(run)),
     ]
     for cv in run.verdict.candidates:
         for title, rows in other_cell_groups(run, cv):
             head = f"{title}: {cv.arm} vs {run.arms[0]}"
-            out.append(_compact_cells(run, head, rows) if compact
+            out.append(_compact_cells(run, head, rows, width) if compact
                        else _wide_cells(run, cv, head, rows))
     if len(run.verdict.candidates) > 1:
         out.append(_ranking_table(run))
@@ -165,16 +194,28 @@ def _compact_table(title: str) -> Table:
     t.add_column("cell · CI · pairs", overflow="fold", ratio=1)
     t.add_column("change", justify="right", no_wrap=True)
     t.add_column("verdict", no_wrap=True)
-    t.add_column("flags", overflow="fold", max_width=13)
+    t.add_column("flags", overflow="fold", max_width=14)
     return t
 
 
-def _compact_cells(run: RunReport, title: str, rows: list[CellRow]) -> Table:
+def _flags(flags: tuple[str, ...]) -> str:
+    return f" ({', '.join(flags)})" if flags else ""
+
+
+def _compact_cells(run: RunReport, title: str, rows: list[CellRow],
+                   width: int = 160) -> RenderableType:
+    first = [f"{row.where} {metric_with_unit(row.metric)}\n  {confidence_header(run)} "
+             f"{row.ci}\n  pairs {row.pairs}{row.left_out}" for row in rows]
+    if not compact_fits(width, first, [r.gain for r in rows], [r.verdict for r in rows],
+                        [f for r in rows for f in r.flags]):
+        return stacked(title, [StackedRow(
+            f"{r.where} {metric_with_unit(r.metric)}: {r.gain}, {r.verdict}" + _flags(r.flags),
+            (f"{confidence_header(run)} {r.ci}; pairs {r.pairs}{r.left_out}",))
+            for r in rows])
     t = _compact_table(title)
-    for row in rows:
-        t.add_row(f"{row.where} {metric_with_unit(row.metric)}\n  {confidence_header(run)} "
-                  f"{row.ci}\n  pairs {row.pairs}{row.left_out}", row.gain,
-                  Text(row.verdict, style=VERDICT_STYLE[row.verdict]), "\n".join(row.flags))
+    for text, row in zip(first, rows, strict=True):
+        t.add_row(text, row.gain, Text(row.verdict, style=VERDICT_STYLE[row.verdict]),
+                  "\n".join(row.flags))
     return t
 
 

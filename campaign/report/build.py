@@ -12,7 +12,8 @@ Honesty rules kept here: a rule edited in `campaign.yaml` after registration is 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import pool
+from campaign.results import bootfail, pool
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash
 from campaign.verdict import aa
@@ -89,6 +90,7 @@ def build_report(
     shown.update(g.metric for g in rule_new.prereg.guardrails)
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(_frames(runs), [r.run_id for r in runs])
+    _refuse_unmeasured(picked, all_rows)
     tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
     out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
                        pooled, overrides, picked, shown if i == newest else None)
@@ -106,6 +108,12 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
         if missing:
             raise ResultsError(f"{run.run_dir / 'passes.csv'}: missing columns {missing}")
         if len(df) == 0:
+            never = bootfail.never_ready(run.journal)
+            if never:
+                source = campaign_path(run.journal) or "CAMPAIGN_FILE"
+                raise ResultsError(
+                    "; ".join(n.line for n in never) + f" (nothing measured in {run.run_dir})",
+                    hint=f"fix the campaign file and start a new run: spec-ab run {source}")
             raise ResultsError(
                 f"{run.run_dir / 'passes.csv'}: no measured passes yet",
                 hint=f"spec-ab run --resume {run.run_dir}",
@@ -121,12 +129,13 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     judged in full (None for an older run of a history: its decision needs only)."""
     rule_dict, rule = prep.rule_dict, prep.rule
     arms = _arms(run)
+    never = bootfail.never_ready(run.journal) if pooled is None else ()
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
             levels=_levels(run), guard_cells=_guard_cells(run),
             metrics=shown or (),
-            resume_command=_resume_command(run, pooled))
+            resume_command=_resume_command(run, pooled, never))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
@@ -158,6 +167,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         slots={p: dict(a) for p, a in table.slots.items()} if newest else {},
         measurements=_measurements(table) if newest else {},
         pooled=pooled,
+        never_ready=never,
     )
 
 
@@ -187,7 +197,15 @@ def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
     return dataclasses.replace(prep, rule=rule, notes=(note, *prep.notes))
 
 
-def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
+def _resume_command(run: RunDir, pooled: pool.Pooled | None,
+                    never: Sequence[bootfail.NeverReady] = ()) -> str:
+    """What measures the pairs a run lacks: resuming it, or, when an arm never became
+    ready (its launch is frozen in the registration), a new run of the fixed file."""
+    if never:
+        arms = ", ".join(n.arm for n in never)
+        file = campaign_path(run.journal) or "CAMPAIGN_FILE"
+        return (f"fix the launch of {arms} (it never became ready) in the campaign file and "
+                f"start a new run: spec-ab run {file}")
     if pooled is None:
         return f"spec-ab run --resume {run.run_dir}"
     todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]
@@ -197,7 +215,8 @@ def _resume_command(run: RunDir, pooled: pool.Pooled | None) -> str:
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
 
 
-PLOTTED = frozenset({"output_token_throughput", "acceptance_rate",
+PLOTTED = frozenset({"output_token_throughput", "acceptance_rate", "tokens_per_decode_step",
+                     "itl_p50",
                      *(f"acceptance_pos{i}" for i in range(catalog.MAX_POSITIONS))})
 """Metrics the plots read from the newest run's rows, whether or not they are shown."""
 
@@ -209,10 +228,31 @@ def _picked_metrics(metrics: Sequence[str] | None) -> tuple[str, ...] | None:
                                 if m.strip()))
     unknown = [m for m in names if m not in catalog.METRICS]
     if unknown:
-        raise UsageError(f"--metrics {','.join(unknown)}: not a metric spec-ab measures",
+        raise UsageError(f"--metrics {','.join(unknown)}: not a metric spec-ab measures"
+                         + _did_you_mean(unknown, catalog.METRICS),
                          hint="spec-ab report --metrics ttft_p99,itl_p99,acceptance_rate "
-                         "(names as in passes.csv)")
+                         "(the names: spec-ab check --metrics)")
     return names
+
+
+def _did_you_mean(names: Sequence[str], known: Iterable[str]) -> str:
+    """"; did you mean tokens_per_drafted_step?" for the closest known name of each."""
+    pool = sorted(known)
+    close = [c[0] for n in names if (c := difflib.get_close_matches(n, pool, n=1, cutoff=0.5))]
+    return f"; did you mean {', '.join(dict.fromkeys(close))}?" if close else ""
+
+
+def _refuse_unmeasured(picked: Sequence[str] | None, rows: pd.DataFrame) -> None:
+    """`--metrics` naming a metric none of the runs measured would show nothing: exit 2
+    with the closest measured name (a name an older results schema used, say)."""
+    if not picked:
+        return
+    present = set(rows["metric"].astype(str).unique())
+    absent = [m for m in picked if m not in present]
+    if absent:
+        raise UsageError(f"--metrics {','.join(absent)}: no run given measured it"
+                         + _did_you_mean(absent, present),
+                         hint="the names: spec-ab check --metrics")
 
 
 def _measurements(table: td.RunTable) -> dict[tuple[str, str, str], dict[int, dict[str, float]]]:
@@ -388,21 +428,44 @@ def _level_order(campaign: Campaign | None) -> list[str]:
 
 
 def exit_code_for(report: Report, fail_on: Sequence[str]) -> int:
-    """4 when any `--fail-on` condition holds for the newest run, else 0.
+    """4 when any `--fail-on` condition holds for the newest run (`fail_on_held`), else 0."""
+    return EXIT_INCOMPLETE if fail_on_held(report, fail_on) else EXIT_OK
+
+
+def fail_on_held(report: Report, fail_on: Sequence[str]) -> list[str]:
+    """Each `--fail-on` condition that holds for the newest run, and where, as the line
+    `--fail-on` prints on stderr: "fail-on: loss (agentfix prose)".
 
     - `loss`: a decision cell of a candidate is labelled `loss`;
     - `keep-default`: the decision is keep-default;
     - `incomplete`: pairs are missing or left out, or the run did not finish;
     - `unstable`: a decision cell is flagged `window-drift`, `high-variance` or (pooled
-      lanes) `lanes-disagree`.
+      lanes) `lanes-disagree`;
+    - `undecided`: a sequential design has not decided (continue or inconclusive).
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
-    hits = {
-        "loss": any(c.verdict == "loss" for c in run.decision_cells()),
-        "keep-default": run.decision == "keep-default",
-        "incomplete": run.incomplete,
-        "unstable": any({"window-drift", "high-variance", "lanes-disagree"} & set(c.flags)
-                        for c in run.decision_cells()),
+    many = len(run.arms) > 2
+
+    def where(cells: Sequence[oc.Cell]) -> str:
+        return ", ".join((f"{c.arm} " if many else "") + c.where for c in cells)
+
+    unstable_flags = {"window-drift", "high-variance", "lanes-disagree"}
+    lost = [c for c in run.decision_cells() if c.verdict == "loss"]
+    shaky = [c for c in run.decision_cells() if unstable_flags & set(c.flags)]
+    v = run.verdict
+    held = {
+        "loss": where(lost) if lost else None,
+        "keep-default": v.reason if run.decision == "keep-default" else None,
+        "incomplete": (f"{v.pairs_measured} of {v.pairs_planned} pairs"
+                       + ("" if run.complete else ", the run did not finish")
+                       if run.incomplete else None),
+        "unstable": "; ".join(
+            f"{where([c])}: {', '.join(sorted(unstable_flags & set(c.flags)))}"
+            for c in shaky) or None,
+        "undecided": ", ".join(f"{cv.arm} {cv.sequential.state}" for cv in v.candidates
+                               if cv.sequential is not None and not cv.sequential.decided)
+                     or None,
     }
-    return EXIT_INCOMPLETE if any(hits[c] for c in fail_on) else EXIT_OK
+    return [f"fail-on: {cond} ({held[cond]})" for cond in dict.fromkeys(fail_on)
+            if held[cond] is not None]

@@ -53,6 +53,8 @@ FAIL_ON: dict[str, str] = {
     "unstable": "a decision cell is flagged window-drift, high-variance or lanes-disagree "
                 "(the lane moved, is too noisy to size the change, or pooled lanes measured "
                 "different changes)",
+    "undecided": "a sequential design has not decided: still going on, or inconclusive at "
+                 "max_pairs",
 }
 """`--fail-on` conditions (each exits 4 when it holds for the newest run)."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from campaign import RESULTS_SCHEMA_VERSION, __version__
+from campaign.results.bootfail import NeverReady
 from campaign.results.pool import Pooled
 from campaign.results.store import RunDir
 from campaign.verdict.aa import BandRecommendation
@@ -100,6 +101,12 @@ class RunReport:
     acceptance rate and per-position acceptance (whatever `--metrics` shows)."""
     pooled: Pooled | None = None
     """The shards this run was pooled from (a sharded campaign), else None."""
+    never_ready: tuple[NeverReady, ...] = ()
+    """Arms that exited while booting and never became ready (the report leads with
+    them; their cells, all without data, are counted, not listed)."""
+
+    def never_ready_arms(self) -> set[str]:
+        return {n.arm for n in self.never_ready}
 
     @property
     def lane_of(self) -> dict[int, str]:

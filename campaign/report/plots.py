@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
+from campaign.report import plot_levels as _levels
 from campaign.report.plot_common import color, legend, png, svg
 from campaign.report.plot_guardrails import guardrails
 from campaign.report.plot_knee import knee
@@ -195,6 +196,7 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
     ("control-window", "The control across the window: the decision cells and every "
      "cell flagged window-drift", control_window),
     ("acceptance", "Acceptance by content class and by draft position", acceptance),
+    ("levels", "Per knee level: tokens per step against step cost", _levels.levels),
 )
 
 

@@ -8,10 +8,12 @@ and nowhere else, so the terminal, Markdown, JSON and HTML reports cannot disagr
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
+from campaign.report.looks import look_lines
 from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import CandidateVerdict, Cell, GuardrailCheck
@@ -83,6 +85,12 @@ def rule_line(run: RunReport) -> str:
 def pairs_line(run: RunReport) -> str:
     v = run.verdict
     state = "complete" if not run.incomplete else "INCOMPLETE"
+    design = run.rule.prereg.sequential
+    if design is not None:
+        state = ("sequential, decided" if v.decided else "sequential, not decided")
+        return (f"{v.pairs_measured} of ≤ {v.pairs_planned} pairs ({run.rule.prereg.order}, "
+                f"a look after each {design.look} from {design.min_pairs}), {state}; arms "
+                f"{', '.join(run.arms)}; lane {run.lane or '?'}")
     return (f"{v.pairs_measured} of {v.pairs_planned} pairs ({run.rule.prereg.order}), "
             f"{state}; arms {', '.join(run.arms)}; lane {run.lane or '?'}")
 
@@ -136,10 +144,33 @@ def metric_with_unit(metric: str) -> str:
     return f"{metric} ({unit})" if unit else metric
 
 
+STOPPING_PREFIX = "guardrail(s) stopping adoption: "
+"""A decision reason naming the guardrails that stop it: the guardrail section right
+under the decision lists each in full, so the decision block leaves it out (each
+decision-relevant line once)."""
+
+
+def lead_lines(run: RunReport) -> list[str]:
+    """What a report leads with, before its decision: each arm that never became ready."""
+    return [n.line for n in run.never_ready]
+
+
+LOOK_LINE = re.compile(r"(^|— )look \d+ of ≤ \d+ ")
+"""A reason that is a sequential design's look line (shown with every look instead)."""
+
+
 def decision_lines(run: RunReport) -> list[str]:
-    """What follows the headline: each reason, then the notes."""
+    """What follows the headline: each reason (but the guardrails', listed in full
+    under guardrails), then the notes."""
     v = run.verdict
-    return [*(f"- {r}" for r in v.reasons), *(f"note: {n}" for n in (*run.notes, *v.notes))]
+    settled = f"; to settle it: {v.settle}"  # the headline says it
+    many = len(v.candidates) > 1
+    # a sequential design: every look in order (the reasons' own look line is one of them)
+    looks = [f"- {cv.arm + ': ' if many else ''}{line}" for cv in v.candidates
+             for line in look_lines(cv, run.rule)]
+    return [*(f"- {r.replace(settled, '') if v.settle else r}" for r in v.reasons
+              if not r.startswith(STOPPING_PREFIX) and not LOOK_LINE.search(r)),
+            *looks, *(f"note: {n}" for n in (*run.notes, *v.notes))]
 
 
 def lane_lines(run: RunReport) -> list[str]:
@@ -235,8 +266,14 @@ def guardrail_summary(run: RunReport) -> tuple[list[GuardrailLine], str]:
     checks = guardrail_checks(run)
     if not checks:
         return [], "no guardrails were pre-registered"
-    shown = [GuardrailLine("✗" if g.stops else "?", (f"{arm}: " if many else "") + g.reason,
-                           g.stops) for arm, g in checks if g.state != "holds"]
+    never = run.never_ready_arms()
+    # an arm that never booted: one line, not one "cannot be checked" per guardrail
+    shown = [GuardrailLine("✗", f"{arm}: none of its {n} guardrail check(s) can be made: it "
+                           "never became ready", True)
+             for arm in sorted(never) if (n := sum(a == arm for a, _ in checks))]
+    shown += [GuardrailLine("✗" if g.stops else "?", (f"{arm}: " if many else "") + g.reason,
+                            g.stops) for arm, g in checks
+              if g.state != "holds" and arm not in never]
     held = [g for _, g in checks if g.state == "holds"]
     metrics = ", ".join(dict.fromkeys(g.metric for g in held))
     if not shown:
@@ -267,6 +304,8 @@ def group_of(c: Cell) -> str:
 def other_cell_groups(run: RunReport, cv: CandidateVerdict) -> list[tuple[str, list[CellRow]]]:
     """The cells that are not decision cells, grouped by workload (title, rows)."""
     groups: dict[str, list[CellRow]] = {}
+    if cv.arm in run.never_ready_arms():
+        return []  # nothing measured: `collapsed_lines` counts them
     cells = [c for c in cv.cells if not c.decision_cell and run.shows(c)]
     for c, row in zip(cells, cell_rows(cv, cells), strict=True):
         g = group_of(c)
@@ -275,6 +314,14 @@ def other_cell_groups(run: RunReport, cv: CandidateVerdict) -> list[tuple[str, l
     order = {"knee": 0, "agentfix": 1, "all": 2}
     return [(GROUP_TITLES.get(g, g), rows)
             for g, rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0], 3), kv[0]))]
+
+
+def collapsed_lines(run: RunReport) -> list[str]:
+    """One line per candidate that never became ready, for its cells (none has data)."""
+    never = run.never_ready_arms()
+    return [f"{cv.arm}: {sum(not c.decision_cell and run.shows(c) for c in cv.cells)} "
+            "cells, none measured (it never became ready); not listed"
+            for cv in run.verdict.candidates if cv.arm in never]
 
 
 def other_headers(run: RunReport, cv: CandidateVerdict) -> tuple[str, ...]:
@@ -391,7 +438,8 @@ def summary_lines(report: Report) -> list[str]:
     head = headline(run)
     if run.exploratory:
         head += f" [{EXPLORATORY}]"
-    lines = [head, f"  rule {run.rule.prereg.rule}, sha256 {run.rule_sha256[:12]}"]
+    lines = [*lead_lines(run), head,
+             f"  rule {run.rule.prereg.rule}, sha256 {run.rule_sha256[:12]}"]
     for c in run.decision_cells():
         lines.append(
             f"  {c.arm} {c.where} {c.metric}: {change_cell(c)} "

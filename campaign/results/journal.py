@@ -33,9 +33,12 @@ Event = Literal[
     "pass_interrupted",
     "slot_done",
     "slot_failed",
+    "boot_retry",
+    "launch_error",
     "pair_done",
     "pair_invalid",
     "pair_redo",
+    "look",
     "interrupted",
     "aborted",
     "finished",
@@ -50,12 +53,19 @@ Event = Literal[
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
 - `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
   `boot_s`, `aiperf_s`, `overhead_s`) / `slot_failed` (`reason`): one arm of a pair;
+- `boot_retry` (`pair`, `arm`, `reason`): an arm never ready in this run exited while
+  booting and is booted once more; `launch_error` (`pair`, `arm`, `status`, `error`: the
+  first boot's first error line, `headline`, `reason`): it exited the same way again and
+  the run stops (`run.launcherror`);
 - `pass`: one AIPerf pass with its `rows` (the tidy rows of `passes.csv`), `valid`,
   `problems`, whose failure an invalid pass is (`fault`: `lane` or `own`) and what AIPerf
   did; `pass_interrupted` when a stop cut it;
 - `pair_redo`: a pair left invalid by the lane alone, measured again within the night
   (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
   `gates.redo_budget`);
+- `look`: a sequential design's look after `pair` (`look`, `stop`, and per candidate its
+  `state`, `why` and each decision cell's statistic and bounds), so a reader can audit that
+  no look was skipped or added; `stop` true ends the night there;
 - `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
   `pairs_valid`, `pairs_invalid`, the journal's tidy `rows` and its size before this line,
   `journal_bytes`: the last line of a run that ran to its end, which lets a reader check
@@ -280,6 +290,11 @@ def recorded_lane(events: Events, manifest: Mapping[str, Any]) -> str | None:
 
 
 PairState = Literal["started", "done", "invalid"]
+
+
+def looks_of(events: Events) -> dict[int, Mapping[str, Any]]:
+    """pair → the `look` journaled after it (the last, if a resumed session took it again)."""
+    return {int(ev["pair"]): ev for ev in of_kind(events, "look")}
 
 
 def pair_status(events: Events) -> dict[int, tuple[int, PairState]]:

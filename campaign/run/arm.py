@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
-from campaign.run import loadgen, metrics, records
+from campaign.run import levelcut, loadgen, metrics, records
 from campaign.run.passes import (
     ArmPass,
     Fault,
@@ -38,6 +39,7 @@ from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
 from campaign.run.serverwatch import captures_after, scrape, unhealthy
 from campaign.servers import ArmContext, Server
 from campaign.servers.base import serving
+from campaign.textfiles import atomic_write
 
 
 class PairInvalid(Exception):
@@ -156,18 +158,24 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
     rt.doing = (f"AIPerf ({name}, {slot.arm}, pair {slot.pair}; up to "
                 f"{loadgen.SIGINT_GRACE_S:g} s to write its partial results), then the "
                 "server")
-    outcome = rt.run_pass(ap.plan, arm.arm_dir / "passes" / name, cancel=rt.cancel)
+    ticker = (levelcut.Ticker(rt.http, server.base_url)
+              if ap.measured and len(ap.plan.concurrency) > 1 and before is not None else None)
+    ticking: AbstractContextManager[object] = ticker if ticker is not None else nullcontext()
+    with ticking:
+        outcome = rt.run_pass(ap.plan, arm.arm_dir / "passes" / name, cancel=rt.cancel)
     if outcome.interrupted or rt.cancel.is_set():
         arm.store.journal("pass_interrupted", slot=slot.index, name=name)
         raise Interrupted("interrupted during a pass; everything measured so far is kept")
     after = scrape(arm.client, server.base_url, mdir / f"{name}-after.prom")
     died, delta = _server_fault(arm, name, before, after)
+    cuts = (_level_cuts(ap, mdir / name, before, after, ticker.ticks, outcome)
+            if ticker is not None and delta is not None and before is not None
+            and after is not None else [])
     if delta is not None:  # throughput on the server's token count, where it counts
-        metrics.add_server_throughput((lv.metrics for lv in outcome.levels),
-                                      delta.tokens.generation_tokens)
+        server_throughput(outcome.levels, delta, cuts)
     check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died)
     summary = _summary(outcome)
-    _journal_pass(arm, ap, name, attempt, outcome, check, delta,
+    _journal_pass(arm, ap, name, attempt, outcome, check, delta, cuts,
                   scraped=before is not None or after is not None)
     rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
                 measured=ap.measured, summary=summary, problems=check.all_problems())
@@ -201,9 +209,55 @@ def _server_fault(arm: Arm, name: str, before: Scrape,
     return died, delta
 
 
+def server_throughput(levels: list[loadgen.LevelResult], delta: metrics.PassDelta,
+                      cuts: list[levelcut.LevelCut]) -> None:
+    """Each level's throughput on the server's token count: with the level's own ratio
+    when the pass was cut exactly at every level, else one ratio for the whole pass."""
+    own = {c.concurrency: c for c in cuts if c.exact}
+    if levels and all(lv.concurrency in own for lv in levels):
+        for lv in levels:
+            metrics.add_server_throughput([lv.metrics],
+                                          own[lv.concurrency].delta.tokens.generation_tokens)
+        return
+    metrics.add_server_throughput((lv.metrics for lv in levels), delta.tokens.generation_tokens)
+
+
+def _level_cuts(ap: ArmPass, prefix: Path, before: metrics.Snapshot,
+                after: metrics.Snapshot, ticks: list[levelcut.Tick],
+                outcome: loadgen.PassOutcome) -> list[levelcut.LevelCut]:
+    """The pass's counters cut at its level boundaries (`levelcut`), when every planned
+    level left its request times; the /metrics text of each inner cut taken while nothing
+    moved is kept beside the pass's own scrapes (`<pass>-after-<level>.prom`)."""
+    windows = {lv.concurrency: w for lv in outcome.levels
+               if (w := records.request_window(records.records_path(lv))) is not None}
+    if set(windows) != set(ap.plan.concurrency):
+        return []
+    cuts = levelcut.cut(before, after, ticks, windows)
+    labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+    by_time = {t.received: t for t in ticks}
+    for c in cuts[:-1]:
+        tick = by_time.get(c.end) if c.end is not None else None
+        if tick is not None and tick.snapshot.text:  # an idle tick keeps its text
+            atomic_write(prefix.with_name(f"{prefix.name}-after-{labels[c.concurrency]}.prom"),
+                         tick.snapshot.text)
+    return cuts
+
+
+def _figure_rows(ap: ArmPass, check: PassCheck,
+                 cuts: list[levelcut.LevelCut]) -> list[jr.LevelRows]:
+    """Each level's spec-decode figures as rows of that level: invalid with the pass, with
+    the level, or when a boundary of it could not be cut exactly."""
+    labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+    return [jr.LevelRows(labels[c.concurrency], c.delta.as_metrics(),
+                         [*check.problems, *check.level_problems.get(c.concurrency, []),
+                          *c.reasons])
+            for c in cuts]
+
+
 def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
                   outcome: loadgen.PassOutcome, check: PassCheck,
-                  delta: metrics.PassDelta | None, *, scraped: bool) -> None:
+                  delta: metrics.PassDelta | None, cuts: list[levelcut.LevelCut], *,
+                  scraped: bool) -> None:
     """The pass's event, with its tidy rows when it is measured; passes.csv follows."""
     figures = delta.as_metrics() if delta is not None else None
     rows: list[jr.PassRow] = []
@@ -211,7 +265,8 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
         place = jr.PassPlace(arm.store.run_id, arm.slot.pair, arm.pair_attempt, arm.slot.arm,
                              arm.slot.index, arm.started_at, ap.workload, attempt)
         errors = {lv.concurrency: records.level_log_se(lv) for lv in outcome.levels}
-        rows = jr.pass_rows(place, check.level_rows(outcome, errors), figures,
+        rows = jr.pass_rows(place, [*check.level_rows(outcome, errors),
+                                    *_figure_rows(ap, check, cuts)], figures,
                             figures_level=ap.spec_level, figures_reasons=check.problems,
                             valid=check.valid)
     arm.store.journal(
@@ -225,6 +280,8 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
         implied_a_method=(delta.spec.implied_a_method
                           if delta is not None and delta.spec is not None else None),
         server_metrics=scraped,
+        level_cuts=[{"level": c.concurrency, "from": c.start, "to": c.end, "exact": c.exact}
+                    for c in cuts] or None,
         rows=[dataclasses.asdict(r) for r in rows],
     )
     arm.store.rebuild_passes_csv()

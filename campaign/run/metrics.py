@@ -30,8 +30,10 @@ gets its throughput on the server's count (`add_server_throughput`):
     output_token_throughput_server = AIPerf's output_token_throughput
                                      × generated ÷ AIPerf's output tokens (all levels)
 
-One pair of scrapes brackets the whole pass, so a multi-level pass (the knee) applies one
-pass-wide ratio to every level.
+A knee sweep cut exactly at its level boundaries (`levelcut`) gives each level its own
+ratio; otherwise one pair of scrapes brackets the whole pass and one pass-wide ratio
+applies to every level. The spec-decode figures of a cut knee are filed per level too,
+beside the sweep's total (level `all`).
 
 A counter that went down between the two scrapes means the server restarted during the
 pass; that raises CounterReset instead of yielding a negative or truncated delta.

@@ -266,6 +266,11 @@ class PlainProgress:
             if self.eta is not None and self.eta.position < len(self.eta.slots):
                 eta = f"; {self.eta_text()}"
             self.line(f"  {d['arm']}: done in {human(d['wall_s'])}{eta}")
+        elif event == "boot_retry":
+            log.warning("%s exited while booting (%s): booting it once more", d["arm"],
+                        d["reason"])
+            self.line(f"  {d['arm']}: server {d['reason']} while booting; booting it once "
+                      "more (the same exit again is a launch error)")
         elif event == "pair_invalid":
             log.warning("pair %s invalid: %s", d["pair"], d["reason"])
             self.line(f"pair {d['pair']} INVALID: {d['reason']}")
@@ -276,6 +281,10 @@ class PlainProgress:
                       "left (gates.redo_budget)")
         elif event == "pair_redo":
             self.line(f"pair {d['pair']}: redoing the whole pair (gates.pair_retries)")
+        elif event == "look":
+            for text in d.get("lines", []):
+                log.info("%s", text)
+                self.line(text)
         elif event == "eta" and self.eta is None:  # without a campaign: the runner's figure
             self.line(f"  elapsed {human(d['elapsed_s'])}, about {human(d['eta_s'])} to go")
 

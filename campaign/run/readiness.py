@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import httpx
 
 from campaign.campaignfile import Readiness
-from campaign.errors import ServerError
+from campaign.errors import BootExited, ServerError
 from campaign.servers.base import Server
 
 LOG_LINES_ON_FAILURE = 25
@@ -59,8 +59,11 @@ def wait_ready(
     last_detail = ""
     while True:
         if not server.alive():
-            raise _failure(server, arm, f"server {server.exit_status()} while booting "
-                           f"(stage: {stage})", "read the log lines above; fix the launch")
+            failure = _failure(server, arm, f"server {server.exit_status()} while booting "
+                               f"(stage: {stage})", "read the log lines above; fix the launch")
+            raise BootExited(failure.message, hint=failure.hint, arm=arm,
+                             status=server.exit_status() or "exited",
+                             lines=tuple(server.logs(LOG_LINES_ON_FAILURE)))
         if clock() > deadline:
             raise _failure(
                 server, arm,

@@ -107,3 +107,33 @@ def level_log_se(level: LevelResult) -> dict[str, float]:
         if se is not None:
             out[name] = se
     return out
+
+
+def request_window(path: Path) -> tuple[float, float] | None:
+    """(first request sent, last response ended) over every request in a records file,
+    failed ones and every phase included (all of them reached the server), in wall-clock
+    seconds (AIPerf's `request_start_ns` / `request_end_ns`, `credit_issued_ns` when a
+    request has no start); None when no request carries its times or the file cannot be
+    read."""
+    first = last = None
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                try:
+                    record = json.loads(line) if line.strip() else None
+                except json.JSONDecodeError:
+                    continue
+                meta = record.get("metadata") if isinstance(record, dict) else None
+                if not isinstance(meta, dict):
+                    continue
+                start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
+                end = meta.get("request_end_ns")
+                if isinstance(start, int) and not isinstance(start, bool):
+                    first = start if first is None else min(first, start)
+                if isinstance(end, int) and not isinstance(end, bool):
+                    last = end if last is None else max(last, end)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if first is None or last is None:
+        return None
+    return first / 1e9, last / 1e9

@@ -38,8 +38,9 @@ from campaign.markers import marked_children
 from campaign.results import journal as jr
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
-from campaign.run import lanelock, manifest
-from campaign.run.arm import PairInvalid, run_slot
+from campaign.run import design, lanelock, manifest
+from campaign.run.arm import PairInvalid
+from campaign.run.launcherror import run_slot_guarded
 from campaign.run.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
 from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
@@ -57,9 +58,13 @@ class RunResult:
     pairs_total: int
     pairs_valid: list[int]
     pairs_invalid: dict[int, str]
+    stopped_after: int | None = None
+    """A sequential design stopped the night after this pair: decided, so complete."""
 
     @property
     def complete(self) -> bool:
+        if self.stopped_after is not None:
+            return True
         return not self.pairs_invalid and len(self.pairs_valid) == self.pairs_total
 
 
@@ -239,9 +244,11 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
         opts.on_start(store)
     try:
         return execute(campaign, store, rt, locked=True, redo_invalid=opts.redo_invalid)
-    except Interrupted:
-        raise Interrupted(f"interrupted; measurements so far are kept. Continue with:\n  "
-                          f"spec-ab run --resume {store.run_dir}") from None
+    except Interrupted as exc:
+        cut = ("" if exc.pair is None else f"; the interrupted pair {exc.pair} will be "
+               "measured again from its start")
+        raise Interrupted(f"interrupted; measurements so far are kept{cut}. Continue with:\n"
+                          f"  spec-ab run --resume {store.run_dir}") from None
 
 
 def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,
@@ -297,7 +304,11 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         eta = _Eta(rt, len(slots), sum(len(by_pair[p]) for p, (_, st) in status.items()
                                        if st != "started"))
         measured: dict[int, _PairOutcome] = {}
+        looked = jr.looks_of(events)
+        result.stopped_after = design.decided_before(events)
         for pair, pair_slots in by_pair.items():
+            if result.stopped_after is not None and pair > result.stopped_after:
+                break
             attempt, state = status.get(pair, (0, "new"))
             if state == "done":
                 bad = jr.invalid_passes_of(events, pair, attempt)
@@ -305,18 +316,24 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
                     result.pairs_invalid[pair] = "invalid pass(es): " + ", ".join(bad)
                 else:
                     result.pairs_valid.append(pair)
-                continue
-            if state == "invalid":
+            elif state == "invalid":
                 result.pairs_invalid[pair] = "invalid in an earlier session"
-                continue
-            measured[pair] = _measure_pair(campaign, store, rt, pair, attempt, pair_slots,
-                                           redo=state == "started", eta=eta)
-            _settle(result, pair, measured[pair])
+            else:
+                measured[pair] = _measure_pair(campaign, store, rt, pair, attempt,
+                                               pair_slots, redo=state == "started", eta=eta)
+                _settle(result, pair, measured[pair])
+            # a look due after this pair and not yet taken (a session may have stopped
+            # between the pair and its look) is taken now, in order
+            if pair not in looked and design.take_look(campaign, store, rt, pair):
+                result.stopped_after = pair
         budget = pre.gates.redo_budget - len(jr.of_kind(events, "pair_redo"))
-        _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
+        if result.stopped_after is None:
+            _redo_lane_faults(campaign, store, rt, by_pair, measured, result, budget, eta)
         result.pairs_valid.sort()
         store.finish(complete=result.complete, pairs_valid=result.pairs_valid,
-                     pairs_invalid=result.pairs_invalid)
+                     pairs_invalid=result.pairs_invalid,
+                     **({"stopped_after": result.stopped_after}
+                        if result.stopped_after is not None else {}))
     return result
 
 
@@ -440,15 +457,16 @@ def _run_pair(campaign: Campaign, store: RunStore, rt: Runtime, pair: int, pair_
     try:
         for slot in pair_slots:
             check_cancel(rt)
-            outcome.invalid += run_slot(campaign, store, rt, slot, pair_attempt)
+            outcome.invalid += run_slot_guarded(campaign, store, rt, slot, pair_attempt)
     except PairInvalid as exc:
         outcome.died, outcome.died_fault = str(exc), exc.fault
         store.journal("pair_invalid", pair=pair, pair_attempt=pair_attempt, reason=outcome.died,
                       fault=exc.fault)
         rt.progress("pair_invalid", pair=pair, reason=outcome.died)
         return outcome
-    except Interrupted:
+    except Interrupted as exc:
         store.journal("interrupted", pair=pair, pair_attempt=pair_attempt)
+        exc.pair = pair
         raise
     except ServerError as exc:
         # Infrastructure, not measurement: stop the night here (exit 3). The pair stays

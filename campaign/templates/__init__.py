@@ -22,6 +22,9 @@ TEMPLATES: dict[str, str] = {
 }
 """Template name → what it is for (the choices of `spec-ab init --template`)."""
 
+FILE_MARKER = "CAMPAIGN_FILE"
+"""Written as the path of the file `spec-ab init` writes (a template's header names it)."""
+
 
 def write_template(name: str, output: Path, force: bool = False) -> list[Path]:
     """Write template `name` to `output` and its companion files beside it; returns every
@@ -34,6 +37,7 @@ def write_template(name: str, output: Path, force: bool = False) -> list[Path]:
         raise UsageError(f"{output} exists", hint="pass --force to overwrite, or -o NEWFILE")
     root = resources.files("campaign").joinpath("templates")
     text = root.joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    text = text.replace(FILE_MARKER, str(output))
     companions = _template_files(root.joinpath("files", name))
     for rel, data in companions:
         target = output.parent / rel

@@ -49,8 +49,10 @@ def decide_candidate(
     broken = [c for c in checks if c.stops]
     rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
     gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
+    design = rule.prereg.sequential
+    planned = rule.prereg.pairs if design is None else design.min_pairs
     short = [(w, lvl, c) for w, lvl, c in dec
-             if c is None or c.stats is None or c.stats.n < rule.prereg.pairs]
+             if c is None or c.stats is None or c.stats.n < planned]
     reasons = [f"{w} {lvl}: {c.reasons[0] if c is not None else 'no data'}" for w, lvl, c in dec]
     decision: Decision = "keep-default"
     reason: Reason
@@ -61,14 +63,16 @@ def decide_candidate(
                    + _guardrails_pass(checks), *reasons]
     elif short:
         reason = "inconclusive"
-        missing = max(rule.prereg.pairs - (0 if c is None or c.stats is None else c.stats.n)
+        missing = max(planned - (0 if c is None or c.stats is None else c.stats.n)
                       for _, _, c in short)
         invalid = any(c is not None and c.left_out for _, _, c in short)
-        cmd = resume_command + (" --redo-invalid" if invalid else "")
+        # a new run (an arm that never booted) has nothing invalid to redo
+        redo = invalid and "--resume" in resume_command
+        cmd = resume_command + (" --redo-invalid" if redo else "")
         settle = f"{missing} more complete pair(s): {cmd}"
         reasons.insert(0, "inconclusive: decision cell(s) "
                        + ", ".join(f"{w} {lvl}" for w, lvl, _ in short)
-                       + f" have fewer complete pairs than the {rule.prereg.pairs} "
+                       + f" have fewer complete pairs than the {planned} "
                        f"pre-registered; to settle it: {settle}")
     elif any(c is not None and c.verdict == "loss" for *_, c in dec):
         reason = "loss"
@@ -115,7 +119,10 @@ def guardrail_checks(arm: str, by_key: Mapping[tuple[str, str, str], Cell], rule
     metrics (pair → (control, candidate))."""
     places = [(i, g, where) for i, g in enumerate(rule.prereg.guardrails)
               for where in guard_targets[i] or [(g.workload, g.level)]]
-    family = Family(rule.alpha, len(places))
+    # a sequential design judges every guardrail at each of its looks: α is shared over
+    # them too (Bonferroni), so repeated looks never raise the false-break rate
+    looks = 1 if rule.prereg.sequential is None else rule.prereg.sequential.max_looks
+    family = Family(rule.alpha / looks, len(places))
     checks: list[GuardrailCheck] = []
     for i, g, where in places:
         data = table.cells.get((*where, g.metric))

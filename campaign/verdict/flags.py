@@ -102,7 +102,8 @@ def fact_flags(cp: CellPairs, rule: Rule, ctx: Context, *, decision: bool) -> Fl
         detail = "; ".join(f"pair {lo.pair} {lo.arm}: {lo.reason}" for lo in cp.left)
         out.append(("invalid-pass", f"invalid-pass: {n_left} of {n_left + len(cp.complete)} "
                     f"pairs left out ({detail})"))
-    planned = rule.prereg.pairs
+    design = rule.prereg.sequential
+    planned = rule.prereg.pairs if design is None else design.min_pairs
     if decision and len(cp.complete) < planned:
         out.append(("incomplete", f"incomplete: {len(cp.complete)} of {planned} "
                     "pre-registered pairs complete: a decision cell never adopts on fewer"))

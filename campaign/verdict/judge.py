@@ -36,9 +36,11 @@ from campaign.verdict.flags import (
     noise_flags,
 )
 from campaign.verdict.guardrails import guardrail_targets
+from campaign.verdict.looks import cell_look, judge_lanes, judge_sequential
 from campaign.verdict.outcome import (
     CandidateVerdict,
     Cell,
+    CellLook,
     DataProblem,
     LeftOut,
     LevelBest,
@@ -95,8 +97,11 @@ def judge_cell(
                                decision)
     p = (st.paired([x for _, x, _ in complete], [y for _, _, y in complete], direction,
                    confidence=rule.prereg.confidence, kind=kind) if complete else None)
+    look = (cell_look([i for i, _, _ in complete], p.d, max(pairs), rule, ctx.candidates,
+                      data.workload, data.level, kind)
+            if decision and p is not None and pairs and rule.prereg.sequential else None)
     verdict, first = _label(p, data, rule, ctx, decision=decision, direction=direction,
-                            kind=kind, not_applicable=not_applicable, left=left)
+                            kind=kind, not_applicable=not_applicable, left=left, look=look)
     reasons = [first, *notes]
     if p is not None and p.ci is None:
         reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
@@ -119,6 +124,7 @@ def judge_cell(
         pairs=_pair_gains(complete, p, direction, kind),
         left_out=tuple(left), verdict=verdict, flags=flags, reasons=tuple(reasons),
         decision_cell=decision, control_trend=trend, planned_pairs=rule.prereg.pairs,
+        look=look,
     )
 
 
@@ -186,9 +192,10 @@ def _compared_by(data: CellData, kind: st.Kind, complete: Sequence[tuple[int, fl
 
 def _label(p: st.Paired | None, data: CellData, rule: Rule, ctx: Context, *, decision: bool,
            direction: st.Direction, kind: st.Kind, not_applicable: set[str],
-           left: Sequence[LeftOut]) -> tuple[Label, str]:
+           left: Sequence[LeftOut], look: CellLook | None = None) -> tuple[Label, str]:
     """The cell's label and the reason that opens its reasons: the rule's for a decision
-    cell, a description for any other."""
+    cell, a description for any other (under a sequential design, `bound` adopts when the
+    look crosses the design's adopt boundary)."""
     if p is None:
         if not_applicable and not left:
             return "not-applicable", (
@@ -201,14 +208,35 @@ def _label(p: st.Paired | None, data: CellData, rule: Rule, ctx: Context, *, dec
     band = rule.band if kind == "ratio" else 0.0
     bar = rule.bar_d(ctx.candidates, kind)
     alpha = rule.ci_alpha(ctx.candidates)
-    if rule.prereg.rule == "bound":
+    if rule.prereg.sequential is not None:
+        adopts = look is not None and look.outcome == "adopt"
+    elif rule.prereg.rule == "bound":
         adopts = adopts_bound(p, bar, rule.floor_d(kind), alpha)
     elif rule.prereg.rule == "point":
         adopts = adopts_point(p, bar, band, direction)
     else:
         adopts = adopts_ci(p, bar, alpha)
     verdict = label_of(p, band, adopts, direction, rule.alpha)
-    return verdict, label_reason(verdict, p, rule, band, bar, direction, alpha)
+    why = label_reason(verdict, p, rule, band, bar, direction, alpha)
+    if look is not None:
+        why = _look_reason(verdict, why, look, rule, kind)
+    return verdict, why
+
+
+def _look_reason(verdict: Label, why: str, look: CellLook, rule: Rule, kind: st.Kind) -> str:
+    """A sequential design's decision cell: its reason names the design's boundary, not
+    the fixed-sample bound."""
+    floor = pct(change_of(rule.floor_d(kind), rule.direction, kind))
+    bound = ("no error is spent at this look" if look.boundary is None
+             else f"the design's bound after {look.n} pairs is {pct(look.boundary)}")
+    if verdict == "adopt":
+        bar = pct(change_of(rule.bar_d(1, kind), rule.direction, kind))
+        return (f"adopt: {pct(look.change)} clears {bar} and {bound}, "
+                f"clearing {floor} (sequential; pairs {why.rsplit('(pairs ', 1)[-1]}")
+    head = why.split(" (pairs ", 1)[0]
+    return (f"{head}; sequential: {bound} (adopting needs {floor}), look outcome "
+            f"{look.outcome}" + (f" (pairs {why.rsplit('(pairs ', 1)[-1]}"
+                                 if "(pairs " in why else ""))
 
 
 def _pair_gains(complete: Sequence[tuple[int, float, float]], p: st.Paired | None,
@@ -288,8 +316,31 @@ def judge_run(
     no rows is seen as missing, not skipped); `guard_cells` each guardrail's registered
     cells (results schema 3; else they are found from the rule and the rows);
     `resume_command` is what finishes this run. Raises DataProblem when a decision cell or
-    a guardrail's value is damaged.
+    a guardrail's value is damaged. A rule with a sequential design is judged at each of
+    its looks (`looks.judge_sequential`).
     """
+    if rule.prereg.sequential is not None:
+        def at(keep: Sequence[int] | None) -> RunVerdict:
+            return _judge_fixed(table if keep is None else table.subset(keep), rule, arms,
+                                level_order, levels, guard_cells, metrics, resume_command)
+
+        if len(set(table.lanes.values())) > 1:
+            def lane(keep: Sequence[int], number: Mapping[int, int]) -> RunVerdict:
+                one = table.subset(keep, number)
+                return judge_sequential(one.pairs, rule, lambda k: _judge_fixed(
+                    one if k is None else one.subset(k), rule, arms, level_order, levels,
+                    guard_cells, metrics, resume_command))
+
+            return judge_lanes(table.lanes, rule, at(None), lane)
+        return judge_sequential(table.pairs, rule, at)
+    return _judge_fixed(table, rule, arms, level_order, levels, guard_cells, metrics,
+                        resume_command)
+
+
+def _judge_fixed(table: RunTable, rule: Rule, arms: Sequence[str],
+                 level_order: Sequence[str], levels: Mapping[str, Sequence[str]] | None,
+                 guard_cells: Sequence[Sequence[tuple[str, str]]] | None,
+                 metrics: Iterable[str] | None, resume_command: str) -> RunVerdict:
     control, candidates = arms[0], list(arms[1:])
     decisions = decision_keys(rule, table, level_order, levels)
     guard_targets = {i: (list(guard_cells[i]) if guard_cells is not None

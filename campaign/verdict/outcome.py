@@ -72,6 +72,9 @@ class Cell:
     decision_cell: bool = False
     control_trend: float | None = None
     planned_pairs: int = 0
+    look: CellLook | None = None
+    """A decision cell of a sequential design: its look at the last pair measured (None:
+    a fixed design, or no look is due yet)."""
     """Pairs the rule pre-registered (a decision cell short of them cannot adopt)."""
 
     @property
@@ -177,6 +180,67 @@ class CandidateVerdict:
     """Why: rule-met, below-bar, loss, guardrail or inconclusive."""
     settle: str = ""
     """For `inconclusive`: what would settle it."""
+    sequential: SequentialPath | None = None
+    """The looks of a sequential design (None: a fixed number of pairs)."""
+
+
+SequentialState = Literal["adopt", "keep-default", "continue", "inconclusive"]
+"""Where a sequential design stands at a look: stopped (adopt, keep-default), going on
+(continue), or at max_pairs without a crossing (inconclusive)."""
+
+
+@dataclass(frozen=True)
+class CellLook:
+    """One decision cell at one look: what was measured and where the boundaries were."""
+
+    workload: str
+    level: str
+    n: int
+    """Complete pairs of the cell at the look."""
+    change: float
+    """The measured change of the metric (mean log ratio, as a change)."""
+    boundary: float | None
+    """The adopt boundary as a change: the estimate's bound that must clear the floor
+    (None: this look spends no error, nothing can cross)."""
+    statistic: float
+    bound: float
+    futility_statistic: float
+    futility_bound: float
+    outcome: str
+    """adopt (the boundary for "better than the bar" crossed), futile (the boundary for
+    "not worth it" crossed) or continue."""
+
+
+@dataclass(frozen=True)
+class LookStep:
+    """One look of a candidate's sequential design."""
+
+    look: int
+    """1-based index among the looks taken."""
+    pairs: int
+    """The pair count the look was taken after."""
+    cells: tuple[CellLook, ...]
+    state: SequentialState
+    why: str
+    """The look's outcome in words (the rule, the guardrail or the boundary that decided)."""
+
+
+@dataclass(frozen=True)
+class SequentialPath:
+    """A candidate's looks, where it stopped and the line the runner prints."""
+
+    max_pairs: int
+    min_pairs: int
+    look: str
+    max_looks: int
+    steps: tuple[LookStep, ...]
+    state: SequentialState
+    stopped_at: int | None
+    """The pair count of the look that stopped it (None: not stopped)."""
+
+    @property
+    def decided(self) -> bool:
+        return self.state in ("adopt", "keep-default")
 
 
 @dataclass(frozen=True)
@@ -214,10 +278,14 @@ class RunVerdict:
     reason: Reason = "below-bar"
     settle: str = ""
     best_by_level: tuple[LevelBest, ...] = ()
+    decided: bool = False
+    """A sequential design decided every candidate: the pairs it did not spend are not
+    missing."""
 
     @property
     def incomplete(self) -> bool:
-        return self.left_out > 0 or self.pairs_measured < self.pairs_planned
+        return self.left_out > 0 or (self.pairs_measured < self.pairs_planned
+                                     and not self.decided)
 
 
 class DataProblem(ValueError):

@@ -292,6 +292,15 @@ class Rule:
                    f"{_change_text(self.band, p.metric_direction)} or better")
         else:
             how = (f"adopt when the {p.confidence:.0%} CI's worse end is {bar} or better")
+        if p.sequential is not None:
+            sq = p.sequential
+            many = "" if p.multiple_candidates == "none" else " (Bonferroni over candidates)"
+            how = (f"adopt when the change is {bar} or better and a group-sequential "
+                   f"{p.confidence:.0%} bound{many} "
+                   f"is {_change_text(self.floor, p.metric_direction)} or better; a look "
+                   f"after each {sq.look} from {sq.min_pairs} up to {sq.max_pairs} pairs, "
+                   f"stopping for keep-default when the data rule out "
+                   f"{_change_text(1.5 * p.margin, p.metric_direction)} (power {sq.power:.0%})")
         return (f"{p.primary_metric} ({better} is better), rule {p.rule}: {how}; "
                 f"drift band ±{abs_pct(self.band)}")
 

@@ -135,3 +135,26 @@ def _t(diff: float, sd: float, n: int) -> float:
     if sd > 0:
         return math.sqrt(n) * diff / sd
     return math.inf if diff > 0 else (-math.inf if diff < 0 else 0.0)
+
+
+def path(pairs: Sequence[int], d: Sequence[float], schedule: Sequence[int], last: int, *,
+         max_pairs: int, margin_d: float, floor_d: float, powered_d: float, alpha: float,
+         beta: float) -> list[tuple[int, Look]]:
+    """One decision cell's looks: for each pair count p of the design's `schedule` up to
+    `last` (the last pair measured), the look on the cell's complete pairs numbered ≤ p
+    (`pairs` and their log ratios `d`). A look that adds no valid pair (or has fewer than
+    two) is not taken: the bounds spend the error over the valid pair counts of the looks
+    actually taken."""
+    order = sorted(zip(pairs, d, strict=True))
+    taken: list[int] = []
+    out: list[tuple[int, Look]] = []
+    for p in schedule:
+        if p > last:
+            break
+        sub = [v for i, v in order if i <= p]
+        if len(sub) < 2 or (taken and len(sub) <= taken[-1]):
+            continue
+        taken.append(len(sub))
+        out.append((p, look(sub, looks=tuple(taken), max_pairs=max_pairs, margin_d=margin_d,
+                            floor_d=floor_d, powered_d=powered_d, alpha=alpha, beta=beta)))
+    return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,25 @@ class RunTable:
     lanes: dict[int, str] = field(default_factory=dict)
     """pair → lane, in a table pooled from the shards of a sharded campaign (else empty):
     the noise flags then test each lane's window on its own and whether the lanes agree."""
+
+    def subset(self, keep: Iterable[int], renumber: Mapping[int, int] | None = None
+               ) -> RunTable:
+        """The same run restricted to the pairs `keep` (a look of a sequential design sees
+        only the pairs measured by then), its pairs renumbered by `renumber` if given (one
+        lane's pairs of a pooled table, numbered as in its shard)."""
+        kept = set(keep)
+        new = dict(renumber or {p: p for p in kept})
+
+        def only(d: dict[int, Any]) -> dict[int, Any]:
+            return {new[p]: v for p, v in d.items() if p in kept}
+
+        cells = {k: CellData(c.workload, c.level, c.metric, only(c.values), only(c.invalid),
+                             [(new[p], a) for p, a in c.missing if p in kept],
+                             only(c.failed))
+                 for k, c in self.cells.items()}
+        return RunTable(self.run, cells, sorted(new[p] for p in self.pairs if p in kept),
+                        only(self.started), only(self.slots),
+                        {} if renumber else only(self.lanes))
 
 
 def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:

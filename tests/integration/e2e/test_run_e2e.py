@@ -254,6 +254,7 @@ def test_sigint_stops_everything_exit_130_then_resume(tmp_path: Path, out: Path)
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, stdout + stderr
     assert "--resume" in stderr
+    assert "the interrupted pair 1 will be measured again from its start" in stderr
     assert not procs_of(run_dir)
     assert any(e["event"] == "interrupted" for e in journal_events(run_dir))
     resumed = run_cli("run", "--resume", str(run_dir), env=lock_env(tmp_path))

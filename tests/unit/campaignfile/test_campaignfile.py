@@ -239,7 +239,7 @@ def test_examples_validate(repo_root: Path) -> None:
 def test_templates_match_examples(repo_root: Path) -> None:
     """`spec-ab init` templates are the examples: shipped files are named `builtin:`, and
     the gb300 patches are written beside the template as they sit beside the example."""
-    pairs = {"sim": "sim-pair", "gb300": "gb300-dspark-onlinevc", "gb10-pair": "gb10-pair-depth"}
+    pairs = {"gb300": "gb300-dspark-onlinevc", "gb10-pair": "gb10-pair-depth"}
     for template, example in pairs.items():
         t = (repo_root / "campaign" / "templates" / f"{template}.yaml").read_text()
         e = (repo_root / "examples" / f"{example}.yaml").read_text()
@@ -248,6 +248,28 @@ def test_templates_match_examples(repo_root: Path) -> None:
     for f in (repo_root / "examples" / "patches").rglob("*.py"):
         assert (shipped / f.relative_to(repo_root / "examples" / "patches")).read_bytes() == \
             f.read_bytes()
+
+
+def test_the_sim_template_is_a_starting_point_with_the_demos_rule(
+        repo_root: Path, tmp_path: Path) -> None:
+    """`spec-ab init`'s sim template: its header names the file just written, it carries a
+    commented depth arm and the knob list's pointer; otherwise it is the demo's campaign
+    (the same rule, arms and workloads)."""
+    from campaign.templates import write_template
+
+    out = tmp_path / "mine.yaml"
+    write_template("sim", out)
+    text = out.read_text()
+    assert text.startswith(f"# {out}: ") and f"spec-ab run {out}" in text
+    assert "CAMPAIGN_FILE" not in text
+    assert '  # depth7: {env: {SPECAB_SIM_DEPTH: "7"}}\n' in text
+    assert "docs/simulator.md" in text and "KNOWN_VARIABLES" in text
+    mine = load_campaign(out)
+    demo = load_campaign(repo_root / "examples" / "sim-pair.yaml")
+    assert mine.preregistration == demo.preregistration
+    assert mine.arm_names == demo.arm_names and mine.workloads == demo.workloads
+    out.write_text(text.replace("  # depth7:", "  depth7:"))
+    assert load_campaign(out).arm_names == [*demo.arm_names, "depth7"]
 
 
 def test_builtin_paths_resolve_to_shipped_files(tmp_path: Path) -> None:

@@ -229,6 +229,9 @@ def test_exit_codes_and_summary(tmp_path: Path) -> None:
     assert rp.exit_code_for(rep, ["incomplete"]) == 0
     with pytest.raises(UsageError):
         rp.exit_code_for(rep, ["bad"])
+    # what held, and where: the line `--fail-on` prints on stderr
+    assert rp.fail_on_held(rep, ["incomplete", "loss", "keep-default", "loss"]) == [
+        "fail-on: loss (knee c1)", "fail-on: keep-default (loss)"]
     lines = rp.summary_lines(rep)
     assert lines[0].startswith("Decision: KEEP-DEFAULT")
     assert any("knee c1" in ln and "loss" in ln for ln in lines)

@@ -21,9 +21,25 @@ from tests.runs import SIM_RUN, T0, golden_spec, make_run, require
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+def level_spec() -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+    """The golden run's knee with its spec-decode figures per level (the knee cut at its
+    level boundaries): the candidate yields more per step, and its steps cost more, the
+    more so at c4."""
+    return {
+        ("knee", "c1", "tokens_per_decode_step"): [(2.7, 3.3), (2.8, 3.2), (2.7, 3.25)],
+        ("knee", "c4", "tokens_per_decode_step"): [(2.6, 2.9), (2.65, 2.95), (2.6, 2.9)],
+        ("knee", "c1", "itl_p50"): [(10.0, 9.0), (10.2, 9.1), (10.1, 9.0)],
+        ("knee", "c4", "itl_p50"): [(12.0, 12.5), (12.1, 12.4), (12.0, 12.6)],
+        ("knee", "c1", "acceptance_pos0"): [(0.8, 0.85)] * 3,
+        ("knee", "c1", "acceptance_pos1"): [(0.6, 0.7)] * 3,
+        ("knee", "c4", "acceptance_pos0"): [(0.78, 0.8)] * 3,
+        ("knee", "c4", "acceptance_pos1"): [(0.55, 0.6)] * 3,
+    }
+
+
 @pytest.fixture()
 def html_report(tmp_path: Path) -> tuple[rp.Report, str]:
-    run = make_run(tmp_path / "results", golden_spec(), name="depth7", pairs=3)
+    run = make_run(tmp_path / "results", golden_spec() | level_spec(), name="depth7", pairs=3)
     rep = rp.build_report([run])
     return rep, rp.render(rep, "html")
 
@@ -32,7 +48,7 @@ def test_html_is_self_contained_with_embedded_plots(html_report: tuple[rp.Report
     rep, page = html_report
     imgs = re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", page)
     assert [alt for alt, _ in imgs] == [t for _, t, _ in plots.figures(rep)]
-    assert len(imgs) == 4  # no guardrail decided: knee, pair changes, window, acceptance
+    assert len(imgs) == len(plots.PLOTS) - 1  # every figure but the guardrails (none decided)
     for _, b64 in imgs:
         png = base64.b64decode(b64)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
@@ -94,12 +110,12 @@ def test_cli_html_writes_plots_beside_the_page(golden_run_dir: Path, tmp_path: P
     files = sorted(p.name for p in (out.parent / "plots").iterdir())
     drawn = [name for name, _, _ in plots.PLOTS if name != "guardrails"]  # none decided
     assert files == sorted(f"{n}{s}" for n in drawn for s in (".png", ".svg"))
-    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == 4
+    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == len(drawn)
 
 
 @pytest.fixture()
 def golden_run_dir(tmp_path: Path) -> Path:
-    return make_run(tmp_path / "results", golden_spec(), name="depth7", pairs=3)
+    return make_run(tmp_path / "results", golden_spec() | level_spec(), name="depth7", pairs=3)
 
 
 @pytest.mark.browser

@@ -27,6 +27,8 @@ from campaign.results.store import RunStore, load_run
 from tests.runs import SIM_RUN, TPUT, make_run
 
 RULE = Preregistration().model_dump(mode="json", by_alias=True)
+FIXED = {k: v for k, v in RULE.items() if k != "sequential"}
+"""What a fixed design registers: no `sequential: null` (its hash as before designs)."""
 
 
 def registration(**kw: Any) -> Registration:
@@ -43,11 +45,15 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back == reg
     assert back.written_version == back.schema_version == RESULTS_SCHEMA_VERSION == 3
     assert back.tool_version == __version__ and back.rule_intact
-    assert back.sha256 == rule_hash(RULE)
+    assert back.sha256 == rule_hash(FIXED) and back.rule == FIXED
     assert list(json.loads(path.read_text())) == [
         "schema_version", "campaign", "registered_at", "arms", "rule", "drift_band", "sha256",
         "tool_version", "values_sha256", "levels", "guardrail_bands"]
-    assert back.values_sha256 == values_hash(RULE, 0.03, ["control", "cand"])
+    assert back.values_sha256 == values_hash(FIXED, 0.03, ["control", "cand"])
+    design = Registration.new(Preregistration(sequential={"max_pairs": 4}).model_dump(
+        mode="json", by_alias=True), campaign="d", arms=["control", "cand"], drift_band=0.03,
+        registered_at="2026-11-29T10:00:00.000Z")
+    assert design.rule["sequential"]["max_pairs"] == 4 and design.rule["pairs"] == 4
     with pytest.raises(FileExistsError):
         reg.save(path)  # never replaced
 

@@ -19,8 +19,11 @@ import pytest
 
 from campaign.campaignfile import Campaign, LaunchModel, load_campaign
 from campaign.errors import Interrupted, PreflightError, ServerError
+from campaign.results.bootfail import first_error
 from campaign.results.store import load_run, rule_hash
 from campaign.run import lanelock, runner
+from campaign.run.cleanup import Scan
+from campaign.run.launcherror import LaunchError
 from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 from campaign.servers import ArmContext
 
@@ -188,11 +191,15 @@ class Script:
 
 
 def make_rt(tmp_path: Path, port: int, script: Script, events: list[str],
-            die_on_start: bool = False) -> runner.Runtime:
+            die_on_start: bool | list[bool] = False) -> runner.Runtime:
+    """`die_on_start`: every server exits while booting, or the n-th started one does
+    when the list's n-th item is true (servers past the list boot)."""
     metrics = Metrics()
+    starts = iter(die_on_start) if isinstance(die_on_start, list) else None
 
     def factory(launch: LaunchModel, ctx: ArmContext) -> FakeServer:
-        server = FakeServer(port, ctx, events, die_on_start=die_on_start)
+        dies = die_on_start if starts is None else next(starts, False)
+        server = FakeServer(port, ctx, events, die_on_start=bool(dies))
         script.servers.append(server)
         return server
 
@@ -313,16 +320,61 @@ def test_server_dying_again_leaves_the_pair_invalid(tmp_path: Path, listener: in
     assert events[:3] == ["start 1/control", "stop 1/control", "start 2/control"]
 
 
-def test_boot_failure_aborts_with_server_error_and_stops(campaign: Campaign, tmp_path: Path,
-                                                        listener: int) -> None:
+def test_the_same_boot_exit_twice_is_a_launch_error_that_stops_the_run(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    """An arm never ready exits while booting, is booted once more, exits the same way: the
+    run stops (exit 3) saying to fix the file and start anew, never to resume."""
     events: list[str] = []
     rt = make_rt(tmp_path, listener, Script(), events, die_on_start=True)
     store = start(campaign, tmp_path, rt)
-    with pytest.raises(ServerError, match="exited with code 1 while booting"):
+    with pytest.raises(LaunchError) as info:
         runner.execute(campaign, store, rt)
-    assert events == ["start 1/control", "stop 1/control"]
+    assert info.value.exit_code == 3
+    assert events == ["start 1/control", "stop 1/control"] * 2
+    text = str(info.value)
+    assert text.startswith("control never became ready (pair 1): server exited with code 1 "
+                           "while booting: last line")
+    assert "fix the campaign file and start a new run: `spec-ab run" in text
+    assert "`--resume` would boot it again" in text
+    journal = load_run(store.run_dir).journal
+    kinds = [e["event"] for e in journal]
+    assert kinds.count("slot_failed") == 2 and "boot_retry" in kinds and "aborted" in kinds
+    (launch,) = [e for e in journal if e["event"] == "launch_error"]
+    assert (launch["arm"], launch["pair"], launch["error"]) == ("control", 1, "last line")
+
+
+def test_a_boot_exit_once_is_booted_again_and_the_run_goes_on(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    events: list[str] = []
+    rt = make_rt(tmp_path, listener, Script(), events, die_on_start=[True])
+    store = start(campaign, tmp_path, rt)
+    result = runner.execute(campaign, store, rt)
+    assert result.complete
+    assert events[:3] == ["start 1/control", "stop 1/control", "start 1/control"]
+
+
+def test_a_boot_exit_of_an_arm_ready_before_stops_the_night_without_a_second_boot(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    events: list[str] = []
+    # pair 1: control, cand boot; pair 2's first arm exits while booting
+    rt = make_rt(tmp_path, listener, Script(), events, die_on_start=[False, False, True])
+    store = start(campaign, tmp_path, rt)
+    with pytest.raises(ServerError, match="exited with code 1 while booting") as info:
+        runner.execute(campaign, store, rt)
+    assert not isinstance(info.value, LaunchError)
+    assert len(events) == 6  # three starts, three stops: no second boot
     kinds = [e["event"] for e in load_run(store.run_dir).journal]
-    assert "aborted" in kinds and "slot_failed" in kinds
+    assert "aborted" in kinds and "boot_retry" not in kinds
+
+
+def test_first_error_reads_the_servers_error_line() -> None:
+    box = ["Usage: spec-ab sim serve [OPTIONS]", "╭─ Error ─────╮",
+           "│ No such option: -c            │", "╰──────────────╯"]
+    assert first_error(box) == "No such option: -c"
+    assert first_error(["loading", "error: environment variable SPECAB_SIM_DEPHT: unknown "
+                        "knob 'depht'", "exiting"]).startswith("error: environment variable")
+    assert first_error(["starting", "bye"]) == "bye"
+    assert first_error([]) == ""
 
 
 def test_interrupt_then_resume_redoes_the_cut_pair(campaign: Campaign, tmp_path: Path,
@@ -350,6 +402,17 @@ def test_interrupt_then_resume_redoes_the_cut_pair(campaign: Campaign, tmp_path:
     assert data.complete
     latest = data.passes[data.passes.pair == 1].pair_attempt.max()
     assert latest == 2
+
+
+def test_an_interrupt_says_which_pair_will_be_measured_again(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    rt = make_rt(tmp_path, listener, Script(interrupt_at=6), [])
+    with pytest.raises(Interrupted) as info:
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, skip_preflight=True,
+                            find_leftovers=lambda c: Scan())
+    text = str(info.value)
+    assert "the interrupted pair 1 will be measured again from its start" in text
+    assert "spec-ab run --resume" in text
 
 
 def test_resume_uses_the_frozen_rule(campaign: Campaign, tmp_path: Path, listener: int) -> None:

@@ -1,0 +1,163 @@
+"""Plan figures of a sequential design (`preregistration.sequential`): over true effects
+0, m/2, m, 1.5m and 2m, P(adopt), P(keep-default), P(inconclusive) and the pairs spent
+(mean, 90th percentile), beside the fixed design that meets the same targets, and the
+max_pairs that meets the registered targets.
+
+Each campaign is a sequence of pair log ratios N(ln(1 + effect), σ²) under the plan's pair
+noise σ, looked at on the design's schedule by the verdict's own kernel
+(`verdict.sequential.look`, the boundaries `judge_run` uses); `cross_check` re-judges a
+sample through `verdict.judge_run` itself and counts disagreements. Guardrails, gates and
+invalid passes are not in these figures (the fixed-design table of `plan` has them), and
+they are of one decision cell (several must all cross: less power, the same false adopt).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+from campaign.campaignfile import DecisionCell
+from campaign.verdict import judge as vd
+from campaign.verdict import rule as rl
+from campaign.verdict import sequential as sq
+from campaign.verdict import tidy as td
+
+EFFECTS = (("0", 0.0), ("m/2", 0.5), ("m", 1.0), ("1.5m", 1.5), ("2m", 2.0))
+"""True effects as multiples of the margin."""
+
+
+@dataclass(frozen=True)
+class SeqRow:
+    label: str
+    effect: float
+    adopt: float
+    keep_default: float
+    inconclusive: float
+    expected_pairs: float
+    p90_pairs: int
+    fixed_adopt: float
+    """P(adopt) of the fixed design with `fixed_pairs` pairs at this effect."""
+
+
+@dataclass(frozen=True)
+class SeqPlan:
+    max_pairs: int
+    sigma: float
+    sims: int
+    rows: tuple[SeqRow, ...]
+    fixed_pairs: int | None
+    """Pairs of the fixed `bound` design meeting ≤ α at m/2 and ≥ power at 1.5m (None: none
+    up to 32)."""
+    recommended_max_pairs: int | None
+    checked: int
+    disagree: int
+
+
+def _outcomes(rule: rl.Rule, max_pairs: int, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each sequence's end (1 adopt, −1 keep-default, 0 inconclusive) and pairs spent."""
+    design = rule.prereg.sequential
+    assert design is not None
+    margin, floor = rule.bar_d(1), rule.floor_d()
+    powered = rl.better_d(1.5 * rule.prereg.margin, rule.direction)
+    alpha, beta = rule.ci_alpha(1), 1 - design.power
+    schedule = [p for p in design.schedule() if p <= max_pairs]
+    if schedule[-1] != max_pairs:
+        schedule.append(max_pairs)
+    end = np.zeros(d.shape[0], dtype=int)
+    spent = np.full(d.shape[0], max_pairs)
+    alive = np.ones(d.shape[0], dtype=bool)
+    taken: list[int] = []
+    for p in schedule:
+        taken.append(p)
+        c = sq.bounds(tuple(taken), max_pairs, alpha)[-1]
+        f = sq.bounds(tuple(taken), max_pairs, beta)[-1]
+        x = d[:, :p]
+        mean, sd = x.mean(axis=1), x.std(axis=1, ddof=1)
+        root = math.sqrt(p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_adopt = root * (mean - floor) / sd
+            t_futile = root * (mean - powered) / sd
+        adopt = alive & (t_adopt >= c) & (mean >= margin - 1e-12)
+        futile = alive & ~adopt & (-t_futile >= f)
+        end[adopt], end[futile] = 1, -1
+        spent[adopt | futile] = p
+        alive &= ~(adopt | futile)
+    return end, spent
+
+
+def _fixed_adopt(rule: rl.Rule, n: int, d: np.ndarray) -> float:
+    """P(adopt) of the fixed `bound` rule on the first n pairs."""
+    x = d[:, :n]
+    lcb = x.mean(axis=1) - sps.t.ppf(1 - rule.alpha, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    return float(np.mean((x.mean(axis=1) >= rule.bar_d(1) - 1e-12) & (lcb >= rule.floor_d())))
+
+
+def plan_sequential(rule: rl.Rule, sigma: float, *, sims: int = 4000, seed: int = 0,
+                    check: int = 40) -> SeqPlan:
+    design = rule.prereg.sequential
+    if design is None:
+        raise ValueError("not a sequential design")
+    m, n_max = rule.prereg.margin, max(design.max_pairs, 32)
+    rng = np.random.default_rng(seed)
+    draws = {label: math.log1p(k * m) + sigma * rng.standard_normal((sims, n_max))
+             for label, k in EFFECTS}
+    fixed = next((n for n in range(2, 33)
+                  if _fixed_adopt(rule, n, draws["m/2"]) <= rule.alpha
+                  and _fixed_adopt(rule, n, draws["1.5m"]) >= design.power), None)
+    rows = []
+    for label, k in EFFECTS:
+        end, spent = _outcomes(rule, design.max_pairs, draws[label])
+        rows.append(SeqRow(label, k * m, float(np.mean(end == 1)), float(np.mean(end == -1)),
+                           float(np.mean(end == 0)), float(spent.mean()),
+                           int(np.percentile(spent, 90)),
+                           _fixed_adopt(rule, fixed, draws[label]) if fixed else math.nan))
+    recommended = None
+    few = min(sims, 2000)  # the search reuses the first sequences: enough to rank max_pairs
+    for mp in range(max(3, design.min_pairs), 25):
+        hi = float(np.mean(_outcomes(rule, mp, draws["1.5m"][:few])[0] == 1))
+        lo = float(np.mean(_outcomes(rule, mp, draws["m/2"][:few])[0] == 1))
+        if hi >= design.power and lo <= rule.alpha:
+            recommended = mp
+            break
+    checked, disagree = cross_check(rule, draws["1.5m"][:check // 2], draws["0"][:check // 2])
+    return SeqPlan(design.max_pairs, sigma, sims, tuple(rows), fixed, recommended, checked,
+                   disagree)
+
+
+def cross_check(rule: rl.Rule, *samples: np.ndarray) -> tuple[int, int]:
+    """Re-judge simulated sequences through `verdict.judge_run`: (judged, disagreeing)."""
+    design = rule.prereg.sequential
+    assert design is not None
+    # the figures are of one decision cell: judged as the campaign's only one
+    one = rl.Rule(prereg=rule.prereg.model_copy(update={"decision_cells": [
+        DecisionCell(workload="knee", level="c1")]}), band=rule.band)
+    checked = disagree = 0
+    for d in samples:
+        end, spent = _outcomes(rule, design.max_pairs, d)
+        for i in range(d.shape[0]):
+            v = vd.judge_run(_table(d[i, :design.max_pairs]), one, ["control", "candidate"],
+                             metrics=[])
+            path = v.candidates[0].sequential
+            mine = {"adopt": 1, "keep-default": -1}.get(path.state if path else "", 0)
+            at = path.stopped_at if path and path.stopped_at else design.max_pairs
+            checked += 1
+            disagree += int(mine != int(end[i]) or at != int(spent[i]))
+    return checked, disagree
+
+
+def _table(d: np.ndarray) -> td.RunTable:
+    """One decision cell (knee c1) whose pairs change by exp(d) − 1."""
+    rule_cell = ("knee", "c1")
+    metric = "output_token_throughput"
+    t = td.RunTable(run="plan", pairs=list(range(1, len(d) + 1)))
+    t.slots = {k + 1: {"control": 2 * k, "candidate": 2 * k + 1} for k in range(len(d))}
+    cell = td.CellData(*rule_cell, metric)
+    for k, v in enumerate(d):
+        y = 1000.0 * math.exp(float(v))
+        cell.values[k + 1] = {"control": td.ArmValue(1000.0, 1000.0, 1000.0, 1),
+                              "candidate": td.ArmValue(y, y, y, 1)}
+    t.cells[(*rule_cell, metric)] = cell
+    return t

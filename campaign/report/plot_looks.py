@@ -1,0 +1,64 @@
+"""The sequential design's path: at each look, each decision cell's measured change and
+the design's bound on it, against the floor the bound must clear and the margin — the
+picture a reviewer wants of where the campaign stopped and why."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from matplotlib.figure import Figure
+
+from campaign.verdict.rule import change_of
+
+if TYPE_CHECKING:
+    from campaign.report.model import RunReport
+
+COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
+
+
+def sequential_path(run: RunReport) -> Figure | None:
+    """None for a fixed design (or before the first look)."""
+    rule = run.rule
+    paths = [(cv.arm, cv.sequential) for cv in run.verdict.candidates
+             if cv.sequential is not None and cv.sequential.steps]
+    if rule.prereg.sequential is None or not paths:
+        return None
+    fig = Figure(figsize=(8.0, 4.5))
+    ax = fig.add_subplot()
+    floor = change_of(rule.floor_d(), rule.direction) * 100
+    margin = change_of(rule.bar_d(1), rule.direction) * 100
+    ax.axhline(margin, color="#2ca02c", linestyle="--", label=f"margin {margin:+.1f}%")
+    ax.axhline(floor, color="#ff7f0e", linestyle=":",
+               label=f"floor {floor:+.1f}% (the bound must clear it)")
+    ax.axhline(0, color="#333333", linewidth=0.8)
+    i = 0
+    for arm, path in paths:
+        assert path is not None
+        cells = sorted({(c.workload, c.level) for s in path.steps for c in s.cells})
+        for w, lvl in cells:
+            pts = [(s.pairs, c) for s in path.steps for c in s.cells
+                   if (c.workload, c.level) == (w, lvl)]
+            color = COLORS[i % len(COLORS)]
+            i += 1
+            name = (f"{arm} " if len(paths) > 1 else "") + f"{w} {lvl}"
+            ax.plot([p for p, _ in pts], [c.change * 100 for _, c in pts], marker="o",
+                    color=color, label=f"{name}: change")
+            bounded = [(p, c.boundary * 100) for p, c in pts if c.boundary is not None]
+            if bounded:
+                ax.plot([p for p, _ in bounded], [b for _, b in bounded], marker="v",
+                        linestyle="--", color=color, alpha=0.7,
+                        label=f"{name}: the design's bound")
+        if path.stopped_at is not None:
+            ax.axvline(path.stopped_at, color="#555555", linewidth=1)
+            ax.annotate(f"stopped: {path.state}", (path.stopped_at, ax.get_ylim()[1]),
+                        textcoords="offset points", xytext=(4, -12), fontsize=8)
+    design = rule.prereg.sequential
+    ax.set_xticks(list(design.schedule()))
+    ax.set_xlim(design.min_pairs - 0.5, design.max_pairs + 0.5)
+    ax.set_xlabel("pairs measured at the look")
+    ax.set_ylabel(f"change of {rule.metric} (%)")
+    ax.set_title("Sequential design: the change and the design's bound at each look",
+                 fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return fig
