@@ -6,6 +6,7 @@ from a report whose verdicts come from the real `judge_run` (through `build_repo
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import shutil
 import statistics
@@ -21,7 +22,7 @@ from campaign import report as rp
 from campaign.fmt import pct
 from campaign.report import plots
 from campaign.report.plot_knee import knee_index
-from tests.runs import SIM_RUN, TPUT, golden_spec, make_run
+from tests.runs import SIM_RUN, T0, TPUT, golden_spec, make_run
 
 TTFT = "ttft_p99"
 
@@ -206,12 +207,21 @@ def test_a_drifting_guardrail_metric_gets_its_window_panel(tmp_path: Path) -> No
 
 
 def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
+    from tests.unit.report.test_report_html import level_spec
+
     reports = [_sim_report(tmp_path),
                _late_first_token(tmp_path / "late", [(210.0, 260.0), (205.0, 262.0),
-                                                     (212.0, 255.0)])]
+                                                     (212.0, 255.0)]),
+               rp.build_report([make_run(tmp_path / "lv", golden_spec() | level_spec(),
+                                         pairs=3)]),
+               rp.build_report([make_run(tmp_path / "h", golden_spec(), pairs=3,
+                                         short_id=f"n{i:05d}",
+                                         when=T0 + dt.timedelta(days=i)) for i in range(3)])]
     seen = 0
+    names: set[str] = set()
     for rep in reports:
         for name, fig in _figs(rep).items():
+            names.add(name)
             FigureCanvasAgg(fig).draw()
             for ax in fig.axes:
                 leg = ax.get_legend()
@@ -223,6 +233,7 @@ def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
                         and box.y0 >= inside.y0 - 1 and box.y1 <= inside.y1 + 1), (
                     f"{name}: legend outside its axes")
     assert seen >= 8
+    assert names == {n for n, _, _ in plots.PLOTS} | {"history"}  # every kind of figure
 
 
 def test_each_guardrail_check_carries_its_limit_on_the_change_scale(tmp_path: Path) -> None:
@@ -279,10 +290,6 @@ def test_an_html_report_draws_each_figure_once(tmp_path: Path) -> None:
 
 
 def test_history_marks_each_night_by_its_decision(tmp_path: Path) -> None:
-    import datetime as dt
-
-    from tests.runs import T0
-
     nights = [make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 100.0 + g),
                                                           (100.5, 100.5 + g)]},
                        guardrails=[], short_id=f"n{i:05d}", when=T0 + dt.timedelta(days=i))
