@@ -6,8 +6,8 @@ per arm through its levels (c1 … c16; geometric mean of the pairs), each pair'
 faint; underneath, each candidate's change of total tok/s per level with each pair's.
 
 The knee of an arm is the level whose point lies farthest from the straight line through
-the arm's first and last levels, on the side of more of both (the Kneedle idea, on the
-plot's own log axes scaled to the span drawn): before it, concurrency buys throughput at
+the arm's first and last levels, on the side of more of both (on the plot's own log axes
+scaled to the span drawn; docs/reading-a-report.md): before it, concurrency buys throughput at
 little cost per user; after it, each stream pays for the throughput. Fewer than three
 levels, or no point off that line, has no knee.
 
