@@ -284,7 +284,7 @@ def _no_noise(g: Guardrail, where: tuple[str, str], w: float,
     return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, worse, False,
                           line, (worse,), state=state, change=ch, stops=stops,
                           evidence="no noise estimate", resolve="a second pair",
-                          direction=direction)
+                          direction=direction, limit=_change_limit(g, direction))
 
 
 # --------------------------------------------------------------------------- differences
@@ -311,7 +311,8 @@ def _difference_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, fami
         return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, w[0], False,
                               line, tuple(w), state="unclear", change=ch, stops=stops,
                               evidence="no noise estimate", resolve="a second pair",
-                              direction=direction)
+                              direction=direction, limit=_change_limit(g, direction, limit),
+                              kind="absolute")
     why = "a value is 0" if not g.absolute else "an absolute guardrail"
     evidence = f"the pairs' own spread of the differences ({why})"
     if failed:
@@ -413,6 +414,14 @@ def _limit_words(g: Guardrail, direction: st.Direction, limit: float | None = No
     return fmt_gain(change_of(worse_d(g.max_worsening, direction), direction), "ratio")
 
 
+def _change_limit(g: Guardrail, direction: st.Direction, limit: float | None = None) -> float:
+    """The limit on the scale of `change` (what `_limit_words` says, as a number)."""
+    if limit is None and not g.absolute:
+        return change_of(worse_d(g.max_worsening, direction), direction)
+    value = g.max_worsening if limit is None else limit
+    return value if direction == "lower" else -value
+
+
 def _make(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
           state: GuardrailState, change: float, ci: tuple[float, float], evidence: str,
           resolve: str, pair_changes: Sequence[float], direction: st.Direction, *,
@@ -438,4 +447,5 @@ def _make(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
         g.metric, w, lvl, g.max_worsening, g.absolute, worse + 0.0, state == "broken", line,
         tuple(v + 0.0 for v in worsening), state=state, change=change + 0.0, ci=ci,
         ci_level=family.ci_level, stops=stops, evidence=evidence, resolve=resolve,
-        direction=direction)
+        direction=direction, limit=_change_limit(g, direction, limit),
+        kind="ratio" if kind == "ratio" else "absolute")

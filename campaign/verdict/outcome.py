@@ -158,6 +158,12 @@ class GuardrailCheck:
     resolve: str = ""
     """For `unclear`: what would resolve it (requests per level, pairs)."""
     direction: str = "lower"
+    limit: float | None = None
+    """The limit on `change`'s scale (+0.05: 5% worse for a lower-is-better metric), or
+    None when there was nothing to check."""
+    kind: st.Kind = "ratio"
+    """How `change`, `ci` and `limit` read: a fraction of the control (ratio) or a
+    difference in the metric's unit (absolute)."""
 
 
 @dataclass(frozen=True)

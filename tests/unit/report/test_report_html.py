@@ -45,9 +45,10 @@ def html_report(tmp_path: Path) -> tuple[rp.Report, str]:
 
 
 def test_html_is_self_contained_with_embedded_plots(html_report: tuple[rp.Report, str]) -> None:
-    _, page = html_report
+    rep, page = html_report
     imgs = re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", page)
-    assert [alt for alt, _ in imgs] == [t for _, t, _ in plots.PLOTS]
+    assert [alt for alt, _ in imgs] == [t for _, t, _ in plots.figures(rep)]
+    assert len(imgs) == len(plots.PLOTS) - 1  # every figure but the guardrails (none decided)
     for _, b64 in imgs:
         png = base64.b64decode(b64)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
@@ -107,9 +108,9 @@ def test_cli_html_writes_plots_beside_the_page(golden_run_dir: Path, tmp_path: P
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     files = sorted(p.name for p in (out.parent / "plots").iterdir())
-    for name, _, _ in plots.PLOTS:
-        assert f"{name}.png" in files and f"{name}.svg" in files
-    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == len(plots.PLOTS)
+    drawn = [name for name, _, _ in plots.PLOTS if name != "guardrails"]  # none decided
+    assert files == sorted(f"{n}{s}" for n in drawn for s in (".png", ".svg"))
+    assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == len(drawn)
 
 
 @pytest.fixture()
@@ -172,7 +173,7 @@ def test_every_embedded_figure_is_drawn(html_report: tuple[rp.Report, str]) -> N
 
     _, page = html_report
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(imgs) == len(plots.PLOTS)
+    assert len(imgs) == len(plots.PLOTS) - 1  # every figure but the guardrails (none decided)
     for b64 in imgs:
         pixels = image.imread(io.BytesIO(base64.b64decode(b64)), format="png")
         flat = (pixels[..., :3].reshape(-1, 3) * 255).astype(int)

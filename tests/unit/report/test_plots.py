@@ -1,0 +1,335 @@
+"""The plots show what decided: a guardrail that stopped adoption with its limit and CI,
+each arm's knee ringed, knee ticks at the levels' own values, the control across the
+window for every drifting cell, and legends inside their axes. Each test reads the
+figure's matplotlib objects (drawn with Agg where positions matter); every figure is built
+from a report whose verdicts come from the real `judge_run` (through `build_report`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import PathCollection
+from matplotlib.figure import Figure
+
+from campaign import report as rp
+from campaign.fmt import pct
+from campaign.report import plots
+from campaign.report.plot_knee import knee_index
+from tests.runs import SIM_RUN, T0, TPUT, golden_spec, make_run
+
+TTFT = "ttft_p99"
+
+
+def _figs(rep: rp.Report) -> dict[str, Figure]:
+    return {name: fig for name, _, fig in plots.figures(rep)}
+
+
+def _late_first_token(tmp_path: Path, ttft: list[tuple[Any, ...]], **rule: Any) -> rp.Report:
+    spec = golden_spec()
+    spec[("knee", "c1", TTFT)] = ttft
+    rule.setdefault("guardrails", [{"metric": TTFT, "max_worsening": 0.05}])
+    return rp.build_report([make_run(tmp_path, spec, name="late", pairs=3, **rule)])
+
+
+# --------------------------------------------------------------------------- guardrails
+
+
+def test_a_broken_guardrail_is_drawn_with_its_pairs_limit_and_ci(tmp_path: Path) -> None:
+    ttft = [(210.0, 260.0), (205.0, 262.0), (212.0, 255.0)]
+    rep = _late_first_token(tmp_path, ttft)
+    run = rep.latest
+    assert run.decision != "adopt"
+    (check,) = [g for cv in run.verdict.candidates for g in cv.guardrails if g.stops]
+    assert check.state == "broken" and check.metric == TTFT
+    fig = _figs(rep)["guardrails"]
+    (ax,) = fig.axes
+    assert "broken" in ax.get_title() and TTFT in ax.get_title()
+    # each pair's change of TTFT itself, from the measured values
+    pairs = next(c for c in ax.collections if isinstance(c, PathCollection))
+    drawn = [float(y) for _, y in pairs.get_offsets()]
+    assert drawn == pytest.approx([(y / x - 1) * 100 for x, y in ttft])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["p1", "p2", "p3", "check"]
+    # the limit: the registered 5% worsening of a lower-is-better metric, as the line says
+    (limit,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert list(limit.get_ydata()) == pytest.approx([5.0, 5.0])
+    assert "+5.0% limit" in check.reason
+    # the check's own CI, whole (it is within reach of the points)
+    (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
+    assert check.ci is not None
+    assert list(ci.get_ydata()) == pytest.approx([v * 100 for v in check.ci])
+    assert min(ci.get_ydata()) > 5.0  # wholly beyond the limit: what "broken" means
+    assert "CI" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_an_unclear_guardrail_is_drawn_only_where_it_stops(tmp_path: Path) -> None:
+    ttft = [(210.0, 200.0), (205.0, 240.0), (212.0, 214.0)]  # wide: cannot tell
+    quiet = _late_first_token(tmp_path / "a", ttft)
+    (g,) = [g for cv in quiet.latest.verdict.candidates for g in cv.guardrails
+            if g.metric == TTFT]
+    assert g.state == "unclear" and not g.stops
+    assert "guardrails" not in _figs(quiet)
+    stops = _late_first_token(tmp_path / "b", ttft, guardrails=[
+        {"metric": TTFT, "max_worsening": 0.05, "unclear_stops": True}])
+    (g,) = [g for cv in stops.latest.verdict.candidates for g in cv.guardrails
+            if g.metric == TTFT]
+    assert g.state == "unclear" and g.stops
+    (ax,) = _figs(stops)["guardrails"].axes
+    assert "unclear" in ax.get_title()
+    (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
+    lo, hi = sorted(ci.get_ydata())
+    assert lo < 5.0 < hi or any("CI goes on" in t.get_text() for t in ax.texts)
+
+
+def test_holding_guardrails_draw_no_guardrail_figure(tmp_path: Path) -> None:
+    rep = rp.build_report([make_run(tmp_path, golden_spec(), pairs=3)])
+    assert all(not g.stops for cv in rep.latest.verdict.candidates for g in cv.guardrails)
+    assert "guardrails" not in _figs(rep)
+
+
+# --------------------------------------------------------------------------- knee
+
+
+def _knee_spec(control: list[float], cand: list[float]) -> dict[Any, Any]:
+    spec: dict[Any, Any] = {("knee", lvl, TPUT): [(x * f, y * f) for f in (1.0, 1.01)]
+                            for lvl, x, y in zip(("c1", "c4", "c16"), control, cand,
+                                                 strict=True)}
+    spec[("knee", "c1", TTFT)] = [(200.0, 201.0), (202.0, 203.0)]
+    return spec
+
+
+def _rings(fig: Figure) -> dict[str, tuple[float, float]]:
+    return {str(c.get_gid()): tuple(float(v) for v in c.get_offsets()[0])
+            for ax in fig.axes for c in ax.collections
+            if str(c.get_gid()).startswith("knee:")}
+
+
+def test_the_knee_is_ringed_where_the_curve_bends(tmp_path: Path) -> None:
+    # per user: 100, 95, 26 tok/s — c4 buys almost 4× the throughput at little cost per
+    # user, c16 pays for every token: c4 is the knee, for both arms
+    control, cand = [100.0, 380.0, 420.0], [120.0, 440.0, 470.0]
+    rep = rp.build_report([make_run(tmp_path, _knee_spec(control, cand), guardrails=[])])
+    rings = _rings(_figs(rep)["knee"])
+    assert set(rings) == {"knee:control:c4", "knee:cand:c4"}
+    x = statistics.geometric_mean([380.0, 380.0 * 1.01])
+    assert rings["knee:control:c4"] == pytest.approx((x, x / 4))
+
+
+def test_no_knee_without_a_bend_or_with_two_levels(tmp_path: Path) -> None:
+    # c4 lies below the line from c1 to c16 (throughput jumps only at c16): no knee
+    rep = rp.build_report([make_run(tmp_path / "a", _knee_spec([100.0, 150.0, 1400.0],
+                                                               [110.0, 160.0, 1500.0]),
+                                    guardrails=[])])
+    assert _rings(_figs(rep)["knee"]) == {}
+    two = rp.build_report([make_run(tmp_path / "b", golden_spec(), pairs=3)])
+    assert _rings(_figs(two)["knee"]) == {}
+    assert "no knee" in _figs(two)["knee"].axes[0].get_title()
+    assert "ring = the knee" in _figs(rp.build_report([make_run(
+        tmp_path / "c", _knee_spec([100.0, 380.0, 420.0], [120.0, 440.0, 470.0]),
+        guardrails=[])]))["knee"].axes[0].get_title()
+    assert knee_index([1.0, 2.0], [2.0, 1.0]) is None
+
+
+def _sim_report(tmp_path: Path) -> rp.Report:
+    run = tmp_path / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    return rp.build_report([run])
+
+
+def test_knee_axes_are_ticked_at_each_level_and_readable(tmp_path: Path) -> None:
+    rep = _sim_report(tmp_path)
+    run = rep.latest
+    ax = _figs(rep)["knee"].axes[0]
+    control = run.arms[0]
+    for lvl in ("c1", "c4", "c16"):
+        vals = [a[control] for a in run.measurements[("knee", lvl, TPUT)].values()]
+        total = statistics.geometric_mean(vals)
+        xticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels()),
+                          strict=True))
+        (label,) = [t for v, t in xticks.items() if math.isclose(v, total, rel_tol=1e-9)]
+        assert label.endswith(lvl) and label.startswith(f"{total:.0f}\n")  # tok/s ≥ 100
+        yticks = [t.get_text() for t in ax.get_yticklabels()]
+        assert any(t.endswith(f" {lvl}") for t in yticks)
+    assert all(not t.get_text() for t in ax.get_xticklabels(minor=True))
+    assert all(not t.get_text() for t in ax.get_yticklabels(minor=True))
+    canvas = FigureCanvasAgg(ax.figure)
+    canvas.draw()
+    boxes = [t.get_window_extent() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(boxes) >= 3
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "two knee tick labels overlap"
+
+
+# --------------------------------------------------------------------------- window
+
+
+def test_the_control_is_drawn_for_every_cell_flagged_window_drift(tmp_path: Path) -> None:
+    rep = _sim_report(tmp_path)
+    run = rep.latest
+    drifting = [c for cv in run.verdict.candidates for c in cv.cells
+                if "window-drift" in c.flags]
+    assert {c.metric for c in drifting} - {run.rule.metric}, "the sim run drifts off-primary"
+    titles = [ax.get_title() for ax in _figs(rep)["control-window"].axes]
+    assert titles[0].startswith("knee c1 output_token_throughput (decision cell)")
+    for c in drifting:
+        (title,) = [t for t in titles if t.startswith(f"{c.where} {c.metric}")]
+        assert "NOT stable (window-drift)" in title and pct(c.control_trend) in title
+
+
+def test_a_drifting_guardrail_metric_gets_its_window_panel(tmp_path: Path) -> None:
+    ttft = [(200.0, 204.0), (220.0, 224.0), (240.0, 246.0)]  # the control climbs 20%
+    rep = _late_first_token(tmp_path, ttft, guardrails=[{"metric": TTFT,
+                                                         "max_worsening": 0.5}])
+    (c,) = [c for cv in rep.latest.verdict.candidates for c in cv.cells
+            if "window-drift" in c.flags]
+    assert c.metric == TTFT and not c.decision_cell
+    axes = _figs(rep)["control-window"].axes
+    assert len(axes) == 2
+    ax = axes[1]
+    assert ax.get_title().startswith(f"knee c1 {TTFT}: NOT stable")
+    (line,) = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+    assert list(line.get_ydata()) == [200.0, 220.0, 240.0]
+    (trend,) = [c for c in ax.collections if c.get_gid() == "trend"]
+    (segment,) = trend.get_segments()  # type: ignore[attr-defined]
+    (x0, y0), (x1, y1) = segment
+    assert (x0, x1) == (0.0, 4.0)
+    assert y1 / y0 - 1 == pytest.approx(c.control_trend)
+
+
+# --------------------------------------------------------------------------- legends
+
+
+def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
+    from tests.unit.report.test_report_html import level_spec
+
+    reports = [_sim_report(tmp_path),
+               _late_first_token(tmp_path / "late", [(210.0, 260.0), (205.0, 262.0),
+                                                     (212.0, 255.0)]),
+               rp.build_report([make_run(tmp_path / "lv", golden_spec() | level_spec(),
+                                         pairs=3)]),
+               rp.build_report([make_run(tmp_path / "h", golden_spec(), pairs=3,
+                                         short_id=f"n{i:05d}",
+                                         when=T0 + dt.timedelta(days=i)) for i in range(3)])]
+    seen = 0
+    names: set[str] = set()
+    for rep in reports:
+        for name, fig in _figs(rep).items():
+            names.add(name)
+            FigureCanvasAgg(fig).draw()
+            for ax in fig.axes:
+                leg = ax.get_legend()
+                if leg is None:
+                    continue
+                seen += 1
+                box, inside = leg.get_window_extent(), ax.get_window_extent()
+                assert (box.x0 >= inside.x0 - 1 and box.x1 <= inside.x1 + 1
+                        and box.y0 >= inside.y0 - 1 and box.y1 <= inside.y1 + 1), (
+                    f"{name}: legend outside its axes")
+    assert seen >= 8
+    assert names == {n for n, _, _ in plots.PLOTS} | {"history"}  # every kind of figure
+
+
+def test_each_guardrail_check_carries_its_limit_on_the_change_scale(tmp_path: Path) -> None:
+    """The limit drawn is the verdict's own (`judge_run` through `build_report`): +5% for a
+    lower-is-better metric, −5% for a higher-is-better one, the absolute difference for an
+    absolute guardrail — as each check's own line states it."""
+    spec = golden_spec()
+    spec[("knee", "c1", "error_rate")] = [(0.0, 0.03), (0.0, 0.0), (0.0, 0.06)]
+    spec[("agentfix", "shell", TPUT)] = [(150.0, 120.0), (148.0, 138.0), (151.0, 131.0)]
+    rep = rp.build_report([make_run(tmp_path, spec, pairs=3, guardrails=[
+        {"metric": "error_rate", "max_worsening": 0.0, "absolute": True},
+        {"metric": TTFT, "max_worsening": 0.05},
+        {"metric": TPUT, "max_worsening": 0.05, "workload": "agentfix", "level": "shell"}])])
+    checks = {g.metric: g for cv in rep.latest.verdict.candidates for g in cv.guardrails}
+    assert (checks[TTFT].limit, checks[TTFT].kind) == (pytest.approx(0.05), "ratio")
+    assert "+5.0% limit" in checks[TTFT].reason
+    assert (checks[TPUT].limit, checks[TPUT].kind) == (pytest.approx(-0.05), "ratio")
+    assert "-5.0% limit" in checks[TPUT].reason
+    err = checks["error_rate"]
+    assert (err.limit, err.kind) == (0.0, "absolute")
+    # the failure share is up on 2 of 3 pairs, not significantly: unclear, and an absolute
+    # guardrail's unclear stops adoption, so it is drawn, in the metric's own unit
+    assert err.state == "unclear" and err.stops and not checks[TPUT].stops
+    (ax,) = _figs(rep)["guardrails"].axes
+    assert ax.get_title() == "cand: guardrail error_rate at knee c1 unclear — stops adoption"
+    assert "fraction" in ax.get_ylabel() and "%" not in ax.get_ylabel()
+    pairs = next(c for c in ax.collections if isinstance(c, PathCollection))
+    assert [float(y) for _, y in pairs.get_offsets()] == pytest.approx([0.03, 0.0, 0.06])
+    (limit,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    assert list(limit.get_ydata()) == [0.0, 0.0]
+
+
+def test_the_html_page_embeds_the_guardrail_figure(tmp_path: Path) -> None:
+    rep = _late_first_token(tmp_path, [(210.0, 260.0), (205.0, 262.0), (212.0, 255.0)])
+    page = rp.render(rep, "html")
+    (title,) = [t for n, t, _ in plots.PLOTS if n == "guardrails"]
+    assert f"<figure id='plot-guardrails'><figcaption>{title}</figcaption>" in page
+    assert page.index("id='plot-pair-changes'") < page.index("id='plot-guardrails'")
+
+
+def test_an_html_report_draws_each_figure_once(tmp_path: Path) -> None:
+    """`report --format html -o`: the files and the page's PNGs are the same drawing."""
+    rep = rp.build_report([make_run(tmp_path, golden_spec(), pairs=3)])
+    first = plots.figures(rep)
+    written = plots.write_files(rep, tmp_path / "plots")
+    embedded = plots.pngs(rep)
+    assert [f for _, _, f in plots.figures(rep)] == [f for _, _, f in first]
+    assert all(a is b for (_, _, a), (_, _, b) in zip(plots.figures(rep), first, strict=True))
+    files = {p.stem: p.read_bytes() for p in written if p.suffix == ".png"}
+    assert {n: data for n, _, data in embedded} == files
+    other = rp.build_report([make_run(tmp_path / "b", golden_spec(), pairs=3)])
+    assert not any(a is b for (_, _, a), (_, _, b) in zip(plots.figures(other), first,
+                                                              strict=True))
+
+
+def test_history_marks_each_night_by_its_decision(tmp_path: Path) -> None:
+    nights = [make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 100.0 + g),
+                                                          (100.5, 100.5 + g)]},
+                       guardrails=[], short_id=f"n{i:05d}", when=T0 + dt.timedelta(days=i))
+              for i, g in enumerate((15.0, 2.0, 14.0))]
+    rep = rp.build_report(nights)
+    (ax,) = _figs(rep)["history"].axes
+    marks = {str(c.get_gid()): [tuple(map(float, xy)) for xy in c.get_offsets()]
+             for c in ax.collections if str(c.get_gid()).startswith("history:")}
+    want: dict[str, list[tuple[float, float]]] = {"history:night adopts": [],
+                                                  "history:night keeps the default": []}
+    for i, run in enumerate(rep.runs):
+        key = "history:night adopts" if run.decision == "adopt" else (
+            "history:night keeps the default")
+        want[key] += [(float(i), c.change * 100) for c in run.decision_cells()
+                      if c.change is not None]
+    assert want["history:night adopts"] and want["history:night keeps the default"]
+    assert marks.keys() == want.keys()
+    for key, pts in want.items():
+        assert [x for x, _ in marks[key]] == [x for x, _ in pts]
+        assert [y for _, y in marks[key]] == pytest.approx([y for _, y in pts])
+
+
+def test_the_decision_cells_legend_covers_no_ci(tmp_path: Path) -> None:
+    """The pair-changes legend sits in the room above the data: on no pair, no cell's
+    change and no CI."""
+    for rep in (_sim_report(tmp_path),
+                rp.build_report([make_run(tmp_path / "g", golden_spec(), pairs=3)])):
+        fig = _figs(rep)["pair-changes"]
+        FigureCanvasAgg(fig).draw()
+        (ax,) = fig.axes
+        box = ax.get_legend().get_window_extent()
+        cis = [ln for ln in ax.get_lines() if "CI" in str(ln.get_label())]
+        assert cis
+        for ln in cis:
+            assert not box.overlaps(ln.get_window_extent()), "the legend covers a CI"
+        data = ax.transData
+        for coll in ax.collections:  # the pairs' points and the cells' change marks
+            for seg in getattr(coll, "get_segments", lambda: [])():
+                for x, y in seg:
+                    assert not box.contains(*data.transform((x, y))), "covers a change"
+            if isinstance(coll, PathCollection):
+                for x, y in coll.get_offsets():
+                    assert not box.contains(*data.transform((x, y))), "covers a pair"
