@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
+from campaign.report.plot_common import legend
 from campaign.verdict.rule import change_of
 
 if TYPE_CHECKING:
@@ -60,5 +61,5 @@ def sequential_path(run: RunReport) -> Figure | None:
     ax.set_title("Sequential design: the change and the design's bound at each look",
                  fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    legend(ax, headroom=0.15)
     return fig

@@ -36,6 +36,7 @@ from campaign.report import plot_levels as _levels
 from campaign.report.plot_common import color, legend, png, svg
 from campaign.report.plot_guardrails import guardrails
 from campaign.report.plot_knee import knee
+from campaign.report.plot_looks import sequential_path
 from campaign.report.plot_window import control_window
 from campaign.verdict.rule import change_of
 
@@ -191,6 +192,8 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
     ("knee", "Knee: per-user against total throughput, and the change per level", knee),
     ("pair-changes", "Decision cells: per-pair changes, CI, drift band and bar",
      pair_changes),
+    ("sequential", "Sequential design: the change and the design's bound at each look",
+     sequential_path),
     ("guardrails", "Guardrails that decided: per-pair changes, the limit and the CI",
      guardrails),
     ("control-window", "The control across the window: the decision cells and every "

@@ -216,7 +216,11 @@ def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
                                          pairs=3)]),
                rp.build_report([make_run(tmp_path / "h", golden_spec(), pairs=3,
                                          short_id=f"n{i:05d}",
-                                         when=T0 + dt.timedelta(days=i)) for i in range(3)])]
+                                         when=T0 + dt.timedelta(days=i)) for i in range(3)]),
+               rp.build_report([make_run(tmp_path / "sq", {
+                   ("knee", "c1", "output_token_throughput"):
+                       [(1000.0, 1250.0), (1000.0, 1262.0), (1000.0, 1255.0)]},
+                   guardrails=[], sequential={"max_pairs": 6}, complete=False)])]
     seen = 0
     names: set[str] = set()
     for rep in reports:

@@ -62,3 +62,13 @@ def test_a_design_still_going_is_undecided_and_says_so(tmp_path: Path) -> None:
     assert v.incomplete
     assert fail_on_held(report, ["undecided"]) == ["fail-on: undecided (cand continue)"]
     assert "not decided yet: up to 6 pairs registered" in render(report, "table")
+
+
+def test_the_html_page_carries_the_path_figure(tmp_path: Path) -> None:
+    from campaign.report.plots import figures
+
+    report = build_report([_run(tmp_path, GAIN[:3])])
+    names = [name for name, _, _ in figures(report)]
+    assert "sequential" in names
+    fixed = build_report([make_run(tmp_path / "fixed", {CELL: GAIN[:2]}, guardrails=[])])
+    assert "sequential" not in [name for name, _, _ in figures(fixed)]
