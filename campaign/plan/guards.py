@@ -36,15 +36,18 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from campaign import catalog
 from campaign.campaignfile import Campaign, Guardrail
 from campaign.plan.kernel import RuleSpec
 from campaign.results.store import load_run
+from campaign.verdict import guardstats as gs
 from campaign.verdict import rule as rl
 from campaign.verdict import sampling
 from campaign.verdict import stats as st
 from campaign.verdict.aa import is_aa
+from campaign.verdict.guardrails import at_decision_cells
 from campaign.verdict.guardstats import z_critical
 from campaign.verdict.tidy import counting_rows
 
@@ -103,12 +106,9 @@ def guard_cells(g: Guardrail, campaign: Campaign,
                 decisions: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """Where `spec-ab report` checks the guardrail (`guardrails.guardrail_targets`), from
     the campaign's configured cells instead of a run's rows."""
-    if g.at == "decision":
-        named = [(w, lvl) for w, lvl in decisions
-                 if g.workload in ("*", w) and g.level in ("*", lvl)
-                 and catalog.has_rows_at(g.metric, w, lvl)]
-        if named or (g.workload == "*" and g.level == "*"):
-            return named
+    named = at_decision_cells(g, decisions)
+    if named is not None:
+        return named
     out = []
     for w in ("knee", "agentfix"):
         levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
@@ -257,6 +257,14 @@ def guard_states(gd: GuardDraws, i: int) -> np.ndarray:
     wbar = w.mean(axis=1)
     broken = wbar - half > m.limit + 1e-9
     holds = wbar + half <= m.limit + 1e-9
+    if n >= 2:
+        # `guardstats.spread_beyond_model`: pairs that disagree beyond the model are judged
+        # on their own spread (`guardstats.pairs_spread`)
+        q = ((w - wbar[:, None]) ** 2).sum(axis=1) / (cv + 2 * b * b)
+        beyond = q > float(sps.chi2.isf(gs.MODEL_CHECK_ALPHA, n - 1))
+        spread = st.t_critical(1 - gd.each, n - 1) * w.std(axis=1, ddof=1) / math.sqrt(n)
+        broken = np.where(beyond, wbar - spread > m.limit + 1e-9, broken)
+        holds = np.where(beyond, wbar + spread <= m.limit + 1e-9, holds)
     return np.where(broken, BROKEN, np.where(holds, HOLDS, UNCLEAR))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from campaign.fmt import pct
 from campaign.verdict.guardrails import Family, Inputs, check_guardrail, requests_of
@@ -168,6 +169,32 @@ def best_by_level(candidates: Sequence[CandidateVerdict],
             _, arm, change = max(scored)
             out.append(LevelBest(w, lvl, arm, change))
     return out
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    """The run's decision from its candidates' verdicts: the ranking, the adopted arm, the
+    run's reasons and the top-ranked candidate (whose reason and settle the run takes)."""
+
+    ranking: tuple[Ranked, ...]
+    adopt_arm: str | None
+    reasons: tuple[str, ...]
+    top: CandidateVerdict
+
+
+def run_decision(out: Sequence[CandidateVerdict]) -> RunDecision:
+    ranking = rank(out)
+    adopting = [r for r in ranking if r.decision == "adopt"]
+    adopt_arm = adopting[0].arm if adopting else None
+    top = next(cv for cv in out if cv.arm == ranking[0].arm)
+    if len(out) == 1:
+        reasons = out[0].reasons
+    else:
+        reasons = tuple(f"{cv.arm}: {cv.decision} ({cv.reason}) — {r}"
+                        for cv in out for r in cv.reasons)
+        if adopt_arm:
+            reasons = (f"adopt {adopt_arm}: best-ranked candidate that adopts", *reasons)
+    return RunDecision(tuple(ranking), adopt_arm, reasons, top)
 
 
 def rank(candidates: Sequence[CandidateVerdict]) -> list[Ranked]:

@@ -44,15 +44,25 @@ MAX_PAIRS = 200
 """Largest pair count a registration allows (the resolution hint stops there)."""
 
 
+def at_decision_cells(g: Guardrail, decisions: Sequence[tuple[str, str]]
+                      ) -> list[tuple[str, str]] | None:
+    """An `at: decision` guardrail's cells: the decision cells it names where its metric is
+    measured (None: `at: all`, or it names none of them and a workload or level of its own:
+    its measured cells then)."""
+    if g.at != "decision":
+        return None
+    named = [(w, lvl) for w, lvl in decisions
+             if g.workload in ("*", w) and g.level in ("*", lvl)
+             and catalog.has_rows_at(g.metric, w, lvl)]
+    return named if named or (g.workload == "*" and g.level == "*") else None
+
+
 def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
                       decisions: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
     """Where a guardrail is checked (see the module docstring)."""
-    if g.at == "decision":
-        named = [(w, lvl) for w, lvl in decisions
-                 if g.workload in ("*", w) and g.level in ("*", lvl)
-                 and catalog.has_rows_at(g.metric, w, lvl)]
-        if named or (g.workload == "*" and g.level == "*"):
-            return named
+    named = at_decision_cells(g, decisions)
+    if named is not None:
+        return named
     return sorted(
         {
             (w, lvl)

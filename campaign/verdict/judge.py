@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from campaign import catalog
 from campaign.fmt import pct
 from campaign.verdict import stats as st
-from campaign.verdict.decide import best_by_level, decide_candidate, rank
+from campaign.verdict.decide import best_by_level, decide_candidate, run_decision
 from campaign.verdict.flags import (
     CellPairs,
     Context,
@@ -353,23 +353,14 @@ def _judge_fixed(table: RunTable, rule: Rule, arms: Sequence[str],
     damaged: list[str] = []
     out = [decide_candidate(arm, plan.judge(arm, control, damaged), rule, table, decisions,
                             guard_targets, control, resume_command) for arm in candidates]
-    ranking = rank(out)
-    adopting = [r for r in ranking if r.decision == "adopt"]
-    adopt_arm = adopting[0].arm if adopting else None
+    run = run_decision(out)
+    adopt_arm, top = run.adopt_arm, run.top
     best = best_by_level(out, decisions, rule)
     left = {(lo.pair, lo.arm) for cv in out for c in cv.cells for lo in c.left_out}
     notes = _run_notes(out, rule, table, damaged, left, best, adopt_arm)
-    top = next(cv for cv in out if cv.arm == ranking[0].arm)
-    if len(out) == 1:
-        reasons = out[0].reasons
-    else:
-        reasons = tuple(f"{cv.arm}: {cv.decision} ({cv.reason}) — {r}"
-                        for cv in out for r in cv.reasons)
-        if adopt_arm:
-            reasons = (f"adopt {adopt_arm}: best-ranked candidate that adopts", *reasons)
     return RunVerdict(
         run=table.run, decision="adopt" if adopt_arm else "keep-default", adopt_arm=adopt_arm,
-        reasons=reasons, notes=tuple(notes), candidates=tuple(out), ranking=tuple(ranking),
+        reasons=run.reasons, notes=tuple(notes), candidates=tuple(out), ranking=run.ranking,
         pairs_measured=len(table.pairs), pairs_planned=rule.prereg.pairs, left_out=len(left),
         window_stable=all(cv.window_stable for cv in out), reason=top.reason,
         settle=top.settle, best_by_level=tuple(best),

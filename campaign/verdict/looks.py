@@ -29,7 +29,7 @@ from campaign.campaignfile.design import Sequential
 from campaign.fmt import pct
 from campaign.verdict import sequential as sq
 from campaign.verdict import stats as st
-from campaign.verdict.decide import rank
+from campaign.verdict.decide import run_decision
 from campaign.verdict.outcome import (
     CandidateVerdict,
     CellLook,
@@ -245,22 +245,12 @@ def recombine(verdict: RunVerdict, out: Sequence[CandidateVerdict], measured: in
               ) -> RunVerdict:
     """The run's verdict with its candidates' final verdicts (each from its own deciding
     look); `measured`: the pairs the run holds."""
-    ranking = rank(out)
-    adopting = [r for r in ranking if r.decision == "adopt"]
-    adopt_arm = adopting[0].arm if adopting else None
-    top = next(cv for cv in out if cv.arm == ranking[0].arm)
-    if len(out) == 1:
-        reasons = out[0].reasons
-    else:
-        reasons = tuple(f"{cv.arm}: {cv.decision} ({cv.reason}) — {r}"
-                        for cv in out for r in cv.reasons)
-        if adopt_arm:
-            reasons = (f"adopt {adopt_arm}: best-ranked candidate that adopts", *reasons)
+    run = run_decision(out)
     notes = tuple(n for n in verdict.notes if not n.startswith("incomplete: ")
                   or "left out" in n)
     return dataclasses.replace(
-        verdict, candidates=tuple(out), ranking=tuple(ranking),
-        decision="adopt" if adopt_arm else "keep-default", adopt_arm=adopt_arm,
-        reasons=reasons, reason=top.reason, settle=top.settle, notes=notes,
+        verdict, candidates=tuple(out), ranking=run.ranking,
+        decision="adopt" if run.adopt_arm else "keep-default", adopt_arm=run.adopt_arm,
+        reasons=run.reasons, reason=run.top.reason, settle=run.top.settle, notes=notes,
         pairs_measured=measured,
         decided=all(cv.sequential is not None and cv.sequential.decided for cv in out))

@@ -114,8 +114,10 @@ def _rates(m: guards.GuardModel, worsening: float, *, pairs: int, checks: int,
 def test_guardrail_false_break_stays_within_its_family_rate(tmp_path: Path,
                                                             tokenizer_dir: Path) -> None:
     """Three decision cells and two guardrails: k = 6 checks, each bound at 5%/6; with no
-    change a guardrail breaks at most its share of the family, at 1 pair or 8; a lane whose
-    boots move twice the registered band breaks it more often, and the plan shows that."""
+    change a guardrail breaks at most its share of the family, at 1 pair or 8; on a lane
+    whose boots move far beyond the registered band the pairs disagree beyond the model, the
+    pairs' own spread judges them (`guardstats.spread_beyond_model`), and the false breaks
+    stay near the family's share (1.2% at 4 pairs; without the check they pass 5%)."""
     c = campaign_file(tmp_path, tokenizer_dir, levels=(1, 2, 4))
     spec = plan.rule_spec(c)
     cells = tuple(guards.guard_cells(spec.guardrails[0], c, spec.cells))
@@ -126,7 +128,7 @@ def test_guardrail_false_break_stays_within_its_family_rate(tmp_path: Path,
         assert broken <= 3 * 0.05 / 6 + 4 * mc_se(0.025, 20000), (pairs, broken)
     loud = dataclasses.replace(m, noise=dataclasses.replace(m.noise, boot_sd=0.20, log_se=0.01))
     broken, _ = _rates(loud, 0.0, pairs=4, checks=6)
-    assert broken > 0.05
+    assert 0.0 < broken <= 0.025
 
 
 def test_guardrail_catches_twice_its_limit_on_a_quiet_metric(tmp_path: Path,
@@ -175,7 +177,7 @@ def test_guardrail_states_and_decisions_agree_with_judge_run(tmp_path: Path,
                if x.metric == "ttft_p99"}
         assert got == {w: names[int(states[i, j])] for j, w in enumerate(m.cells)}, i
         flipped += int(bare[i, 0] and not decided[0][i, 0])
-    assert flipped >= 3  # the guardrail changed decisions the check had to match
+    assert flipped >= 2  # the guardrail changed decisions the check had to match
     assert set(np.unique(states)) >= {guards.BROKEN, guards.UNCLEAR}
 
 
