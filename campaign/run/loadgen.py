@@ -184,8 +184,32 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def aiperf_command(plan: PassPlan, artifact_dir: Path) -> list[str]:
-    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure."""
+LEAN_STARTUP = True
+"""Default of `aiperf_command(lean=)`: the command line that skips start-up work which
+changes nothing measured. `scripts/bench-runner --compare` sets it False for its
+"before" run (the command line of earlier versions)."""
+
+
+def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
+    """True when AIPerf's synthetic-prompt corpus does not shape a measured request.
+
+    AIPerf 0.13 tokenizes its whole default corpus (Shakespeare, ~1.8 M tokens) at every
+    start of every level, also when the prompts come verbatim from `--input-file` (5-9 s
+    on 2 cores, most of a short pass's start-up). With `--prompt-corpus random` it skips
+    that: a file pass sends the very same requests (its inputs.json is byte-identical),
+    and a warm-up's prompts become random tokens of the same length (it is not measured).
+    The knee keeps the default corpus: its synthetic prompts are what it measures."""
+    return plan.input_file is not None or plan.kind == "warmup"
+
+
+def aiperf_command(plan: PassPlan, artifact_dir: Path, *,
+                   lean: bool | None = None) -> list[str]:
+    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure.
+
+    `lean` (default `LEAN_STARTUP`): skip the start-up work that changes nothing measured
+    (`corpus_unused_or_unmeasured`); False gives the command line of earlier versions."""
+    if lean is None:
+        lean = LEAN_STARTUP
     cmd = [
         plan.executable or default_executable(),
         "profile",
@@ -211,6 +235,8 @@ def aiperf_command(plan: PassPlan, artifact_dir: Path) -> list[str]:
     else:
         assert plan.input_tokens is not None
         cmd += ["--isl", str(plan.input_tokens), "--isl-stddev", "0"]
+    if lean and corpus_unused_or_unmeasured(plan):
+        cmd += ["--prompt-corpus", "random"]
     # Exact output length: the cap (--osl → max_tokens / max_completion_tokens) plus a
     # floor and no early stop, so both arms generate the same number of tokens.
     cmd += [
