@@ -7,7 +7,7 @@ take the runner down with it.
 What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured exports):
 
 - `--concurrency 1,2,4` sweeps in one invocation, but every level boots AIPerf's whole
-  system again (~5 s each on this 2-core box; a one-request run takes ~6-7 s in all).
+  system again (~9-17 s each on this shared 2-core box; docs/plan.md, benchmarks).
   Per-level exports land in `<artifact-dir>/concurrency_<N>/profile_export_aiperf.json`,
   plus `aggregate/` and `sweep_aggregate/` summaries we ignore. A single level writes its
   export directly into `<artifact-dir>/`.
@@ -185,29 +185,22 @@ def _num(value: float) -> str:
 
 
 LEAN_STARTUP = True
-"""Default of `aiperf_command(lean=)`: the command line that skips start-up work which
-changes nothing measured. `scripts/bench-runner --compare` sets it False for its
-"before" run (the command line of earlier versions)."""
+"""`aiperf_command`'s default; False: the command line of earlier versions (the "before" of
+`scripts/bench-runner --compare`)."""
 
 
 def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
-    """True when AIPerf's synthetic-prompt corpus does not shape a measured request.
-
-    AIPerf 0.13 tokenizes its whole default corpus (Shakespeare, ~1.8 M tokens) at every
-    start of every level, also when the prompts come verbatim from `--input-file` (5-9 s
-    on 2 cores, most of a short pass's start-up). With `--prompt-corpus random` it skips
-    that: a file pass sends the very same requests (its inputs.json is byte-identical),
-    and a warm-up's prompts become random tokens of the same length (it is not measured).
-    The knee keeps the default corpus: its synthetic prompts are what it measures."""
+    """Whether AIPerf's prompt corpus shapes no measured request: a file pass (its requests
+    are the file's, inputs.json byte-identical either way) or a warm-up. AIPerf 0.13
+    tokenizes the corpus (~1.8 M tokens, 5-9 s here) at every level's start unless
+    `--prompt-corpus random`; the knee's synthetic prompts are cut from it, so it keeps it."""
     return plan.input_file is not None or plan.kind == "warmup"
 
 
 def aiperf_command(plan: PassPlan, artifact_dir: Path, *,
                    lean: bool | None = None) -> list[str]:
-    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure.
-
-    `lean` (default `LEAN_STARTUP`): skip the start-up work that changes nothing measured
-    (`corpus_unused_or_unmeasured`); False gives the command line of earlier versions."""
+    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure. `lean`
+    (default `LEAN_STARTUP`) skips start-up work that changes nothing measured."""
     if lean is None:
         lean = LEAN_STARTUP
     cmd = [
