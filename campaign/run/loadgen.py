@@ -7,7 +7,7 @@ take the runner down with it.
 What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured exports):
 
 - `--concurrency 1,2,4` sweeps in one invocation, but every level boots AIPerf's whole
-  system again (~5 s each on this 2-core box; a one-request run takes ~6-7 s in all).
+  system again (~9-17 s each on this shared 2-core box; docs/plan.md, benchmarks).
   Per-level exports land in `<artifact-dir>/concurrency_<N>/profile_export_aiperf.json`,
   plus `aggregate/` and `sweep_aggregate/` summaries we ignore. A single level writes its
   export directly into `<artifact-dir>/`.
@@ -17,9 +17,8 @@ What AIPerf 0.13 does, measured here (see tests/data/aiperf/ for the captured ex
   request writes no export at all (exit 1).
 - `request_count` counts successful requests only; `error_request_count` (absent when
   zero) the failed ones; `completed_request_count` both.
-- After SIGINT to its group AIPerf writes its exports and exits within 0.4-1.5 s here,
-  also while booting a level. Once, a SIGINT during a sweep's switch to the next level was
-  lost (that level then ran to its end), hence the grace period, then SIGKILL of the group.
+- After SIGINT to its group AIPerf writes its exports and exits within 0.4-1.5 s here;
+  once a SIGINT during a sweep's switch of level was lost: a grace period, then SIGKILL.
 - `--osl` becomes `max_completion_tokens` (chat) or `max_tokens` (completions);
   `--extra-inputs ignore_eos:true min_tokens:N` are sent as JSON true / integer.
 - Every run leaves `aiperf_mmap_*` directories in TMPDIR; we give it a private one.
@@ -55,9 +54,7 @@ STDOUT_NAME = "aiperf.stdout.log"
 STDERR_NAME = "aiperf.stderr.log"
 COMMAND_NAME = "aiperf.command"
 
-# After SIGINT AIPerf writes its partial exports within ~1 s here; a run busy booting the
-# next sweep level may ignore the signal, so after this grace the group is killed.
-SIGINT_GRACE_S = 15.0
+SIGINT_GRACE_S = 15.0  # then SIGKILL of the group (see the module docstring)
 POLL_S = 0.1
 
 PassKind = Literal["warmup", "knee", "agentfix"]
@@ -153,14 +150,8 @@ class PassOutcome:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for debugging and tests: the journal keeps a summary of the
         outcome, not this); levels via LevelResult.to_dict."""
-        return {
-            "command": list(self.command), "returncode": self.returncode,
-            "timed_out": self.timed_out, "interrupted": self.interrupted,
-            "wall_s": self.wall_s, "levels": [level.to_dict() for level in self.levels],
-            "stdout_path": str(self.stdout_path), "stderr_path": str(self.stderr_path),
-            "problems": list(self.problems), "missing_levels": list(self.missing_levels),
-            "stragglers_signalled": self.stragglers_signalled,
-        }
+        return {**dataclasses.asdict(self), "levels": [lv.to_dict() for lv in self.levels],
+                "stdout_path": str(self.stdout_path), "stderr_path": str(self.stderr_path)}
 
 
 def default_executable() -> str:
@@ -184,8 +175,25 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def aiperf_command(plan: PassPlan, artifact_dir: Path) -> list[str]:
-    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure."""
+LEAN_STARTUP = True
+"""`aiperf_command`'s default; False: the command line of earlier versions (the "before" of
+`scripts/bench-runner --compare`)."""
+
+
+def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
+    """Whether AIPerf's prompt corpus shapes no measured request: a file pass (its requests
+    are the file's, inputs.json byte-identical either way) or a warm-up. AIPerf 0.13
+    tokenizes the corpus (~1.8 M tokens, 5-9 s here) at every level's start unless
+    `--prompt-corpus random`; the knee's synthetic prompts are cut from it, so it keeps it."""
+    return plan.input_file is not None or plan.kind == "warmup"
+
+
+def aiperf_command(plan: PassPlan, artifact_dir: Path, *,
+                   lean: bool | None = None) -> list[str]:
+    """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure. `lean`
+    (default `LEAN_STARTUP`) skips start-up work that changes nothing measured."""
+    if lean is None:
+        lean = LEAN_STARTUP
     cmd = [
         plan.executable or default_executable(),
         "profile",
@@ -211,6 +219,8 @@ def aiperf_command(plan: PassPlan, artifact_dir: Path) -> list[str]:
     else:
         assert plan.input_tokens is not None
         cmd += ["--isl", str(plan.input_tokens), "--isl-stddev", "0"]
+    if lean and corpus_unused_or_unmeasured(plan):
+        cmd += ["--prompt-corpus", "random"]
     # Exact output length: the cap (--osl → max_tokens / max_completion_tokens) plus a
     # floor and no early stop, so both arms generate the same number of tokens.
     cmd += [
@@ -568,14 +578,8 @@ def _first_error_line(log: Path, limit: int = 300) -> str | None:
     return None
 
 
-def _start(
-    popen: Callable[..., subprocess.Popen[bytes]],
-    command: list[str],
-    out: IO[bytes],
-    err: IO[bytes],
-    cwd: Path,
-    tmpdir: str,
-) -> subprocess.Popen[bytes]:
+def _start(popen: Callable[..., subprocess.Popen[bytes]], command: list[str], out: IO[bytes],
+           err: IO[bytes], cwd: Path, tmpdir: str) -> subprocess.Popen[bytes]:
     try:
         return popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd,
                      env=_child_env(tmpdir), start_new_session=True)
@@ -585,12 +589,8 @@ def _start(
                         ) from exc
 
 
-def _stop(
-    proc: subprocess.Popen[bytes],
-    killpg: Callable[[int, int], None],
-    grace_s: float,
-    problems: list[str],
-) -> None:
+def _stop(proc: subprocess.Popen[bytes], killpg: Callable[[int, int], None], grace_s: float,
+          problems: list[str]) -> None:
     """SIGINT to the group (partial exports get written), SIGKILL after `grace_s`."""
     result = stop_group(proc.pid, first=signal.SIGINT, grace_s=grace_s, wait=proc,
                         killpg=killpg)

@@ -1,0 +1,100 @@
+"""campaign.run.loadgen: the lean AIPerf command line (issue 24 part 2).
+
+AIPerf 0.13 tokenizes its default prompt corpus at every start of every level; the lean
+command line turns that off where the corpus shapes no measured request (a pass whose
+prompts come from a file, a warm-up) and keeps it for the knee's synthetic prompts. What
+the change saves is measured by `scripts/bench-runner --compare`, never here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from campaign.run import loadgen
+from tests.unit.run.test_loadgen import flag, make_plan
+
+FIXTURE = Path(loadgen.__file__).resolve().parent.parent / "fixtures" / "agentfix" / "prose.jsonl"
+
+
+def file_plan(**changes: Any) -> loadgen.PassPlan:
+    return make_plan(name="agentfix-prose", kind="agentfix", concurrency=(4,),
+                     input_tokens=None, input_file=FIXTURE, **changes)
+
+
+def warmup_plan() -> loadgen.PassPlan:
+    return make_plan(name="warmup-1", kind="warmup", concurrency=(2,), requests_per_level=4)
+
+
+def without_corpus(cmd: list[str]) -> list[str]:
+    i = cmd.index("--prompt-corpus")
+    return cmd[:i] + cmd[i + 2:]
+
+
+@pytest.mark.parametrize("make", [file_plan, warmup_plan])
+def test_lean_skips_the_corpus_where_it_shapes_no_measured_request(
+        make: Any, tmp_path: Path) -> None:
+    plan = make()
+    lean = loadgen.aiperf_command(plan, tmp_path, lean=True)
+    old = loadgen.aiperf_command(plan, tmp_path, lean=False)
+    assert flag(lean, "--prompt-corpus") == ["random"]
+    assert "--prompt-corpus" not in old
+    # nothing else moves: same requests, same concurrency, same seed, same order
+    assert without_corpus(lean) == old
+
+
+def test_knee_keeps_the_default_corpus(tmp_path: Path) -> None:
+    """The knee's synthetic prompts are cut from the corpus: changing it changes them."""
+    plan = make_plan()
+    assert plan.input_file is None and plan.kind == "knee"
+    assert not loadgen.corpus_unused_or_unmeasured(plan)
+    assert loadgen.aiperf_command(plan, tmp_path, lean=True) == \
+        loadgen.aiperf_command(plan, tmp_path, lean=False)
+    assert "--prompt-corpus" not in loadgen.aiperf_command(plan, tmp_path)
+
+
+def test_a_file_pass_of_any_kind_skips_the_corpus() -> None:
+    assert loadgen.corpus_unused_or_unmeasured(file_plan())
+    assert loadgen.corpus_unused_or_unmeasured(warmup_plan())
+    assert not loadgen.corpus_unused_or_unmeasured(make_plan(kind="agentfix"))
+
+
+def test_module_default_selects_the_command_line(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    """`scripts/bench-runner --compare` flips LEAN_STARTUP for its "before" run."""
+    plan = file_plan()
+    assert loadgen.LEAN_STARTUP is True
+    assert "--prompt-corpus" in loadgen.aiperf_command(plan, tmp_path)
+    monkeypatch.setattr(loadgen, "LEAN_STARTUP", False)
+    assert "--prompt-corpus" not in loadgen.aiperf_command(plan, tmp_path)
+    assert "--prompt-corpus" in loadgen.aiperf_command(plan, tmp_path, lean=True)
+
+
+def _resolved(cmd: list[str]) -> list[dict[str, Any]]:
+    from aiperf.cli_commands.profile import app
+    from aiperf.config.flags.resolver import resolve_config
+    from aiperf.config.loader import build_benchmark_plan
+
+    _, bound, _ = app.parse_args(cmd[2:])
+    cli_config = bound.arguments["cli_config"]
+    plan = build_benchmark_plan(resolve_config(cli_config, cli_config.config_file))
+    return [config.model_dump(mode="json") for config in plan.configs]
+
+
+def test_aiperf_reads_the_lean_file_pass_as_the_same_run(tmp_path: Path) -> None:
+    """AIPerf's own parser: the lean and the old command line of a file pass resolve to
+    the same run (same file, format, seed, requests, concurrency, output length) except
+    the corpus, which a single-turn file does not use."""
+    pytest.importorskip("aiperf")
+    plan = file_plan()
+    lean = _resolved(loadgen.aiperf_command(plan, tmp_path, lean=True))
+    old = _resolved(loadgen.aiperf_command(plan, tmp_path, lean=False))
+    assert len(lean) == len(old) == 1
+    assert lean[0]["datasets"][0]["prompts"]["corpus"] == "random"
+    assert old[0]["datasets"][0]["prompts"] is None  # AIPerf's default corpus
+    lean[0]["datasets"][0]["prompts"] = None
+    assert lean == old
+    assert lean[0]["datasets"][0]["path"] == str(FIXTURE)
+    assert lean[0]["phases"][0]["concurrency"] == 4
