@@ -156,7 +156,8 @@ def _pooled_candidate(cv: CandidateVerdict, lanes: Mapping[str, CandidateVerdict
                + ", ".join(f"{lane} {s}" for lane, s in states.items())
                + "; adopts only when every lane's design adopts)",
                *(f"{lane}: {r}" for lane, c in lanes.items() for r in c.reasons[:1]),
-               *cv.reasons)
+               # the pooled cells' own reasons, not a look on the pooled numbering
+               *(r for r in cv.reasons if not r.startswith("look ")))
     decision: Decision = "adopt" if state == "adopt" else "keep-default"
     return dataclasses.replace(cv, decision=decision, reason=first.reason,
                                settle=first.settle, reasons=reasons, sequential=path)
