@@ -60,8 +60,9 @@ class Guardrail(Model):
     absolute: bool = Field(
         False, description="Compare absolute differences (for rates that are often 0)."
     )
-    workload: Literal["knee", "agentfix", "*"] = Field(
-        "*", description="Where it applies (narrows `at`).")
+    workload: Literal["knee", "agentfix", "fidelity", "*"] = Field(
+        "*", description="Where it applies (narrows `at`; `fidelity`: the fidelity pass's "
+        "figures, level `c1`).")
     level: str = Field("*", description="Level where it applies, or `*` (narrows `at`).")
     at: Literal["decision", "all"] = Field(
         "decision",
@@ -330,6 +331,24 @@ class AgentfixWorkload(Model):
         return list(self.fixtures)
 
 
+class FidelityWorkload(Model):
+    """The lossless check: after its measured passes each arm answers a fixed set of
+    prompts greedily (temperature 0, a fixed seed, one at a time, not streamed), and the
+    candidate's texts are compared with the control's of the same pair; the control's own
+    agreement (with the previous pair's control, or with itself on its boot in the first
+    pair) is the reference (figures at workload `fidelity`, level `c1`)."""
+
+    prompts_per_class: int = Field(
+        2, ge=1, description="Prompts taken from each agent-fixture class (the first N of "
+        "its file; the shipped fixtures when no agentfix workload is defined).")
+    output_tokens: int = Field(
+        256, ge=1, description="Tokens asked of every prompt (max_tokens, ignore_eos): "
+        "enough to reach deep draft positions.")
+    seed: int | None = Field(
+        None, description="Sampling seed sent with every request (default: the "
+        "preregistration seed).")
+
+
 class Workloads(Model):
     """What each arm is measured with. Both measured passes use the same client settings."""
 
@@ -346,6 +365,9 @@ class Workloads(Model):
     agentfix: AgentfixWorkload | None = Field(
         None, description="The agent-fixture pass (None: skipped)."
     )
+    fidelity: FidelityWorkload | None = Field(
+        None, description="The lossless check after the measured passes (None: skipped)."
+    )
 
     @model_validator(mode="after")
     def _some(self) -> Workloads:
@@ -358,6 +380,8 @@ class Workloads(Model):
             return self.knee.levels
         if workload == "agentfix" and self.agentfix:
             return self.agentfix.levels
+        if workload == "fidelity" and self.fidelity:
+            return ["c1"]
         return []
 
 

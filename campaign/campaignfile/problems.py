@@ -35,6 +35,7 @@ from campaign.campaignfile.models import (
     Campaign,
     DecisionCell,
     DriftFrom,
+    FidelityWorkload,
     Gates,
     Guardrail,
     KneeWorkload,
@@ -79,7 +80,7 @@ def _all_field_names() -> list[str]:
     models: list[type[BaseModel]] = [
         Campaign, Preregistration, Gates, Guardrail, DecisionCell, DriftFrom, Readiness,
         ProcessLaunch, ExternalLaunch, DockerLaunch, ExtraContainer, ReadyCheck, Workloads,
-        KneeWorkload, AgentfixWorkload, WarmupPass, ArmSpec,
+        KneeWorkload, AgentfixWorkload, FidelityWorkload, WarmupPass, ArmSpec,
     ]
     for m in models:
         for name, f in m.model_fields.items():
