@@ -36,7 +36,7 @@ preregistration:
   pairs: 2
   rule: point
   margin: 0.05
-  decision_cells: [{{workload: knee, level: c1}}]
+  decision_cells: [{{workload: knee, level: c4}}]
   guardrails:
     - {{metric: fidelity_token_match, workload: fidelity, level: c1, absolute: true,
        max_worsening: 0.005}}
@@ -48,7 +48,7 @@ server:
   port: {port}
   env:
     SPECAB_SIM_MODEL: e2e-model
-    SPECAB_SIM_TIME_SCALE: "40"
+    SPECAB_SIM_TIME_SCALE: "8"
     SPECAB_SIM_SEED: "1"
     SPECAB_SIM_DRIFT_SIGMA: "0"
   readiness: {{timeout_s: 30}}
@@ -56,16 +56,16 @@ arms:
   control: {{}}
   cand:
     env:
-      SPECAB_SIM_EFFECT: "1.5"{cand_env}
+      SPECAB_SIM_EFFECT: "2.0"{cand_env}
 workloads:
   model: e2e-model
   tokenizer: {fix}/tokenizer
   warmup: []
   knee:
-    concurrency: [1]
+    concurrency: [4]
     input_tokens: 64
-    output_tokens: 32
-    requests_per_level: 8
+    output_tokens: 64
+    requests_per_level: 16
   fidelity:
     prompts_per_class: 1
     output_tokens: 128
