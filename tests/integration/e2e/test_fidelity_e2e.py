@@ -1,7 +1,8 @@
 """The lossless check end to end: real sim servers, real AIPerf, the real CLI. A candidate
 that is faster because its verifier accepts drafts the target would not have produced
 (`SPECAB_SIM_LOSSY`) is kept out by the fidelity guardrail; the same candidate, lossless,
-adopts. Two pairs each (one pair cannot adopt), short passes, a fast time scale; every wait is bounded."""
+adopts. Two pairs each (one pair cannot adopt), short passes, a fast time scale; every
+wait is bounded."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from campaign.sim.testing import free_port
 from tests.integration.e2e.test_run_e2e import (
     journal_events,
     lock_env,
-    out,  # noqa: F401  (fixture)
+    out,  # noqa: F401  (the fixture: no process left behind)
     procs_of,
     run_cli,
     run_dir_of,
@@ -72,7 +73,8 @@ workloads:
 """
 
 
-def run_and_report(tmp_path: Path, out: Path, cand_env: str) -> tuple[Path, dict[str, object]]:
+def run_and_report(tmp_path: Path, out: Path,  # noqa: F811
+                   cand_env: str) -> tuple[Path, dict[str, object]]:
     port = free_port()
     path = write_campaign(tmp_path, fidelity_campaign(port, cand_env))
     proc = run_cli("run", str(path), "--out", str(out), env=lock_env(tmp_path), timeout=400)
@@ -99,7 +101,8 @@ def fidelity_guardrail(report: dict[str, object]) -> dict[str, object]:
     return checks[0]  # type: ignore[no-any-return]
 
 
-def test_lossless_candidate_adopts_with_full_match(tmp_path: Path, out: Path) -> None:
+def test_lossless_candidate_adopts_with_full_match(tmp_path: Path,
+                                                  out: Path) -> None:  # noqa: F811
     run_dir, report = run_and_report(tmp_path, out, "")
     for pair, arm, n in (("01", "control", 10), ("01", "cand", 5), ("02", "control", 5)):
         kept = (run_dir / "pairs" / pair / arm / "fidelity.jsonl").read_text().splitlines()
@@ -122,7 +125,7 @@ def test_lossless_candidate_adopts_with_full_match(tmp_path: Path, out: Path) ->
 
 
 def test_lossy_candidate_keeps_default_on_the_fidelity_guardrail(tmp_path: Path,
-                                                                 out: Path) -> None:
+                                                                 out: Path) -> None:  # noqa: F811
     run_dir, report = run_and_report(tmp_path, out, '\n      SPECAB_SIM_LOSSY: "0.02"')
     cand = figures(run_dir, "cand")
     assert all(v < 0.99 for v in cand["fidelity_token_match"])
