@@ -18,6 +18,7 @@ Import from here: `from campaign.campaignfile import Campaign, load_campaign, Do
 
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model
 from campaign.campaignfile.design import Sequential
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import (
     LocalFile,
     file_problems,
@@ -49,7 +50,6 @@ from campaign.campaignfile.models import (
     Campaign,
     DecisionCell,
     DriftFrom,
-    FidelityWorkload,
     Gates,
     Guardrail,
     KneeWorkload,

@@ -22,6 +22,7 @@ from campaign import catalog
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_metric, check_regex
 from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.design import Sequential
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
@@ -329,24 +330,6 @@ class AgentfixWorkload(Model):
     @property
     def levels(self) -> list[str]:
         return list(self.fixtures)
-
-
-class FidelityWorkload(Model):
-    """The lossless check: after its measured passes each arm answers a fixed set of
-    prompts greedily (temperature 0, a fixed seed, one at a time, not streamed), and the
-    candidate's texts are compared with the control's of the same pair; the control's own
-    agreement (with the previous pair's control, or with itself on its boot in the first
-    pair) is the reference (figures at workload `fidelity`, level `c1`)."""
-
-    prompts_per_class: int = Field(
-        2, ge=1, description="Prompts taken from each agent-fixture class (the first N of "
-        "its file; the shipped fixtures when no agentfix workload is defined).")
-    output_tokens: int = Field(
-        256, ge=1, description="Tokens asked of every prompt (max_tokens, ignore_eos): "
-        "enough to reach deep draft positions.")
-    seed: int | None = Field(
-        None, description="Sampling seed sent with every request (default: the "
-        "preregistration seed).")
 
 
 class Workloads(Model):

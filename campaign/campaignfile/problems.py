@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import format_yaml_path
 from campaign.campaignfile.launch import (
     DockerLaunch,
@@ -35,7 +36,6 @@ from campaign.campaignfile.models import (
     Campaign,
     DecisionCell,
     DriftFrom,
-    FidelityWorkload,
     Gates,
     Guardrail,
     KneeWorkload,

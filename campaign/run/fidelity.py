@@ -21,17 +21,18 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
 from campaign.campaignfile import CONTROL, Campaign
 from campaign.campaignfile.builtin import builtin_path
+from campaign.campaignfile.schedule import Slot
 from campaign.results import journal as jr
+from campaign.results.store import RunStore
+from campaign.run.runtime import Runtime
+from campaign.servers import Server
 from campaign.textfiles import atomic_write
-
-if TYPE_CHECKING:
-    from campaign.run.arm import Arm
 
 WORKLOAD = "fidelity"
 LEVEL = "c1"
@@ -126,6 +127,29 @@ def compare(reference: Sequence[Mapping[str, Any]],
     }
 
 
+class Arm(Protocol):
+    """What the fidelity pass reads of a running arm (`campaign.run.arm.Arm`)."""
+
+    @property
+    def campaign(self) -> Campaign: ...
+    @property
+    def store(self) -> RunStore: ...
+    @property
+    def rt(self) -> Runtime: ...
+    @property
+    def server(self) -> Server: ...
+    @property
+    def client(self) -> httpx.Client: ...
+    @property
+    def slot(self) -> Slot: ...
+    @property
+    def arm_dir(self) -> Path: ...
+    @property
+    def pair_attempt(self) -> int: ...
+    @property
+    def started_at(self) -> str: ...
+
+
 def run(arm: Arm) -> None:
     """The arm's fidelity pass (the control answers twice when no earlier pair's control
     did: its reference on the same boot), kept and journaled, then any figures it
@@ -164,7 +188,7 @@ def _earlier_control(events: jr.Events, pair: int) -> Mapping[str, Any] | None:
     return found[-1] if found else None
 
 
-def journal_figures(store: Any, pair: int, pair_attempt: int) -> None:
+def journal_figures(store: RunStore, pair: int, pair_attempt: int) -> None:
     """Journal the figures this pair attempt's answers now allow and that are not yet
     journaled: each candidate against the control, the control against itself."""
     events = store.read_journal()
@@ -191,7 +215,7 @@ def journal_figures(store: Any, pair: int, pair_attempt: int) -> None:
                       "reference: against itself on the same boot")
 
 
-def _journal_rows(store: Any, ev: Mapping[str, Any], figures: Mapping[str, float],
+def _journal_rows(store: RunStore, ev: Mapping[str, Any], figures: Mapping[str, float],
                   against: str) -> None:
     place = jr.PassPlace(store.run_id, ev["pair"], ev["pair_attempt"], ev["arm"], ev["slot"],
                          ev["started_at"], WORKLOAD, 1)
