@@ -26,7 +26,7 @@ def test_ngram_against_spec_off_fidelity(tmp_path: Path,
                               "requests_per_level: 4}")
     text = text.replace("  guardrails: []", "  guardrails:\n    - {metric: fidelity_token_match, "
                         "workload: fidelity, level: c1, absolute: true, max_worsening: 0.01}")
-    text = text.replace("\nlog_captures:", "  fidelity: {prompts_per_class: 1, "
+    text = text.replace("\nlog_captures:", "\n  fidelity: {prompts_per_class: 1, "
                         "output_tokens: 64}\nlog_captures:")
     path = tmp_path / "campaign.yaml"
     path.write_text(text)
