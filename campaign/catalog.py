@@ -70,6 +70,23 @@ _METRICS = [
     Metric("accepted_tokens", "count", "higher", "spec_decode", "draft tokens accepted"),
 ]
 
+_METRICS += [
+    Metric("fidelity_token_match", "fraction", "higher", "pass",
+           "fidelity pass: whitespace tokens equal at the same position (up to the shorter "
+           "text) ÷ tokens compared, candidate against the control of its pair; on the "
+           "control's rows its agreement with itself (the reference)"),
+    Metric("fidelity_identical_share", "fraction", "higher", "pass",
+           "fidelity pass: requests whose output equals the other's ÷ requests"),
+    Metric("fidelity_first_divergence", "tokens", "higher", "pass",
+           "fidelity pass: mean whitespace-token position of the first difference (the "
+           "compared length when none)"),
+    Metric("fidelity_requests", "count", "higher", "pass",
+           "fidelity pass: prompts compared"),
+]
+FIDELITY_METRICS = frozenset({"fidelity_token_match", "fidelity_identical_share",
+                              "fidelity_first_divergence"})
+"""Judged against the control's own agreement (`verdict.guardrails`), not pair noise."""
+
 MAX_POSITIONS = 16
 for _i in range(MAX_POSITIONS):
     _METRICS.append(Metric(f"acceptance_pos{_i}", "fraction", "higher", "spec_decode",

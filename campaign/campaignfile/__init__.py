@@ -18,6 +18,7 @@ Import from here: `from campaign.campaignfile import Campaign, load_campaign, Do
 
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model
 from campaign.campaignfile.design import Sequential
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import (
     LocalFile,
     file_problems,
@@ -74,6 +75,7 @@ __all__ = [
     "Env",
     "ExternalLaunch",
     "ExtraContainer",
+    "FidelityWorkload",
     "Gates",
     "Gpus",
     "Guardrail",

@@ -22,6 +22,7 @@ from campaign import catalog
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_metric, check_regex
 from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.design import Sequential
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.launch import Launch, LaunchModel
 
 # --------------------------------------------------------------------------- rule
@@ -60,8 +61,9 @@ class Guardrail(Model):
     absolute: bool = Field(
         False, description="Compare absolute differences (for rates that are often 0)."
     )
-    workload: Literal["knee", "agentfix", "*"] = Field(
-        "*", description="Where it applies (narrows `at`).")
+    workload: Literal["knee", "agentfix", "fidelity", "*"] = Field(
+        "*", description="Where it applies (narrows `at`; `fidelity`: the fidelity pass's "
+        "figures, level `c1`).")
     level: str = Field("*", description="Level where it applies, or `*` (narrows `at`).")
     at: Literal["decision", "all"] = Field(
         "decision",
@@ -346,6 +348,9 @@ class Workloads(Model):
     agentfix: AgentfixWorkload | None = Field(
         None, description="The agent-fixture pass (None: skipped)."
     )
+    fidelity: FidelityWorkload | None = Field(
+        None, description="The lossless check after the measured passes (None: skipped)."
+    )
 
     @model_validator(mode="after")
     def _some(self) -> Workloads:
@@ -358,6 +363,8 @@ class Workloads(Model):
             return self.knee.levels
         if workload == "agentfix" and self.agentfix:
             return self.agentfix.levels
+        if workload == "fidelity" and self.fidelity:
+            return ["c1"]
         return []
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import format_yaml_path
 from campaign.campaignfile.launch import (
     DockerLaunch,
@@ -79,7 +80,7 @@ def _all_field_names() -> list[str]:
     models: list[type[BaseModel]] = [
         Campaign, Preregistration, Gates, Guardrail, DecisionCell, DriftFrom, Readiness,
         ProcessLaunch, ExternalLaunch, DockerLaunch, ExtraContainer, ReadyCheck, Workloads,
-        KneeWorkload, AgentfixWorkload, WarmupPass, ArmSpec,
+        KneeWorkload, AgentfixWorkload, FidelityWorkload, WarmupPass, ArmSpec,
     ]
     for m in models:
         for name, f in m.model_fields.items():

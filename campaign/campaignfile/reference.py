@@ -37,6 +37,7 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("workloads.warmup[]", spec.WarmupPass),
     ("workloads.knee", spec.KneeWorkload),
     ("workloads.agentfix", spec.AgentfixWorkload),
+    ("workloads.fidelity", spec.FidelityWorkload),
 ]
 
 START = "<!-- reference:start -->"

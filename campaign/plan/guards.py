@@ -110,7 +110,7 @@ def guard_cells(g: Guardrail, campaign: Campaign,
     if named is not None:
         return named
     out = []
-    for w in ("knee", "agentfix"):
+    for w in ("knee", "agentfix", "fidelity"):  # fidelity: not modelled, it holds
         levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
         out += [(w, lvl) for lvl in levels if g.workload in ("*", w)
                 and g.level in ("*", lvl) and catalog.has_rows_at(g.metric, w, lvl)]

@@ -24,7 +24,7 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
-from campaign.run import levelcut, loadgen, metrics, records
+from campaign.run import fidelity, levelcut, loadgen, metrics, records
 from campaign.run.passes import (
     ArmPass,
     Fault,
@@ -111,6 +111,8 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                 if fault is not None and ap.measured:
                     invalid.append(InvalidPass(f"{slot.arm}/{ap.plan.name}", fault,
                                                "; ".join(check.all_problems())))
+            if campaign.workloads.fidelity is not None:
+                fidelity.run(arm)
             facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
         store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,

@@ -9,12 +9,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from campaign import secrets
-from campaign.campaignfile import Campaign, format_yaml_path
+from campaign.campaignfile import CONTROL, Campaign, format_yaml_path
 from campaign.campaignfile.checks import ThinTail, thin_tails
 from campaign.campaignfile.duration import estimate
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
 from campaign.markers import run_labels
+from campaign.run import fidelity
 from campaign.run.bootcheck import Boot
 from campaign.run.launchcheck import Findings
 from campaign.run.loadgen import aiperf_command
@@ -242,4 +243,10 @@ def print_dry_run(console: Console, campaign: Campaign) -> None:
             tag = "warm-up, not measured" if not ap.measured else ap.workload
             console.print(f"  # {ap.plan.name} ({tag})", markup=False)
             console.print(f"  {' '.join(cmd)}", markup=False, soft_wrap=True)
+        if (fid := campaign.workloads.fidelity) is not None:
+            console.print(f"  # fidelity (the lossless check, not AIPerf): "
+                          f"{len(fidelity.prompts(campaign))} prompts × {fid.output_tokens} "
+                          "tokens, temperature 0, one at a time, not streamed"
+                          + ("; twice on the first pair's boot (its own reference)"
+                             if arm == CONTROL else ""), markup=False)
     console.print("\ndry run: nothing was started")

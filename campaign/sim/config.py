@@ -114,6 +114,8 @@ class SimConfig(BaseModel):
     hang_after_requests: int | None = Field(None, ge=0, description="stop answering after N")
     hang_after_seconds: float | None = Field(None, ge=0, description="stop answering after S s")
     error_rate: float = Field(0.0, ge=0, le=1, description="fraction of requests answered 500")
+    lossy: float = Field(0.0, ge=0, le=1, description="chance an accepted draft token differs "
+                         "from the target's (a lossy verifier; 0: outputs are lossless)")
 
     @field_validator("acceptance")
     @classmethod

@@ -37,6 +37,10 @@ PRIOR_A = 0.7
 PRIOR_WEIGHT = 4.0
 EOS_SLOT = 0xFF
 """The keyed draw of a request's natural length (draft slots are 0..depth − 1)."""
+LOSSY_SLOT = 0xFE
+"""The keyed draw of a lossy verifier's wrong token (`lossy`)."""
+WORD_SLOT = 0xFD
+"""The keyed draw of the target's word at an output position."""
 CHAIN_TOLERANCE_S = 0.05
 """A step that starts at most this late still starts at its deadline (the next one catches
 up), so a loaded host's scheduling delays do not leak into the mean step time."""
@@ -84,6 +88,12 @@ class Request:
     arrival: float
     key: int = 0
     """Fixes the request's draws: seed, prompt and its occurrence on this boot."""
+    text_key: int = 0
+    """Fixes the target's output words: seed and prompt only (greedy decoding gives one
+    text per prompt, whatever the draft/verify path, batch or occurrence)."""
+    branch: int = 0
+    """0 while the output is the target's; a lossy token moves the text onto another
+    branch (what follows is conditioned on the wrong token)."""
     queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
     produced: int = 0
     prefilled: bool = False
@@ -204,6 +214,31 @@ class Engine:
 
     # --- requests -----------------------------------------------------------------------
 
+    def text_key(self, prompt: str) -> int:
+        """The key of a prompt's target text: this boot's seed and the prompt."""
+        digest = hashlib.blake2b(f"{self.seed}\0text\0{prompt}".encode("utf-8", "surrogatepass"),
+                                 digest_size=8).digest()
+        return int.from_bytes(digest, "little")
+
+    def words_for(self, req: Request, start: int, count: int, drafted: int) -> str:
+        """The text of output positions start..start+count−1, the first `drafted` of them
+        accepted drafts: the target's word at each position (keyed by the prompt and the
+        branch), except that a lossy verifier (`lossy` = p) lets an accepted draft differ
+        from it with probability p, and the text goes on from the wrong token."""
+        n = len(self.words)
+        out: list[str] = []
+        for j in range(count):
+            pos = start + j
+            key = req.text_key ^ req.branch
+            index = int(keyed_uniform(key, pos, WORD_SLOT) * n)
+            if j < drafted and self.config.lossy > 0 and \
+                    keyed_uniform(req.key, pos, LOSSY_SLOT) < self.config.lossy:
+                index = (index + 1 + int(keyed_uniform(req.key, pos, WORD_SLOT) * (n - 1))) % n
+                req.branch = (int(keyed_uniform(req.key ^ req.branch, pos, LOSSY_SLOT) * 2**52)
+                              | 1)
+            out.append(self.words[index])
+        return "".join(out)
+
     def request_key(self, prompt: str) -> int:
         """The key of a request's draws: this boot's seed, the prompt, and how many times
         this boot has seen that prompt before (the n-th sending of a prompt draws alike on
@@ -238,6 +273,7 @@ class Engine:
             a=self.a_by_class[klass],
             arrival=self.clock.now(),
             key=key,
+            text_key=self.text_key(prompt),
         )
 
     def submit(self, request: Request) -> None:
@@ -356,6 +392,7 @@ class Engine:
         for req, v in zip(self.running, verify, strict=True):
             if req.cancelled:
                 continue
+            accepted = 0
             if v < 0:
                 req.prefilled = True
                 emit = 1
@@ -377,9 +414,9 @@ class Engine:
                     req.failures += 1 if accepted < v else 0
                 tel.itl.observe(now - req.last_at)
             req.last_at = now
+            text = self.words_for(req, req.produced, emit, accepted)
             req.produced += emit
             emitted_total += emit
-            text = "".join(self.rng.choices(self.words, k=emit))
             done = req.produced >= req.target
             req.queue.put_nowait(Delivery(text=text, tokens=emit,
                                           finish_reason=req.finish_reason if done else None))

@@ -130,6 +130,8 @@ def check_guardrail(g: Guardrail, where: tuple[str, str], inputs: Inputs,
     pairs += [(p, x, y) for p, (x, y) in sorted(extra.items())]
     if not pairs:
         return _missing(g, where, cell)
+    if g.metric in catalog.FIDELITY_METRICS:
+        return _fidelity_check(g, where, pairs)
     direction: st.Direction = cell.direction if cell is not None else "lower"
     if g.metric in FAILURE_METRICS:
         shares = _shares(pairs, inputs)
@@ -295,6 +297,46 @@ def _no_noise(g: Guardrail, where: tuple[str, str], w: float,
                           line, (worse,), state=state, change=ch, stops=stops,
                           evidence="no noise estimate", resolve="a second pair",
                           direction=direction, limit=_change_limit(g, direction))
+
+
+# --------------------------------------------------------------------------- fidelity
+
+_FIDELITY_WORDS = {
+    "fidelity_token_match": ("matches control on {y} of tokens", "matches itself on {x}"),
+    "fidelity_identical_share": ("answers {y} of prompts exactly as control",
+                                 "answers {x} exactly as itself"),
+    "fidelity_first_divergence": ("first differs from control at token {y} on average",
+                                  "first differs from itself at token {x}"),
+}
+
+
+def _fidelity_check(g: Guardrail, where: tuple[str, str],
+                    pairs: Sequence[tuple[int, float, float]]) -> GuardrailCheck:
+    """A fidelity figure against the control's own agreement (its rows hold it: the
+    control of the previous pair, or itself on its boot), pooled over the pairs: broken
+    when the candidate agrees with the control less than the control agrees with itself,
+    by more than the limit. No pair-to-pair noise is assumed: the reference is the lane's
+    measured nondeterminism (docs/verdict.md, "Fidelity")."""
+    x = math.fsum(v for _, v, _ in pairs) / len(pairs)
+    y = math.fsum(v for _, _, v in pairs) / len(pairs)
+    worse = x - y if g.absolute else (x - y) / x if x > 0 else 0.0
+    state: GuardrailState = "broken" if worse > g.max_worsening + EPS else "holds"
+    cand, ref = _FIDELITY_WORDS.get(g.metric, ("{y}", "{x}"))
+    pct = g.metric != "fidelity_first_divergence"
+    fx, fy = ((f"{v:.1%}" if pct else f"{v:.1f}") for v in (x, y))
+    limit = (f"{g.max_worsening:.1%}" if pct else f"{g.max_worsening:g}") if g.absolute \
+        else f"{g.max_worsening:.0%} of the control's"
+    w, lvl = where
+    evidence = (f"the control's own agreement, measured ({len(pairs)} pair(s))")
+    line = (f"guardrail {g.metric} at {w} {lvl} {state}: candidate {cand.format(y=fy)}; "
+            f"control {ref.format(x=fx)} — "
+            f"{'more than' if state == 'broken' else 'within'} the {limit} limit below it; "
+            f"noise: {evidence}")
+    return GuardrailCheck(g.metric, w, lvl, g.max_worsening, g.absolute, worse + 0.0,
+                          state == "broken", line,
+                          tuple(xv - yv + 0.0 for _, xv, yv in pairs), state=state,
+                          change=y - x + 0.0, stops=state == "broken", evidence=evidence,
+                          direction="higher")
 
 
 # --------------------------------------------------------------------------- differences

@@ -1,0 +1,227 @@
+"""The lossless check: is the candidate still the same model?
+
+With greedy decoding, speculative decoding must not change the output. After its measured
+passes each arm answers a fixed set of prompts (the first `prompts_per_class` of every
+agent-fixture class) at temperature 0 with a fixed seed, one request at a time, not
+streamed (`send`). The texts are kept in `pairs/NN/<arm>/fidelity.jsonl` and in the
+journal (`fidelity` event), so a resume or a rebuild keeps them.
+
+Figures (`compare`, rows at workload `fidelity`, level `c1`): the share of requests whose
+text equals the other's, the share of whitespace tokens equal at the same position (up to
+the shorter text) and the mean position of the first divergence. On a candidate's rows:
+against the control of its pair. On the control's rows: the control against itself — the
+previous pair's control (across boots), or, in the first pair, its own second answer on
+the same boot — the reference a guardrail judges the candidate against, measured, not
+assumed (engines are not bit-deterministic across batch shapes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from campaign.campaignfile import CONTROL, Campaign
+from campaign.campaignfile.builtin import builtin_path
+from campaign.campaignfile.schedule import Slot
+from campaign.results import journal as jr
+from campaign.results.store import RunStore
+from campaign.run.runtime import Runtime
+from campaign.servers import Server
+from campaign.textfiles import atomic_write
+
+WORKLOAD = "fidelity"
+LEVEL = "c1"
+SHIPPED_CLASSES = ("prose", "shell", "code", "tool_json", "structured")
+
+
+def prompts(campaign: Campaign) -> list[tuple[str, str]]:
+    """(id, text) of the fidelity prompts: the first N of each agent-fixture class file
+    (the campaign's own, else the shipped ones)."""
+    fid = campaign.workloads.fidelity
+    assert fid is not None
+    agentfix = campaign.workloads.agentfix
+    files: dict[str, Path] = (
+        {c: campaign.resolve(f) for c, f in agentfix.fixtures.items()} if agentfix
+        else {c: p for c in SHIPPED_CLASSES
+              if (p := builtin_path(f"builtin:agentfix/{c}")) is not None})
+    out: list[tuple[str, str]] = []
+    for cls, path in files.items():
+        taken = 0
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if taken >= fid.prompts_per_class:
+                break
+            if line.strip():
+                text = str(json.loads(line).get("text", ""))
+                out.append((f"{cls}-{taken}", text))
+                taken += 1
+    return out
+
+
+def _request(campaign: Campaign, text: str) -> tuple[str, dict[str, Any]]:
+    wl = campaign.workloads
+    fid = wl.fidelity
+    assert fid is not None
+    seed = fid.seed if fid.seed is not None else campaign.preregistration.seed
+    body: dict[str, Any] = {"model": wl.model, "max_tokens": fid.output_tokens,
+                            "temperature": 0, "seed": seed, "ignore_eos": True,
+                            "stream": False}
+    if wl.endpoint_type == "chat":
+        return "/v1/chat/completions", {**body, "messages": [{"role": "user", "content": text}]}
+    return "/v1/completions", {**body, "prompt": text}
+
+
+def _text_of(endpoint: str, data: Mapping[str, Any]) -> str:
+    choice = data["choices"][0]
+    if endpoint.endswith("chat/completions"):
+        return str(choice["message"]["content"] or "")
+    return str(choice["text"])
+
+
+def send(client: httpx.Client, base_url: str, campaign: Campaign,
+         items: Sequence[tuple[str, str]], timeout_s: float) -> list[dict[str, Any]]:
+    """Each prompt's answer, in order: {id, text} or {id, error}."""
+    out: list[dict[str, Any]] = []
+    for pid, text in items:
+        endpoint, body = _request(campaign, text)
+        try:
+            resp = client.post(base_url.rstrip("/") + endpoint, json=body, timeout=timeout_s)
+            resp.raise_for_status()
+            out.append({"id": pid, "text": _text_of(endpoint, resp.json())})
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            out.append({"id": pid, "error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
+def compare(reference: Sequence[Mapping[str, Any]],
+            other: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The figures of `other` against `reference`, request by request (matched by id; a
+    failed or missing answer counts as a text with no token matched)."""
+    theirs = {o["id"]: o for o in other}
+    identical = 0
+    matched = compared = 0
+    firsts: list[int] = []
+    for ref in reference:
+        mine = theirs.get(ref["id"], {})
+        if "text" not in ref or "text" not in mine:
+            firsts.append(0)
+            compared += len(str(ref.get("text", "")).split())
+            continue
+        a, b = str(ref["text"]).split(), str(mine["text"]).split()
+        n = min(len(a), len(b))
+        same = [x == y for x, y in zip(a[:n], b[:n], strict=True)]
+        matched += sum(same)
+        compared += max(n, 1 if len(a) != len(b) else 0)
+        firsts.append(same.index(False) if False in same else n)
+        identical += ref["text"] == mine["text"]
+    requests = len(reference)
+    return {
+        "fidelity_token_match": matched / compared if compared else 1.0,
+        "fidelity_identical_share": identical / requests if requests else 0.0,
+        "fidelity_first_divergence": sum(firsts) / len(firsts) if firsts else 0.0,
+        "fidelity_requests": float(requests),
+    }
+
+
+class Arm(Protocol):
+    """What the fidelity pass reads of a running arm (`campaign.run.arm.Arm`)."""
+
+    @property
+    def campaign(self) -> Campaign: ...
+    @property
+    def store(self) -> RunStore: ...
+    @property
+    def rt(self) -> Runtime: ...
+    @property
+    def server(self) -> Server: ...
+    @property
+    def client(self) -> httpx.Client: ...
+    @property
+    def slot(self) -> Slot: ...
+    @property
+    def arm_dir(self) -> Path: ...
+    @property
+    def pair_attempt(self) -> int: ...
+    @property
+    def started_at(self) -> str: ...
+
+
+def run(arm: Arm) -> None:
+    """The arm's fidelity pass (the control answers twice when no earlier pair's control
+    did: its reference on the same boot), kept and journaled, then any figures it
+    completes."""
+    campaign, slot = arm.campaign, arm.slot
+    items = prompts(campaign)
+    timeout = campaign.preregistration.gates.pass_timeout_s
+    rounds = 1
+    if slot.arm == CONTROL and _earlier_control(arm.store.read_journal(), slot.pair) is None:
+        rounds = 2
+    arm.rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=WORKLOAD)
+    lines: list[str] = []
+    for rnd in range(1, rounds + 1):
+        outputs = send(arm.client, arm.server.base_url, campaign, items, timeout)
+        lines += [json.dumps({"round": rnd, **o}) for o in outputs]
+        arm.store.journal("fidelity", slot=slot.index, pair=slot.pair,
+                          pair_attempt=arm.pair_attempt, arm=slot.arm, round=rnd,
+                          started_at=arm.started_at, outputs=outputs)
+    atomic_write(arm.arm_dir / "fidelity.jsonl", "\n".join(lines) + "\n")
+    journal_figures(arm.store, slot.pair, arm.pair_attempt)
+
+
+Key = tuple[int, int, str, int]
+"""(pair, pair_attempt, arm, round)."""
+
+
+def _outputs(events: jr.Events) -> dict[Key, Mapping[str, Any]]:
+    return {(ev["pair"], ev["pair_attempt"], ev["arm"], ev["round"]): ev
+            for ev in jr.of_kind(events, "fidelity")}
+
+
+def _earlier_control(events: jr.Events, pair: int) -> Mapping[str, Any] | None:
+    """The latest first-round answers of a control of an earlier pair."""
+    found = [ev for (p, _, a, r), ev in sorted(_outputs(events).items())
+             if a == CONTROL and r == 1 and p < pair]
+    return found[-1] if found else None
+
+
+def journal_figures(store: RunStore, pair: int, pair_attempt: int) -> None:
+    """Journal the figures this pair attempt's answers now allow and that are not yet
+    journaled: each candidate against the control, the control against itself."""
+    events = store.read_journal()
+    outs = _outputs(events)
+    done = {(ev["arm"]) for ev in jr.of_kind(events, "pass")
+            if ev.get("workload") == WORKLOAD and ev.get("pair") == pair
+            and ev.get("pair_attempt", 1) == pair_attempt}
+    control = outs.get((pair, pair_attempt, CONTROL, 1))
+    if control is None:
+        return
+    for (p, att, arm, rnd), ev in sorted(outs.items()):
+        if (p, att) == (pair, pair_attempt) and rnd == 1 and arm != CONTROL \
+                and arm not in done:
+            _journal_rows(store, ev, compare(control["outputs"], ev["outputs"]),
+                          f"against the control of pair {pair}")
+    if CONTROL in done:
+        return
+    earlier = _earlier_control(events, pair)
+    if earlier is not None:
+        _journal_rows(store, control, compare(earlier["outputs"], control["outputs"]),
+                      f"reference: against the control of pair {earlier['pair']}")
+    elif (again := outs.get((pair, pair_attempt, CONTROL, 2))) is not None:
+        _journal_rows(store, control, compare(control["outputs"], again["outputs"]),
+                      "reference: against itself on the same boot")
+
+
+def _journal_rows(store: RunStore, ev: Mapping[str, Any], figures: Mapping[str, float],
+                  against: str) -> None:
+    place = jr.PassPlace(store.run_id, ev["pair"], ev["pair_attempt"], ev["arm"], ev["slot"],
+                         ev["started_at"], WORKLOAD, 1)
+    rows = jr.pass_rows(place, [jr.LevelRows(LEVEL, figures)])
+    store.journal("pass", slot=ev["slot"], pair=ev["pair"], pair_attempt=ev["pair_attempt"],
+                  arm=ev["arm"], name=WORKLOAD, workload=WORKLOAD, attempt=1, valid=True,
+                  problems=[], against=against, summary=dict(figures),
+                  rows=[dataclasses.asdict(r) for r in rows])
+    store.rebuild_passes_csv()
