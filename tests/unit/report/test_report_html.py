@@ -48,7 +48,8 @@ def test_html_is_self_contained_with_embedded_plots(html_report: tuple[rp.Report
     rep, page = html_report
     imgs = re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", page)
     assert [alt for alt, _ in imgs] == [t for _, t, _ in plots.figures(rep)]
-    assert len(imgs) == len(plots.PLOTS) - 1  # every figure but the guardrails (none decided)
+    # every figure but the guardrails (none decided) and the sequential path (a fixed design)
+    assert len(imgs) == len(plots.PLOTS) - 2
     for _, b64 in imgs:
         png = base64.b64decode(b64)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
@@ -173,7 +174,8 @@ def test_every_embedded_figure_is_drawn(html_report: tuple[rp.Report, str]) -> N
 
     _, page = html_report
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    assert len(imgs) == len(plots.PLOTS) - 1  # every figure but the guardrails (none decided)
+    # every figure but the guardrails (none decided) and the sequential path (a fixed design)
+    assert len(imgs) == len(plots.PLOTS) - 2
     for b64 in imgs:
         pixels = image.imread(io.BytesIO(base64.b64decode(b64)), format="png")
         flat = (pixels[..., :3].reshape(-1, 3) * 255).astype(int)
