@@ -48,7 +48,7 @@ from campaign.plan.kernel import (
     rate_of,
     rule_spec,
 )
-from campaign.plan.lanes import LaneRow, lane_rows
+from campaign.plan.lanes import LaneRow, lane_rows, unequal_row
 from campaign.plan.sequential import SeqPlan, plan_sequential
 from campaign.plan.simulate import (
     Draws,
@@ -202,6 +202,8 @@ class PlanResult:
     """The campaign's lanes (its one `lane:` when it has no `lanes:` table)."""
     sequential: SeqPlan | None = None
     """A sequential design's figures (None: a fixed number of pairs)."""
+    unequal_lanes: LaneRow | None = None
+    """2 lanes, the second twice as noisy: what the equal-noise assumption costs."""
 
     @property
     def exploratory(self) -> bool:
@@ -443,8 +445,11 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     if pre.rule == "point" and recommended is None:
         notes.append("under `point` every pair must clear the band: past a few pairs, more "
                      "pairs add chances for one to fall short and power drops")
+    unequal = unequal_row(spec, noise, night_s=estimate.total_s, sims=sims, seed=seed,
+                          invalid_rate=invalid_rate)
     return PlanResult(
         sequential=_sequential(campaign, spec, noise, sims=sims, seed=seed),
+        unequal_lanes=unequal,
         campaign=campaign.name, rule_text=spec.rule.describe(), rule=pre.rule,
         registered_rule=registered.prereg.rule, margin=m, band=spec.rule.band,
         direction=spec.rule.direction, confidence=pre.confidence,

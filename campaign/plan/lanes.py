@@ -71,6 +71,10 @@ class LaneRow:
     exact_checked: int = 0
     """Simulated campaigns of this row re-judged by `verdict.judge_run` (both effects),
     every one agreeing with the arrays."""
+    noisier: float = 1.0
+    """The second lane's noise as a multiple of the first's (1: lanes of equal noise)."""
+    disagree: Rate | None = None
+    """P(lanes-disagree fires with no true change), for the unequal-noise row."""
 
 
 def lane_counts(campaign_lanes: int) -> list[int]:
@@ -78,13 +82,17 @@ def lane_counts(campaign_lanes: int) -> list[int]:
 
 
 def simulate_lanes(spec: RuleSpec, noise: NoiseModel, lanes: int, *, sims: int, seed: int,
-                   invalid_rate: float) -> list[Draws]:
+                   invalid_rate: float, noisier: float = 1.0) -> list[Draws]:
     """Each lane's draws, as one lane is simulated (`campaign_rates`): the first lane's are
     the single-lane plan's own (same stream), the others' from streams of their own, so
     2 lanes are the first 2 of 4 (common random numbers); each lane in its own schedule
-    (`schedule.plan_slots`, as `spec-ab run --lane` runs it)."""
+    (`schedule.plan_slots`, as `spec-ab run --lane` runs it). `noisier`: every lane but the
+    first has its per-boot and within-pass sd multiplied by it (lanes of unequal noise)."""
     n, k = spec.pairs, spec.candidates
-    return [simulate_arms(noise, pairs=n, cells=len(spec.cells), candidates=k, sims=sims,
+    loud = NoiseModel(noise.boot_sd * noisier, noise.pass_sd * noisier, noise.window_drift,
+                      noise.source)
+    return [simulate_arms(noise if i == 0 else loud, pairs=n, cells=len(spec.cells),
+                          candidates=k, sims=sims,
                           slots=schedule_slots(n, spec.arms, spec.order, spec.prereg.seed, i),
                           invalid_rate=invalid_rate, redo_budget=spec.redo_budget,
                           rng=_rng(seed, n, k) if i == 0 else _rng(seed, n, k, LANE_KEY + i))
@@ -123,12 +131,13 @@ def lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int, effects: Sequence[
 
 def checked_lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int,
                        effects: Sequence[float], *, sims: int, seed: int,
-                       invalid_rate: float) -> tuple[list[Rate], int]:
+                       invalid_rate: float, noisier: float = 1.0
+                       ) -> tuple[list[Rate], int]:
     """`lane_rates`, and a sample of each effect's simulated campaigns re-judged by
     `verdict.judge_run` (pooled with two or more lanes); raises AssertionError on any
     disagreement. Returns the rates and the number re-judged."""
     draws = simulate_lanes(spec, noise, lanes, sims=sims, seed=seed,
-                           invalid_rate=invalid_rate)
+                           invalid_rate=invalid_rate, noisier=noisier)
     rates, checked = [], 0
     for e in effects:
         shift = effect_d(e, spec.rule)
@@ -139,6 +148,25 @@ def checked_lane_rates(spec: RuleSpec, noise: NoiseModel, lanes: int,
                     _cross_check_lanes(spec, draws, shift, decided, what))
         rates.append(rate_of(np.asarray(decided.any(axis=1))))
     return rates, checked
+
+
+UNEQUAL = 2.0
+"""How much noisier the second lane is in the unequal-noise row."""
+
+
+def disagree_rate(spec: RuleSpec, noise: NoiseModel, *, sims: int, seed: int,
+                  invalid_rate: float, noisier: float) -> Rate:
+    """P(lanes-disagree fires on a decision cell) on 2 lanes with no true change, the
+    second `noisier` × as noisy as the first (the flag assumes equal noise)."""
+    draws = simulate_lanes(spec, noise, 2, sims=sims, seed=seed, invalid_rate=invalid_rate,
+                           noisier=noisier)
+    rule = spec.pooled(2).rule
+    d = np.concatenate([x.d(0.0) for x in draws], axis=1)
+    alpha = flag_alpha(len(spec.cells), d.shape[-1], 2)
+    fired = np.stack([lanes_disagree_flags(d[..., j], pooled_lane_of(draws), rule,
+                                           alpha).any(axis=1)
+                      for j in range(d.shape[-1])], axis=-1).any(axis=1)
+    return rate_of(np.asarray(fired))
 
 
 def lane_rows(spec: RuleSpec, noise: NoiseModel, *, campaign_lanes: int, night_s: float,
@@ -154,3 +182,17 @@ def lane_rows(spec: RuleSpec, noise: NoiseModel, *, campaign_lanes: int, night_s
         rows.append(LaneRow(n_lanes, spec.pairs * n_lanes, night_s, false, power,
                             n_lanes == campaign_lanes, checked))
     return rows
+
+
+def unequal_row(spec: RuleSpec, noise: NoiseModel, *, night_s: float, sims: int, seed: int,
+                invalid_rate: float) -> LaneRow:
+    """What the verdict's equal-noise assumption costs: 2 lanes, the second `UNEQUAL` × as
+    noisy (false adopt, power and lanes-disagree on no change), cross-checked as the rows."""
+    m = spec.prereg.margin
+    (false, power), checked = checked_lane_rates(
+        spec, noise, 2, [FALSE_AT * m, POWER_AT * m], sims=sims, seed=seed,
+        invalid_rate=invalid_rate, noisier=UNEQUAL)
+    return LaneRow(2, spec.pairs * 2, night_s, false, power, False, checked,
+                   noisier=UNEQUAL, disagree=disagree_rate(
+                       spec, noise, sims=sims, seed=seed, invalid_rate=invalid_rate,
+                       noisier=UNEQUAL))

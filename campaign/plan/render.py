@@ -89,6 +89,12 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
                    "false_adopt_half_margin": x.false_adopt.as_dict(),
                    "power_at_1_5m": x.power.as_dict(), "campaign": x.campaign,
                    "sims": x.power.n, "exact_checked": x.exact_checked} for x in r.lanes],
+        "lanes_unequal": None if r.unequal_lanes is None else {
+            "second_lane_noise": r.unequal_lanes.noisier,
+            "false_adopt_half_margin": r.unequal_lanes.false_adopt.as_dict(),
+            "power_at_1_5m": r.unequal_lanes.power.as_dict(),
+            "lanes_disagree_no_change": None if r.unequal_lanes.disagree is None
+            else r.unequal_lanes.disagree.as_dict()},
         "notes": list(r.notes),
         **sequential_json(r),
     }
@@ -282,6 +288,12 @@ def print_lanes(console: Console, r: PlanResult) -> None:
         console.print(f"  {x.lanes:>2} {word} {x.pairs_total:>4} pairs  night ~"
                       f"{fm.clock(x.night_s)}  false adopt at m/2 {_rate(x.false_adopt)}  "
                       f"power at 1.5m {_rate(x.power)}{mark}", markup=False)
+    u = r.unequal_lanes
+    if u is not None:
+        console.print(f"  {u.lanes} lanes, the second {u.noisier:g}× as noisy (the verdict "
+                      f"assumes lanes of equal noise): false adopt at m/2 "
+                      f"{_rate(u.false_adopt)}, power at 1.5m {_rate(u.power)}, "
+                      f"lanes-disagree on no change {_rate(u.disagree)}", markup=False)
     first, last = r.lanes[0], r.lanes[-1]
     if r.rule == "point" and last.power.p < first.power.p:
         console.print("  under `point` every pooled pair must clear the band: more lanes "

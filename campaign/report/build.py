@@ -193,7 +193,9 @@ def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
     given = ", ".join(f"{s.lane} ({s.run_id})" for s in pooled.shards)
     note = (f"pooled {len(pooled.shards)} of {lanes} lanes' shards of one registration "
             f"(same campaign file, rule and values): {given}; {per_lane} pairs per lane × "
-            f"{lanes} lanes = {per_lane * lanes} pre-registered pairs")
+            f"{lanes} lanes = {per_lane * lanes} pre-registered pairs; the pooled verdict "
+            "assumes lanes of equal noise (`spec-ab plan` shows what a lane twice as noisy "
+            "costs)")
     return dataclasses.replace(prep, rule=rule, notes=(note, *prep.notes))
 
 

@@ -63,3 +63,23 @@ def test_plan_of_the_sequential_example_has_its_figures_in_json() -> None:
     assert design["judge_run_checked"] > 0
     # the fixed table beside it is the fixed `bound` design (no sequential rule in it)
     assert doc["rule"]["used"] == "bound" and doc["table"][0]["pairs"] == 1
+
+
+def test_plan_says_what_unequal_lane_noise_costs() -> None:
+    """2 lanes, the second twice as noisy: the lanes-disagree flag (which assumes equal
+    noise) fires on no change far beyond its share, and power falls; the false adopt at
+    m/2 stays within the registered 5% (cross-checked through judge_run)."""
+    from campaign.campaignfile import load_campaign
+    from campaign.plan.campaign import plan_campaign
+    from campaign.plan.render import plan_json
+    from tests.runs import ROOT
+
+    campaign = load_campaign(ROOT / "examples" / "sim-pair.yaml")
+    result = plan_campaign(campaign, effect=0.15, noise_run=None, drift=None, sims=600,
+                           pairs=2)
+    u = result.unequal_lanes
+    assert u is not None and u.noisier == 2.0 and u.disagree is not None
+    assert u.disagree.p > 0.05 and u.false_adopt.p <= 0.05
+    two = next(x for x in result.lanes if x.lanes == 2)
+    assert u.power.p < two.power.p and u.exact_checked > 0
+    assert plan_json(result)["lanes_unequal"]["second_lane_noise"] == 2.0
