@@ -109,7 +109,8 @@ def test_cli_html_writes_plots_beside_the_page(golden_run_dir: Path, tmp_path: P
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     files = sorted(p.name for p in (out.parent / "plots").iterdir())
-    drawn = [name for name, _, _ in plots.PLOTS if name != "guardrails"]  # none decided
+    # no guardrail decided, and a fixed design has no sequential path
+    drawn = [name for name, _, _ in plots.PLOTS if name not in ("guardrails", "sequential")]
     assert files == sorted(f"{n}{s}" for n in drawn for s in (".png", ".svg"))
     assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == len(drawn)
 
