@@ -298,10 +298,18 @@ def test_a_plain_openai_server_without_models_or_metrics_is_judged_on_throughput
     (no server counters: spec-decode figures n/a, not invalid pairs). The candidate is
     clearly faster: the campaign completes and adopts on throughput."""
     port = free_port()
-    text = campaign_text(port, name="plain", pairs=2,
+    text = campaign_text(port, name="plain", pairs=3,
                          cand_env='\n      SPECAB_SIM_EFFECT: "2.0"')
-    # the simulated server, not this machine's 2 cores, must be the bottleneck
+    # the simulated server, not this machine's 2 cores, must be the bottleneck, and a pass
+    # long enough (24 requests, a few seconds) that AIPerf's own start and end do not move
+    # its throughput by tens of percent on a loaded host; three pairs, as two cannot carry
+    # the rule's lower bound through that much noise
     text = text.replace('SPECAB_SIM_TIME_SCALE: "40"', 'SPECAB_SIM_TIME_SCALE: "6"')
+    text = text.replace("requests_per_level: 8", "requests_per_level: 24")
+    # what is tested is the plain server, not the window: a shared CI host moves the
+    # control by more than 3% between pairs of such short passes
+    text = text.replace("min_output_tokens: 10}",
+                        "min_output_tokens: 10,\n          max_window_drift: 0.5}")
     text = text.replace("    SPECAB_SIM_LOG_INTERVAL: \"0.5\"",
                         "    SPECAB_SIM_LOG_INTERVAL: \"0.5\"\n"
                         "    SPECAB_SIM_SERVE_MODELS: \"false\"\n"
