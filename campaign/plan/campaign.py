@@ -330,6 +330,87 @@ def alternatives(spec: RuleSpec, noise: NoiseModel, max_pairs: int, *, sims: int
     return out
 
 
+def _pair_row(spec: RuleSpec, noise: NoiseModel, n: int, effects: Sequence[tuple[str, float]],
+              kk: int, *, sims: int, seed: int, invalid_rate: float) -> tuple[PairRow, int]:
+    """The plan's row of `n` pairs (P(adopt) by effect, the false adopts of one and of `kk`
+    candidates, guardrails, flags, the rule alone) and how many of its simulated campaigns
+    were re-judged by `verdict.judge_run`."""
+    m, k, checked = spec.prereg.margin, spec.candidates, 0
+    s_n = spec.at(pairs=n)
+    rates, lost, draws, decided = campaign_rates(
+        s_n, noise, [e for _, e in effects], sims=sims, seed=seed,
+        invalid_rate=invalid_rate)
+    for (name, e), dec in zip(effects, decided, strict=True):
+        checked += _cross_check(s_n, draws, effect_d(e, s_n.rule), dec,
+                                f"{n} pairs, {k} candidate(s), effect {name}")
+    half = FALSE_AT * m
+    single_spec = s_n.at(candidates=1)
+    multi_spec = s_n.at(candidates=kk)
+    (single,), *_ = campaign_rates(single_spec, noise, [half], sims=sims, seed=seed,
+                                   invalid_rate=invalid_rate)
+    (multi,), _, mdraws, mdec = campaign_rates(multi_spec, noise, [half], sims=sims,
+                                               seed=seed, invalid_rate=invalid_rate)
+    checked += _cross_check(multi_spec, mdraws, effect_d(half, s_n.rule), mdec[0],
+                            f"{n} pairs, {kk} candidates, m/2")
+    grows, n_checked = guard_rows(s_n, draws, sims=sims, seed=seed)
+    checked += n_checked
+    flags = flag_rates(single_spec, noise, sims=sims, seed=seed)
+    if n >= 2:
+        aa = NoiseModel(noise.boot_sd, noise.pass_sd, 0.0, "")
+        fd = flag_draws(single_spec, aa, sims=min(sims, EXACT_SAMPLE),
+                        rng=_rng(seed, n, 7))
+        hv, wd = flags_of(fd, single_spec)
+        checked += _cross_check_flags(single_spec, fd, hv, wd)
+    names = [nm for nm, _ in effects]
+    at_power, at_false = rates[names.index("1.5m")], rates[names.index("m/2")]
+    bare = dataclasses.replace(draws, guard=None)
+    rule_only = tuple(rate_of(np.asarray(decide(bare, effect_d(e, s_n.rule), s_n)
+                                         .any(axis=1))) for _, e in effects)
+    return PairRow(n, tuple(rates), lost, single, multi, tuple(grows), flags,
+                   recommend([(n, at_power, at_false)]) is not None, rule_only), checked
+
+
+def _order_rows(spec: RuleSpec, noise: NoiseModel, effect: float, *, sims: int,
+                seed: int) -> tuple[float, list[OrderRow]]:
+    """AB against ABBA (and the campaign's `random`) under a linear drift across the window
+    (the lane's measured drift, else the band): the gain's bias and P(adopt) at 0 and at
+    `effect`; returns the drift used and the rows."""
+    drift_w = noise.window_drift if abs(noise.window_drift) > 1e-9 else spec.rule.band
+    cmp_noise = NoiseModel(noise.boot_sd, noise.pass_sd, drift_w, noise.source)
+    n_cmp = spec.pairs + (spec.pairs % 2)
+    orders: list[OrderRow] = []
+    for o in ("AB", "ABBA", *(("random",) if spec.order == "random" else ())):
+        offs = drift_offsets(n_cmp, spec.arms[:2], o, spec.prereg.seed)
+        bias = math.expm1(math.log1p(drift_w) * float(offs.mean()))
+        orders.append(OrderRow(
+            o, n_cmp, bias,
+            adopt_rate(spec, cmp_noise, 0.0, sims=sims, seed=seed, pairs=n_cmp, order=o),
+            adopt_rate(spec, cmp_noise, effect, sims=sims, seed=seed, pairs=n_cmp,
+                       order=o)))
+    return drift_w, orders
+
+
+def _plan_notes(spec: RuleSpec, registered: RuleSpec, invalid_rate: float,
+                recommended: int | None) -> list[str]:
+    """What a reader of the plan should know beside its tables."""
+    notes: list[str] = []
+    if spec.prereg.rule != registered.prereg.rule:
+        notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
+                     f"{registered.prereg.rule}; running it needs a new registration")
+    if invalid_rate > 0:
+        notes.append(f"invalid passes ({invalid_rate:.0%}, taken as the lane's faults) are "
+                     f"redone within the night up to the registered redo budget "
+                     f"({spec.redo_budget} pair(s), `gates.redo_budget`, as `spec-ab run` "
+                     "does); P(adopt) counts a campaign still short of its pairs after that "
+                     "as not adopting; `spec-ab run --resume RUN_DIR --redo-invalid` can "
+                     "finish it. A candidate's own failures are not modelled")
+    notes += guard_notes(spec)
+    if spec.prereg.rule == "point" and recommended is None:
+        notes.append("under `point` every pair must clear the band: past a few pairs, more "
+                     "pairs add chances for one to fall short and power drops")
+    return notes
+
+
 def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: int,
                 seed: int) -> SeqPlan | None:
     """The registered sequential design's figures on the plan's pair noise."""
@@ -373,56 +454,17 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     checked = 0
     ns = sorted({*range(1, max_pairs + 1), spec.pairs})
     for n in ns:
-        s_n = spec.at(pairs=n)
-        rates, lost, draws, decided = campaign_rates(
-            s_n, noise, [e for _, e in effects], sims=sims, seed=seed,
-            invalid_rate=invalid_rate)
-        for (name, e), dec in zip(effects, decided, strict=True):
-            checked += _cross_check(s_n, draws, effect_d(e, s_n.rule), dec,
-                                    f"{n} pairs, {k} candidate(s), effect {name}")
-        half = FALSE_AT * m
-        single_spec = s_n.at(candidates=1)
-        multi_spec = s_n.at(candidates=kk)
-        (single,), *_ = campaign_rates(single_spec, noise, [half], sims=sims, seed=seed,
-                                       invalid_rate=invalid_rate)
-        (multi,), _, mdraws, mdec = campaign_rates(multi_spec, noise, [half], sims=sims,
-                                                   seed=seed, invalid_rate=invalid_rate)
-        checked += _cross_check(multi_spec, mdraws, effect_d(half, s_n.rule), mdec[0],
-                                f"{n} pairs, {kk} candidates, m/2")
-        grows, n_checked = guard_rows(s_n, draws, sims=sims, seed=seed)
+        row, n_checked = _pair_row(spec, noise, n, effects, kk, sims=sims, seed=seed,
+                                   invalid_rate=invalid_rate)
+        rows.append(row)
         checked += n_checked
-        flags = flag_rates(single_spec, noise, sims=sims, seed=seed)
-        if n >= 2:
-            aa = NoiseModel(noise.boot_sd, noise.pass_sd, 0.0, "")
-            fd = flag_draws(single_spec, aa, sims=min(sims, EXACT_SAMPLE),
-                            rng=_rng(seed, n, 7))
-            hv, wd = flags_of(fd, single_spec)
-            checked += _cross_check_flags(single_spec, fd, hv, wd)
-        names = [nm for nm, _ in effects]
-        at_power, at_false = rates[names.index("1.5m")], rates[names.index("m/2")]
-        bare = dataclasses.replace(draws, guard=None)
-        rule_only = tuple(rate_of(np.asarray(decide(bare, effect_d(e, s_n.rule), s_n)
-                                             .any(axis=1))) for _, e in effects)
-        rows.append(PairRow(n, tuple(rates), lost, single, multi, tuple(grows), flags,
-                            recommend([(n, at_power, at_false)]) is not None, rule_only))
     recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs), None)
     search = min(sims, MAX_SEARCH_SIMS)
     alts = ([] if recommended is not None else
             alternatives(spec, noise, max_pairs, sims=search, seed=seed,
                          invalid_rate=invalid_rate))
 
-    drift_w = noise.window_drift if abs(noise.window_drift) > 1e-9 else spec.rule.band
-    cmp_noise = NoiseModel(noise.boot_sd, noise.pass_sd, drift_w, noise.source)
-    n_cmp = spec.pairs + (spec.pairs % 2)
-    orders: list[OrderRow] = []
-    for o in ("AB", "ABBA", *(("random",) if spec.order == "random" else ())):
-        offs = drift_offsets(n_cmp, spec.arms[:2], o, pre.seed)
-        bias = math.expm1(math.log1p(drift_w) * float(offs.mean()))
-        orders.append(OrderRow(
-            o, n_cmp, bias,
-            adopt_rate(spec, cmp_noise, 0.0, sims=search, seed=seed, pairs=n_cmp, order=o),
-            adopt_rate(spec, cmp_noise, effect, sims=search, seed=seed, pairs=n_cmp,
-                       order=o)))
+    drift_w, orders = _order_rows(spec, noise, effect, sims=search, seed=seed)
 
     # a sharded campaign's night is one lane's (the lanes run in parallel)
     estimate = duration.estimate(campaign.for_lane(campaign.lane_names[0]))
@@ -430,21 +472,7 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                       night_s=estimate.total_s, sims=sims, seed=seed,
                       invalid_rate=invalid_rate)
 
-    notes = []
-    if spec.prereg.rule != registered.prereg.rule:
-        notes.append(f"exploratory: planned under rule {spec.prereg.rule}, not the registered "
-                     f"{registered.prereg.rule}; running it needs a new registration")
-    if invalid_rate > 0:
-        notes.append(f"invalid passes ({invalid_rate:.0%}, taken as the lane's faults) are "
-                     f"redone within the night up to the registered redo budget "
-                     f"({spec.redo_budget} pair(s), `gates.redo_budget`, as `spec-ab run` "
-                     "does); P(adopt) counts a campaign still short of its pairs after that "
-                     "as not adopting; `spec-ab run --resume RUN_DIR --redo-invalid` can "
-                     "finish it. A candidate's own failures are not modelled")
-    notes += guard_notes(spec)
-    if pre.rule == "point" and recommended is None:
-        notes.append("under `point` every pair must clear the band: past a few pairs, more "
-                     "pairs add chances for one to fall short and power drops")
+    notes = _plan_notes(spec, registered, invalid_rate, recommended)
     unequal = unequal_row(spec, noise, night_s=estimate.total_s, sims=sims, seed=seed,
                           invalid_rate=invalid_rate)
     return PlanResult(
