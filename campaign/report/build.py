@@ -129,7 +129,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     judged in full (None for an older run of a history: its decision needs only)."""
     rule_dict, rule = prep.rule_dict, prep.rule
     arms = _arms(run)
-    never = bootfail.never_ready(run.journal) if pooled is None else ()
+    never = _never_ready(run, arms) if pooled is None else ()
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
@@ -392,6 +392,16 @@ def _differs(registered: Any, now: Any) -> bool:
         return len(registered) != len(now) or any(
             _differs(a, b) for a, b in zip(registered, now, strict=True))
     return bool(registered != now)
+
+
+def _never_ready(run: RunDir, arms: Sequence[str]) -> tuple[bootfail.NeverReady, ...]:
+    """The arms that never became ready, from the journal — read only when some registered
+    arm has no row at all in passes.csv (an arm never ready measured nothing), so a
+    history of healthy nights is judged without decoding a journal."""
+    measured = set(run.passes["arm"].astype(str)) if "arm" in run.passes.columns else set()
+    if all(a in measured for a in arms):
+        return ()
+    return bootfail.never_ready(run.journal)
 
 
 def _arms(run: RunDir) -> list[str]:

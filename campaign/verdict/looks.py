@@ -177,9 +177,8 @@ def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) ->
         for cv in verdict.candidates:
             if cv.arm in final:
                 continue
-            state, why = state_at(cv, rule, p) if due else ("continue", "no look due yet")
-            if not due:
-                why = f"no look before pair {design.schedule()[0]}"
+            state, why = (state_at(cv, rule, p) if due else
+                          ("continue", f"no look before pair {design.schedule()[0]}"))
             mine = steps.setdefault(cv.arm, [])
             if due:
                 cells = tuple(c.look for c in cv.cells if c.decision_cell and c.look)
