@@ -118,7 +118,13 @@ def spread_beyond_model(w: Sequence[float], cv: Sequence[float], band: float) ->
     weights = [1 / v for v in var]
     centre = math.fsum(x * k for x, k in zip(w, weights, strict=True)) / math.fsum(weights)
     q = math.fsum((x - centre) ** 2 * k for x, k in zip(w, weights, strict=True))
-    return q > float(sps.chi2.isf(MODEL_CHECK_ALPHA, n - 1))
+    return q > _chi2_critical(n - 1)
+
+
+@lru_cache(maxsize=64)
+def _chi2_critical(df: int) -> float:
+    """χ²(df)'s (1 − MODEL_CHECK_ALPHA) quantile (cached: a history asks it per check)."""
+    return float(sps.chi2.isf(MODEL_CHECK_ALPHA, df))
 
 
 @lru_cache(maxsize=256)
