@@ -165,6 +165,25 @@ def print_plan(console: Console, result: PlanResult) -> None:
     """Render a plan: the rule, the noise, the pairs table, the recommendation, and what the
     guardrails, flags and candidates do."""
     r = result
+    _print_header(console, r)
+    console.print(_adopt_table(r))
+    _print_recommendation(console, r)
+    console.print(_checks_table(r))
+    _print_registered(console, r)
+    if r.orders:
+        console.print(_orders_table(r))
+    per_lane = " per lane" if len(r.lane_names) > 1 else ""
+    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs"
+                  f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
+                  f"{r.estimate.assumptions})")
+    print_lanes(console, r)
+    print_sequential(console, r)
+    for note in r.notes:
+        console.print(f"note: {note}")
+
+
+def _print_header(console: Console, r: PlanResult) -> None:
+    """The campaign, its rule, its noise and the Monte Carlo's size."""
     nm = r.noise
     tag = " [bold red](exploratory: not the registered rule)[/]" if r.exploratory else ""
     console.print(f"[bold]plan[/] {r.campaign}: {r.pairs} pairs registered, {r.candidates} "
@@ -177,6 +196,10 @@ def print_plan(console: Console, result: PlanResult) -> None:
     console.print(f"Monte Carlo: {r.sims} campaigns per cell of the table, seed {r.seed}; "
                   f"[95% Clopper–Pearson intervals]; {r.exact_checked} campaigns re-judged "
                   "by verdict.judge_run / check_guardrail, all agree")
+
+
+def _adopt_table(r: PlanResult) -> Table:
+    """P(adopt) by pairs (rows) and true effect (columns)."""
     table = Table(title=f"P(adopt) by pairs and true effect (m = margin {_change(r, r.margin)}"
                   f"; {r.candidates} candidate(s)){' — exploratory' if r.exploratory else ''}",
                   title_justify="left")
@@ -191,30 +214,37 @@ def print_plan(console: Console, result: PlanResult) -> None:
             mark = (mark + " ✓").strip()
         table.add_row(str(row.pairs), *(_rate(x) for x in row.adopt),
                       _rate(row.lost_to_invalid), mark)
-    console.print(table)
+    return table
+
+
+def _print_recommendation(console: Console, r: PlanResult) -> None:
+    """The fewest pairs that meet the power and false-adopt bars, or what would."""
     power_txt = f"≥ {POWER_MIN:.0%} at 1.5m ({_change(r, POWER_AT * r.margin)})"
     false_txt = f"≤ {FALSE_MAX:.0%} at m/2 ({_change(r, FALSE_AT * r.margin)})"
     if r.recommended is not None:
         wall = fm.clock(r.wall_per_pair * r.recommended)
         console.print(f"[bold]recommended: {r.recommended} pair(s)[/] — the fewest with "
                       f"P(adopt) {power_txt} and {false_txt} (about {wall})")
-    else:
-        n_max = max(row.pairs for row in r.rows)
-        console.print(f"[bold]recommended: none up to {n_max} pairs[/] has P(adopt) "
-                      f"{power_txt} and {false_txt}; what would:")
-        for a in r.alternatives:
-            got = f"{a.pairs} pair(s)" if a.pairs is not None else "not enough either"
-            console.print(f"  {a.change}: {got}")
+        return
+    n_max = max(row.pairs for row in r.rows)
+    console.print(f"[bold]recommended: none up to {n_max} pairs[/] has P(adopt) "
+                  f"{power_txt} and {false_txt}; what would:")
+    for a in r.alternatives:
+        got = f"{a.pairs} pair(s)" if a.pairs is not None else "not enough either"
+        console.print(f"  {a.change}: {got}")
+
+
+def _checks_table(r: PlanResult) -> Table:
+    """False adopts, guardrails and flags by pairs."""
     checks = Table(title="guardrails, flags and candidates by pairs", title_justify="left")
     checks.add_column("pairs", justify="right")
     checks.add_column("false adopt at m/2: 1 candidate", justify="right")
     checks.add_column(f"{r.multi_candidates} candidates", justify="right")
-    guard_names = [(g.metric, g.limit) for g in r.rows[0].guardrails]
-    for metric, limit in guard_names:
-        checks.add_column(f"{metric} breaks at no change (limit {fm.pct(limit, 0)})",
+    for g in r.rows[0].guardrails:
+        checks.add_column(f"{g.metric} breaks at no change (limit {fm.pct(g.limit, 0)})",
                           justify="right")
-        checks.add_column(f"{metric} lets through {fm.pct(GUARDRAIL_VIOLATION * limit, 0)} "
-                          "worse", justify="right")
+        checks.add_column(f"{g.metric} lets through "
+                          f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse", justify="right")
     checks.add_column("flag false alarm (A/A)", justify="right")
     checks.add_column(f"high-variance power (sd ×{HV_POWER_AT:g})", justify="right")
     checks.add_column(f"window-drift power (drift {fm.pct(WD_POWER_AT * r.band, 0)})",
@@ -225,7 +255,11 @@ def print_plan(console: Console, result: PlanResult) -> None:
                          for x in (_rate(g.break_at_0), _rate(g.passes_at_2x))),
                        _rate(row.flags.any_false), _rate(row.flags.high_variance_power),
                        _rate(row.flags.window_drift_power))
-    console.print(checks)
+    return checks
+
+
+def _print_registered(console: Console, r: PlanResult) -> None:
+    """What the registered number of pairs does: candidates, each guardrail, the flags."""
     reg = r.row(r.pairs)
     console.print(f"with {r.pairs} pairs: campaign-level false adopt at m/2 with "
                   f"{r.multi_candidates} candidates {_rate(reg.false_campaign)} vs one "
@@ -249,26 +283,21 @@ def print_plan(console: Console, result: PlanResult) -> None:
                       f"{_rate(f.high_variance_false)}, window-drift "
                       f"{_rate(f.window_drift_false)}, either {_rate(f.any_false)} (target ≤ "
                       f"{rl.FLAG_FAMILY_ALPHA:.0%})")
-    if r.orders:
-        ot = Table(title=f"arm order under a linear drift of {fm.pct(r.order_drift, 1)} across "
-                   "the window (first candidate, no invalid pass)", title_justify="left")
-        ot.add_column("order")
-        ot.add_column("pairs", justify="right")
-        ot.add_column("gain bias", justify="right")
-        ot.add_column("P(adopt) at +0%", justify="right")
-        ot.add_column(f"P(adopt) at {_change(r, r.effect, 0)}", justify="right")
-        for o in r.orders:
-            ot.add_row(o.order, str(o.pairs), fm.pct(o.bias, 2), _rate(o.null),
-                       _rate(o.at_effect))
-        console.print(ot)
-    per_lane = " per lane" if len(r.lane_names) > 1 else ""
-    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs"
-                  f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
-                  f"{r.estimate.assumptions})")
-    print_lanes(console, r)
-    print_sequential(console, r)
-    for note in r.notes:
-        console.print(f"note: {note}")
+
+
+def _orders_table(r: PlanResult) -> Table:
+    """AB against ABBA under a linear drift across the window."""
+    ot = Table(title=f"arm order under a linear drift of {fm.pct(r.order_drift, 1)} across "
+               "the window (first candidate, no invalid pass)", title_justify="left")
+    ot.add_column("order")
+    ot.add_column("pairs", justify="right")
+    ot.add_column("gain bias", justify="right")
+    ot.add_column("P(adopt) at +0%", justify="right")
+    ot.add_column(f"P(adopt) at {_change(r, r.effect, 0)}", justify="right")
+    for o in r.orders:
+        ot.add_row(o.order, str(o.pairs), fm.pct(o.bias, 2), _rate(o.null),
+                   _rate(o.at_effect))
+    return ot
 
 
 def print_lanes(console: Console, r: PlanResult) -> None:

@@ -6,7 +6,7 @@ import base64
 import html
 
 from campaign.report import plots
-from campaign.report.model import EXPLORATORY, REPORT_SCHEMA_VERSION, Report
+from campaign.report.model import EXPLORATORY, REPORT_SCHEMA_VERSION, Report, RunReport
 from campaign.report.rows import (
     collapsed_lines,
     decision_headers,
@@ -49,14 +49,31 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
     files or scripts, so it can be mailed or archived). `png`: figures already drawn."""
     e = html.escape
     run = report.latest
-    v = run.verdict
     lead = "".join(f"<p class='loss'>{e(line)}</p>" for line in lead_lines(run))
     # an arm that never booted is said in the page's first 3 lines: the style on one line
     css = _CSS.replace("\n", "") if lead else _CSS
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              f"<title>spec-ab report — {e(run.campaign)}</title><style>{css}</style></head>",
              "<body>" + lead]
-    parts.append(f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>")
+    parts += _decision_html(report)
+    parts += _history_html(report)
+    parts += _run_html(run)
+    parts.append("<h2>Plots</h2>")
+    for name, title, data in plots.pngs(report) if png is None else png:
+        b64 = base64.b64encode(data).decode("ascii")
+        parts.append(f"<figure id='plot-{e(name)}'><figcaption>{e(title)}</figcaption>"
+                     f"<img alt='{e(title)}' src='data:image/png;base64,{b64}'></figure>")
+    parts.append(f"<p><small>spec-ab {e(report.tool_version)} · report schema "
+                 f"{REPORT_SCHEMA_VERSION}</small></p></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _decision_html(report: Report) -> list[str]:
+    """The decision, its reasons, the decision cells, the lanes and the guardrails."""
+    e = html.escape
+    run = report.latest
+    v = run.verdict
+    parts = [f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>"]
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: --rule overrides in use.</p>")
     parts.append("<ul>" + "".join(
@@ -87,19 +104,33 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
     if detail:
         parts.append("<p>Decision cells, in detail:</p><ul>" + "".join(
             f"<li>{e(where)}: {e(r)}</li>" for where, r in detail) + "</ul>")
-    if len(report.runs) > 1:
-        parts.append("<h2>History</h2><table><tr><th>run</th><th>registered</th>"
-                     "<th>pairs</th><th>decision</th><th>decision cells</th>"
-                     "<th>guardrails</th></tr>")
-        for h in history_rows(report):
-            parts.append(
-                f"<tr><td>{e(h.run_id)}</td><td>{e(h.registered)}</td>"
-                f"<td>{h.pairs}</td>"
-                f"<td class='{'adopt' if h.decision == 'adopt' else 'gain-below-bar'}'>"
-                f"{e(h.decision)}</td><td>{e(h.cells_text(with_arm=False))}</td>"
-                f"<td>{e(h.guardrails)}</td></tr>")
-        parts.append("</table>")
-    parts.append(f"<h1>{e(run.campaign)}</h1>")
+    return parts
+
+
+def _history_html(report: Report) -> list[str]:
+    """One row per run of a history (nothing for one run)."""
+    if len(report.runs) <= 1:
+        return []
+    e = html.escape
+    parts = ["<h2>History</h2><table><tr><th>run</th><th>registered</th>"
+             "<th>pairs</th><th>decision</th><th>decision cells</th>"
+             "<th>guardrails</th></tr>"]
+    for h in history_rows(report):
+        parts.append(
+            f"<tr><td>{e(h.run_id)}</td><td>{e(h.registered)}</td>"
+            f"<td>{h.pairs}</td>"
+            f"<td class='{'adopt' if h.decision == 'adopt' else 'gain-below-bar'}'>"
+            f"{e(h.decision)}</td><td>{e(h.cells_text(with_arm=False))}</td>"
+            f"<td>{e(h.guardrails)}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def _run_html(run: RunReport) -> list[str]:
+    """The newest run: its campaign, rule, the other cells by workload and the ranking."""
+    e = html.escape
+    v = run.verdict
+    parts = [f"<h1>{e(run.campaign)}</h1>"]
     if run.hypothesis:
         parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
     parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")
@@ -129,14 +160,7 @@ def render_html(report: Report, png: list[tuple[str, str, bytes]] | None = None)
                          f"<td class='n'>{gain}</td><td class='n'>{worst}"
                          "</td></tr>" for rank, arm, dec, gain, worst in ranking_rows(run))
                      + "</table>")
-    parts.append("<h2>Plots</h2>")
-    for name, title, data in plots.pngs(report) if png is None else png:
-        b64 = base64.b64encode(data).decode("ascii")
-        parts.append(f"<figure id='plot-{e(name)}'><figcaption>{e(title)}</figcaption>"
-                     f"<img alt='{e(title)}' src='data:image/png;base64,{b64}'></figure>")
-    parts.append(f"<p><small>spec-ab {e(report.tool_version)} · report schema "
-                 f"{REPORT_SCHEMA_VERSION}</small></p></body></html>")
-    return "\n".join(parts) + "\n"
+    return parts
 
 
 def render(report: Report) -> str:
