@@ -34,7 +34,7 @@ from campaign.report.model import (
 )
 from campaign.results import bootfail, pool
 from campaign.results.journal import campaign_path
-from campaign.results.store import RunDir, load_runs, rule_hash
+from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
 from campaign.verdict import judge as vd
 from campaign.verdict import outcome as oc
@@ -89,7 +89,7 @@ def build_report(
     shown.add(rule_new.metric)
     shown.update(g.metric for g in rule_new.prereg.guardrails)
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
-    all_rows = _stack(_frames(runs), [r.run_id for r in runs])
+    all_rows = _stack(runs)
     _refuse_unmeasured(picked, all_rows)
     tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
     out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
@@ -263,16 +263,25 @@ def _measurements(table: td.RunTable) -> dict[tuple[str, str, str], dict[int, di
             for key, data in table.cells.items() if key[2] in PLOTTED}
 
 
-def _stack(frames: Sequence[pd.DataFrame], run_ids: Sequence[str]) -> pd.DataFrame:
+def _stack(runs: Sequence[RunDir]) -> pd.DataFrame:
     """The runs' tidy rows as one frame, `run` set from the directory names.
 
-    Column by column with numpy: `pd.concat` of 1,000 small frames spends most of its time
-    reconciling their blocks (0.8 s here); the columns are the same in every run."""
+    A history `load_runs` read in one parse is one slice of that table (`stacked_batch`);
+    otherwise column by column with numpy: `pd.concat` of 1,000 small frames spends most of
+    its time reconciling their blocks (0.8 s here); the columns are the same in every run."""
+    frames = _frames(runs)
+    run_ids = [r.run_id for r in runs]
     if len(frames) == 1:
         return frames[0].assign(run=run_ids[0])
+    counts = [len(f) for f in frames]
+    run_col = np.repeat(np.array(run_ids, dtype=object), counts)
+    batch = stacked_batch(runs)
+    if batch is not None:
+        batch["run"] = run_col
+        return batch
     cols = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
     data = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in cols if c != "run"}
-    data["run"] = np.repeat(np.array(run_ids, dtype=object), [len(f) for f in frames])
+    data["run"] = run_col
     return pd.DataFrame(data)
 
 

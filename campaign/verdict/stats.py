@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scipy import special as _special
 from scipy import stats as _sp
 
 from campaign.catalog import Direction as Direction
@@ -171,7 +172,9 @@ def p_above(p: Paired, bar: float) -> float | None:
     se = p.sd / math.sqrt(p.n)
     if se == 0:
         return 0.0 if diff > 0 else 1.0
-    return float(_sp.t.sf(diff / se, p.n - 1))
+    # t(n − 1).sf through scipy.special, as scipy.stats computes it, without the distribution
+    # object's ~0.1 ms of argument checks per call (a history's report calls it 10⁴ times)
+    return float(_special.stdtr(p.n - 1, -diff / se))
 
 
 def lower_bound(p: Paired, one_sided_alpha: float) -> float | None:
@@ -214,7 +217,7 @@ def variance_test(d: Sequence[float], sd: float) -> float | None:
         return None
     mean = math.fsum(d) / n
     ss = math.fsum((v - mean) ** 2 for v in d)
-    return float(_sp.chi2.sf(ss / sd**2, n - 1))
+    return float(_special.chdtrc(n - 1, ss / sd**2))  # χ²(n − 1).sf (see above)
 
 
 def trend_test(values: Sequence[float], positions: Sequence[float],
@@ -231,7 +234,7 @@ def trend_test(values: Sequence[float], positions: Sequence[float],
     span = max(xs) - min(xs)
     slope = math.log1p(moved) / span
     z = slope / (sd / math.sqrt(sxx))
-    return moved, float(2 * _sp.norm.sf(abs(z)))
+    return moved, float(2 * _special.ndtr(-abs(z)))  # 2·Φ(−|z|)
 
 
 def lanes_test(d: Sequence[float], lanes: Sequence[str], sd: float) -> float | None:
@@ -246,4 +249,4 @@ def lanes_test(d: Sequence[float], lanes: Sequence[str], sd: float) -> float | N
         return None
     mean = math.fsum(d) / len(d)
     stat = math.fsum(len(g) * (math.fsum(g) / len(g) - mean) ** 2 for g in groups.values())
-    return float(_sp.chi2.sf(stat / sd**2, len(groups) - 1))
+    return float(_special.chdtrc(len(groups) - 1, stat / sd**2))  # χ²(k − 1).sf

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
 from campaign.results.journal import PassRow
-from campaign.results.store import RunStore, load_run, load_runs, rule_hash
+from campaign.results.store import (
+    BATCH_MIN_RUNS,
+    RunStore,
+    load_run,
+    load_runs,
+    rule_hash,
+    stacked_batch,
+)
 from tests.runs import record_passes
 
 CAMPAIGN = b"""\
@@ -62,6 +71,21 @@ def test_batched_load_equals_one_by_one(tmp_path: Path) -> None:
         assert a.passes.equals(b.passes)
     with pytest.raises(ResultsError, match=f"{runs[5].name}/passes.csv: missing columns"):
         load_runs(runs)
+
+
+def test_a_batched_history_stacks_as_one_slice_only_while_untouched(tmp_path: Path) -> None:
+    """`stacked_batch`: the runs' rows, in order, from the one parse; a run whose rows were
+    replaced, a run read on its own, or runs out of order are never stood for by it."""
+    runs = load_runs([make_run(tmp_path, i) for i in range(BATCH_MIN_RUNS)])
+    stacked = stacked_batch(runs)
+    assert stacked is not None
+    expected = pd.concat([r.passes for r in runs], ignore_index=True)
+    pd.testing.assert_frame_equal(stacked, expected)
+    assert stacked_batch(runs[3:7]) is not None and len(stacked_batch(runs[3:7])) == 12
+    assert stacked_batch(runs[::-1]) is None and stacked_batch([runs[0], runs[2]]) is None
+    edited = dataclasses.replace(runs[4], passes=runs[4].passes.assign(value=0.0))
+    assert stacked_batch([*runs[:4], edited, *runs[5:]]) is None
+    assert stacked_batch([*runs[:2], load_run(runs[2].run_dir)]) is None
 
 
 def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> None:
