@@ -179,26 +179,6 @@ def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return events, problems
 
 
-ROW_MARK = '{"run": '
-"""How every tidy row of a `pass` event begins in the journal's text (`PassRow`'s first
-field, as `json.dumps` writes it)."""
-
-
-def pass_rows_unparsed(run_dir: Path) -> int | None:
-    """The number of tidy rows the journal's `pass` events hold, counted in its text
-    without parsing it (a report over a thousand runs must not decode every line); None
-    when a line may be torn or damaged (each line must be one whole event, `{"t": …}`):
-    then parse it (`journal_problems`)."""
-    try:
-        text = (run_dir / FILE_NAME).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    lines = text.count("\n")
-    whole = (text.startswith('{"t": ') and text.endswith("}\n")
-             and text.count('\n{"t": ') == lines - 1 and text.count("}\n") == lines)
-    return text.count(ROW_MARK) if whole else None
-
-
 def of_kind(events: Events, event: Event) -> list[Mapping[str, Any]]:
     """The events of one kind, in journal order."""
     return [ev for ev in events if ev.get("event") == event]
@@ -213,6 +193,9 @@ class Ending:
     """The tidy rows the journal held when the run finished, when the journal is still
     exactly as it was then (`finished` its last line, its size the one it recorded); None
     otherwise (read the journal to know)."""
+    passes_sha256: str | None = None
+    """The SHA-256 of passes.csv as the run wrote it last, under the same condition (runs
+    written before spec-ab recorded it: None)."""
 
 
 def ending(run_dir: Path) -> Ending:
@@ -241,9 +224,10 @@ def ending(run_dir: Path) -> Ending:
         before = ev.get("journal_bytes")
         intact = (i == last and raw.endswith(b"\n") and isinstance(before, int)
                   and size == before + len(line.encode("utf-8")) + 1)
-        rows = ev.get("rows")
+        rows, digest = ev.get("rows"), ev.get("passes_sha256")
         return Ending(bool(ev.get("complete")),
-                      rows if intact and isinstance(rows, int) else None)
+                      rows if intact and isinstance(rows, int) else None,
+                      digest if intact and isinstance(digest, str) else None)
     return Ending(False, None)
 
 

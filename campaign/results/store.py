@@ -30,6 +30,7 @@ directories are described in `campaign.results.registration`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import io
 import json
 import uuid
@@ -164,19 +165,31 @@ class RunStore:
 
     def finish(self, **data: Any) -> dict[str, Any]:
         """Journal the run's `finished` event (`data`: complete, pairs…) with the number
-        of tidy rows (passes.csv rebuilt once more) and the journal's size before it."""
-        rows = self.rebuild_passes_csv()
+        of tidy rows and the SHA-256 of passes.csv (rebuilt once more), and the journal's
+        size before it: a report trusts passes.csv unread against the journal only while
+        both still match (`_run_data`)."""
+        rows, digest = self._write_passes_csv()
         size = self.journal_path.stat().st_size if self.journal_path.exists() else 0
-        return self.journal("finished", **data, rows=rows, journal_bytes=size)
+        return self.journal("finished", **data, rows=rows, passes_sha256=digest,
+                            journal_bytes=size)
 
     def rebuild_passes_csv(self) -> int:
         """Rewrite passes.csv from the journal's `pass` events; returns the row count."""
+        return self._write_passes_csv()[0]
+
+    def _write_passes_csv(self) -> tuple[int, str]:
         rows = passes_from_journal(self.read_journal())
-        atomic_write(self.run_dir / "passes.csv", rows_to_csv(rows))
-        return len(rows)
+        data = rows_to_csv(rows).encode("utf-8")
+        atomic_write(self.run_dir / "passes.csv", data)
+        return len(rows), csv_digest(data)
 
 
 # -------------------------------------------------------------------- reading
+
+
+def csv_digest(data: bytes) -> str:
+    """passes.csv's digest, as the `finished` event records it."""
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -340,19 +353,25 @@ class _Csv:
     rows: pd.DataFrame
     bad_lines: list[int] = field(default_factory=list)
     unusable: str | None = None
+    digest: str | None = None
+    """`csv_digest` of the file's bytes (None: no file)."""
 
 
 def _read_passes(csv_path: Path) -> _Csv:
     if not csv_path.is_file() or csv_path.stat().st_size == 0:
         return _Csv(pd.DataFrame(columns=PASS_COLUMNS))
+    data = csv_path.read_bytes()
+    digest = csv_digest(data)
     try:
-        passes = pd.read_csv(csv_path, **_CSV_READ)
+        passes = pd.read_csv(io.BytesIO(data), **_CSV_READ)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})")
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})",
+                    digest=digest)
     missing = sorted(set(PASS_COLUMNS) - set(passes.columns))
     if missing:
-        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"missing columns {missing}")
-    return _Csv(*_check_passes(passes, csv_path))
+        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"missing columns {missing}",
+                    digest=digest)
+    return _Csv(*_check_passes(passes, csv_path), digest=digest)
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -442,9 +461,6 @@ def _reconcile(run_dir: Path, csv: _Csv,
     passes = csv.rows
     wrong = _csv_problems(passes, csv)
     pass_events = [ev for ev in events if ev.get("event") == "pass"]
-    counted = sum(len(rows) for ev in pass_events if isinstance(rows := ev.get("rows"), list))
-    if pass_events and not wrong and len(passes) == counted:
-        return passes, []  # the common case, without building the journal's table
     journal = _journal_passes(pass_events)
     if journal is None:
         if wrong:
@@ -455,7 +471,12 @@ def _reconcile(run_dir: Path, csv: _Csv,
         return passes, []
     expected = len(journal)
     if not wrong and len(passes) == expected:
-        return passes, []
+        edits = _value_edits(passes, journal)
+        if not edits:
+            return passes, []
+        wrong.append(f"{len(edits)} row(s) differ: " + "; ".join(edits[:EDITS_NAMED])
+                     + (f"; and {len(edits) - EDITS_NAMED} more" if len(edits) > EDITS_NAMED
+                        else ""))
     twice = pairs_twice(journal) if journal.duplicated(PASS_KEY).any() else []
     if twice:
         raise ResultsError(
@@ -469,7 +490,40 @@ def _reconcile(run_dir: Path, csv: _Csv,
                      + "): the journal's rows are used"]
 
 
-def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False) -> RunDir:
+EDITS_NAMED = 5
+"""How many differing rows a note names (then "and N more")."""
+
+
+def _value_edits(passes: pd.DataFrame, journal: pd.DataFrame) -> list[str]:
+    """Each row of passes.csv whose values are not the journal's, named by its key; rows
+    present on one side only are named too. Both tables hold unique keys (checked before)."""
+    if passes.duplicated(PASS_KEY).any() or journal.duplicated(PASS_KEY).any():
+        return []  # named by `_csv_problems` / `pairs_twice`
+    cols = [c for c in PASS_COLUMNS if c not in PASS_KEY and c in journal.columns]
+    a = passes.set_index(PASS_KEY)[cols]
+    b = journal.set_index(PASS_KEY)[cols]
+    out = [f"{_key_text(k)} only in passes.csv" for k in a.index.difference(b.index)]
+    out += [f"{_key_text(k)} missing from passes.csv" for k in b.index.difference(a.index)]
+    common = a.index.intersection(b.index)
+    a, b = a.loc[common], b.loc[common]
+    same = (a == b) | (a.isna() & b.isna())
+    for key, row in same[~same.all(axis=1)].iterrows():
+        changed = [c for c in cols if not row[c]]
+        out.append(_key_text(key) + ": " + ", ".join(
+            f"{c} {a.at[key, c]!s} in passes.csv, {b.at[key, c]!s} in journal.jsonl"
+            for c in changed))
+    return out
+
+
+def _key_text(key: Any) -> str:
+    pair, attempt_of_pair, arm, workload, level, metric, attempt = key
+    redo = f" (pair attempt {attempt_of_pair})" if attempt_of_pair != 1 else ""
+    again = f" (pass attempt {attempt})" if attempt != 1 else ""
+    return f"pair {pair}{redo} {arm} {workload} {level} {metric}{again}"
+
+
+def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False,
+              digest: str | None = None) -> RunDir:
     """One run directory read back; `passes` its rows when already read (`load_runs`),
     `sound` when they are known to parse and hold no duplicated row."""
     if run_dir.is_file():
@@ -484,13 +538,16 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
-    csv = _read_passes(run_dir / "passes.csv") if passes is None else _Csv(passes)
+    csv = (_read_passes(run_dir / "passes.csv") if passes is None
+           else _Csv(passes, digest=digest))
     events: list[dict[str, Any]] | None = None
     notes: list[str] = []
     end = jr.ending(run_dir)
-    counted = end.rows if end.rows is not None else jr.pass_rows_unparsed(run_dir)
-    if counted and counted == len(csv.rows) and (sound or not _csv_problems(csv.rows, csv)):
-        passes = csv.rows  # as the journal has it: its events are read when asked for
+    if (end.passes_sha256 is not None and csv.digest == end.passes_sha256
+            and end.rows == len(csv.rows) and (sound or not _csv_problems(csv.rows, csv))):
+        # passes.csv is byte for byte what the finished run wrote from the journal, and the
+        # journal is as it was then: its events are read only when asked for
+        passes = csv.rows
     else:
         events, notes = jr.journal_problems(run_dir)
         passes, more = _reconcile(run_dir, csv, events)
@@ -534,11 +591,13 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     header = ",".join(CSV_COLUMNS)  # what this spec-ab writes; older files one by one
     bodies: list[str] = []
     counts: list[int | None] = []
+    digests: dict[int, str] = {}
     for d in run_dirs:
         path = Path(d) / "passes.csv"
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError:
+            data = path.read_bytes()
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError):
             counts.append(None)
             continue
         head, _, body = text.partition("\n")
@@ -548,6 +607,7 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
         body = body if body.endswith("\n") else body + "\n"
         counts.append(body.count("\n"))
         bodies.append(body)
+        digests[len(counts) - 1] = csv_digest(data)
     joined = None
     if bodies:
         try:
@@ -564,12 +624,12 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
         duplicated = {int(c) for c in chunk[dup]}
     out: list[RunDir] = []
     start = i = 0
-    for d, n in zip(run_dirs, counts, strict=True):
+    for j, (d, n) in enumerate(zip(run_dirs, counts, strict=True)):
         if n is None or joined is None:
             out.append(load_run(d))
             continue
         part = joined.iloc[start:start + n].reset_index(drop=True)
-        run = _run_data(Path(d), part, sound=i not in duplicated)
+        run = _run_data(Path(d), part, sound=i not in duplicated, digest=digests[j])
         if run.passes is part:
             run.batch = Batch(joined, start, start + n, part)
         out.append(run)

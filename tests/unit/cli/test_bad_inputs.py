@@ -347,6 +347,26 @@ def _duplicate_decision_row(run: Path) -> None:
     _write_csv(run, [*lines, ",".join(cells)])
 
 
+def _decision_values_edited(run: Path) -> None:
+    """The candidate's decision-cell throughput of every pair set to 90: read from
+    passes.csv, the gain becomes a loss (adopt → keep-default); the row count unchanged."""
+    lines = _csv_lines(run)
+    for i, ln in enumerate(lines):
+        if ",cand," in ln and f",c1,{TPUT}," in ln:
+            cells = ln.split(",")
+            cells[9] = "90.0"
+            lines[i] = ",".join(cells)
+    _write_csv(run, lines)
+
+
+def _valid_flipped(run: Path) -> None:
+    """The candidate's pair-1 decision row marked invalid: the pair would drop out."""
+    lines = _csv_lines(run)
+    i = next(i for i, ln in enumerate(lines) if ",1,1,cand," in ln and f",c1,{TPUT}," in ln)
+    lines[i] = lines[i].replace(",true,", ",false,")
+    _write_csv(run, lines)
+
+
 def _garbage_row(run: Path) -> None:
     _write_csv(run, [*_csv_lines(run), "x,y,z,cand,0,t,knee,c1,m,v,maybe,1,"])
 
@@ -432,6 +452,15 @@ RESULTS_CASES: list[Case] = [
         r, [*_csv_lines(r), _csv_lines(r)[1]]), sim=True), 2,
          ("1 duplicated row(s) (line 398)", "no pass events")),
     Case("csv-garbage-row", _damaged(_garbage_row), 0, ("do not parse", "journal's rows")),
+    Case("csv-values-edited", _damaged(_decision_values_edited), 0,
+         ("passes.csv disagrees with journal.jsonl (2 row(s) differ: pair 1 cand knee c1 "
+          f"{TPUT}: value 90.0 in passes.csv, 112.0 in journal.jsonl",
+          "the journal's rows are used", "ADOPT")),
+    Case("csv-valid-flag-flipped", _damaged(_valid_flipped), 0,
+         ("1 row(s) differ: pair 1 cand knee c1 "
+          f"{TPUT}: valid False in passes.csv, True in journal.jsonl",
+          "the journal's rows are used", "ADOPT")),
+
     Case("csv-row-missing", _damaged(_dropped_row), 0,
          ("rows where journal.jsonl has", "journal's rows are used")),
     Case("csv-missing-column", _damaged(_drop_csv_column, sim=True), 2, ("missing columns",)),

@@ -11,10 +11,12 @@ import pytest
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
+from campaign.results import journal as jr
 from campaign.results.journal import PassRow
 from campaign.results.store import (
     BATCH_MIN_RUNS,
     RunStore,
+    csv_digest,
     load_run,
     load_runs,
     rule_hash,
@@ -88,6 +90,28 @@ def test_a_batched_history_stacks_as_one_slice_only_while_untouched(tmp_path: Pa
     assert stacked_batch([*runs[:2], load_run(runs[2].run_dir)]) is None
 
 
+def test_passes_csv_is_trusted_unread_against_the_journal_only_byte_for_byte(
+        tmp_path: Path) -> None:
+    """The finished run records passes.csv's SHA-256: while the file and the journal are
+    as the run left them, the journal is not parsed; one edited value, even with the row
+    count kept, makes the report compare row by row and use the journal's rows."""
+    run = make_run(tmp_path, 1)
+    end = jr.ending(run)
+    assert end.rows == 3 and end.passes_sha256 == csv_digest((run / "passes.csv").read_bytes())
+    data = load_run(run)
+    assert data._journal is None and not data.notes  # fast path: the journal left unread
+    text = (run / "passes.csv").read_text().replace(",102.0,true,", ",152.0,true,", 1)
+    (run / "passes.csv").write_text(text)
+    data = load_run(run)
+    assert list(data.passes.value) == [102.0, 102.0, 103.0]
+    (note,) = data.notes
+    assert ("1 row(s) differ: pair 1 control knee c1 output_token_throughput: value 152.0 in "
+            "passes.csv, 102.0 in journal.jsonl" in note), note
+    with open(run / "journal.jsonl", "a") as f:  # the journal no longer as it ended
+        f.write('{"event": "note"}\n')
+    assert jr.ending(run).passes_sha256 is None
+
+
 def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> None:
     run = make_run(tmp_path, 1, finished=False)
     with open(run / "journal.jsonl", "a") as f:
@@ -113,12 +137,9 @@ def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
     """A finished run's last event records its tidy rows and the journal's size before it:
     a report checks passes.csv against the journal from the tail alone, and reads the
     whole journal as soon as it changed after the run finished."""
-    from campaign.results import journal as jr
-
     run = make_run(tmp_path, 1)
     end = jr.ending(run)
     assert end.complete and end.rows == 3
-    assert jr.pass_rows_unparsed(run) == 3  # the same count, from the whole text
     data = load_run(run)
     assert data._journal is None and [e["event"] for e in data.journal] == ["pass", "finished"]
     with open(run / "journal.jsonl", "a") as f:
