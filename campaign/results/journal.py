@@ -194,8 +194,10 @@ class Ending:
     exactly as it was then (`finished` its last line, its size the one it recorded); None
     otherwise (read the journal to know)."""
     passes_sha256: str | None = None
-    """The SHA-256 of passes.csv as the run wrote it last, under the same condition (runs
-    written before spec-ab recorded it: None)."""
+    """The SHA-256 of passes.csv as the run wrote it last, under the same condition."""
+    undigested: bool = False
+    """The journal is intact but its `finished` event predates `passes_sha256` (a run of an
+    older spec-ab): only the row count can vouch for passes.csv unread."""
 
 
 def ending(run_dir: Path) -> Ending:
@@ -227,7 +229,8 @@ def ending(run_dir: Path) -> Ending:
         rows, digest = ev.get("rows"), ev.get("passes_sha256")
         return Ending(bool(ev.get("complete")),
                       rows if intact and isinstance(rows, int) else None,
-                      digest if intact and isinstance(digest, str) else None)
+                      digest if intact and isinstance(digest, str) else None,
+                      undigested=intact and "passes_sha256" not in ev)
     return Ending(False, None)
 
 

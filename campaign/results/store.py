@@ -15,7 +15,7 @@ typed `RunDir`s (what `report` and `noise` consume).
                              first event, `registered`, names the campaign's base folder
       passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
                              rebuilt from the journal after every pass, atomically);
-                             `load_run` checks it against the journal (`_reconcile`)
+                             `load_run` checks it against the journal (`pc.reconcile`)
       pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
 
 A pair redone after a crash keeps its earlier, half-finished folders and writes the new
@@ -30,7 +30,6 @@ directories are described in `campaign.results.registration`.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import io
 import json
 import uuid
@@ -46,9 +45,9 @@ from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.errors import ResultsError, SpecError
 from campaign.results import journal as jr
+from campaign.results import passescsv as pc
 from campaign.results.journal import (
     CSV_COLUMNS,
-    PASS_COLUMNS,
     dumps,
     iso,
     passes_from_journal,
@@ -56,6 +55,7 @@ from campaign.results.journal import (
     rows_to_csv,
     utcnow,
 )
+from campaign.results.passescsv import PASS_KEY, csv_digest
 from campaign.results.registration import RegisteredLevels, Registration
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
 from campaign.textfiles import atomic_write
@@ -187,11 +187,6 @@ class RunStore:
 # -------------------------------------------------------------------- reading
 
 
-def csv_digest(data: bytes) -> str:
-    """passes.csv's digest, as the `finished` event records it."""
-    return hashlib.sha256(data).hexdigest()
-
-
 @dataclass(frozen=True)
 class Batch:
     """Where a run's rows sit in the one table `load_runs` parsed for a whole history, so
@@ -294,86 +289,6 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
     return own, ()
 
 
-_TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
-_INT_COLUMNS = ("pair", "pair_attempt", "slot", "attempt")
-_CSV_READ: dict[str, Any] = {"keep_default_na": False,
-                             "na_values": {"value": [""], "log_se": [""]}}
-"""How passes.csv is parsed: text stays text (an arm named "NA" is an arm), and only an empty
-`value` or `log_se` is missing, so both columns parse as floats in pandas' C reader (a
-column of text costs a Python strip per row: 0.3 s over 1,000 runs). A cell that is not a
-number leaves its column as text, and `_check_passes` finds the row."""
-PASS_KEY = ["pair", "pair_attempt", "arm", "workload", "level", "metric", "attempt"]
-"""What names one measured number: two rows with the same key are a duplicate."""
-
-
-def _check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
-    """The table with its columns typed, and the file lines (1-based, header = 1) of rows
-    that do not parse (a pair that is not a number, a value that is not one, a `valid`
-    that is not true/false); those rows are left out of the table."""
-    missing = set(PASS_COLUMNS) - set(passes.columns)
-    if missing:
-        raise ResultsError(f"{csv_path}: missing columns {sorted(missing)}")
-    for col in _TEXT_COLUMNS:
-        if passes[col].dtype != object:
-            passes[col] = passes[col].astype(str)
-    bad = pd.Series(False, index=passes.index)
-    for col in _INT_COLUMNS:
-        if passes[col].dtype.kind != "i":
-            num = pd.to_numeric(passes[col], errors="coerce")
-            bad |= num.isna() | (num != num.round())
-    if passes["value"].dtype.kind != "f":
-        text = passes["value"].astype(str).str.strip()
-        num = pd.to_numeric(text, errors="coerce")
-        bad |= num.isna() & (text != "") & (text.str.lower() != "nan")
-    if passes["valid"].dtype != bool:
-        flag = passes["valid"].astype(str).str.strip().str.lower()
-        bad |= ~flag.isin(("true", "false"))
-    bad_lines = [int(i) + 2 for i in passes.index[bad]]
-    if bad_lines:
-        passes = passes[~bad].reset_index(drop=True)
-    for col in _INT_COLUMNS:
-        if passes[col].dtype.kind != "i":
-            passes[col] = pd.to_numeric(passes[col]).astype("int64")
-    if passes["value"].dtype.kind != "f":
-        passes["value"] = pd.to_numeric(passes["value"].astype(str).str.strip(),
-                                        errors="coerce").astype("float64")
-    if passes["valid"].dtype != bool:
-        passes["valid"] = passes["valid"].astype(str).str.strip().str.lower() == "true"
-    if "log_se" in passes.columns and passes["log_se"].dtype.kind != "f":
-        passes["log_se"] = pd.to_numeric(passes["log_se"].astype(str).str.strip(),
-                                         errors="coerce").astype("float64")
-    return passes, bad_lines
-
-
-@dataclass
-class _Csv:
-    """passes.csv as read: its rows, the file lines of rows that do not parse, and why
-    the whole file cannot be used (then `rows` is empty)."""
-
-    rows: pd.DataFrame
-    bad_lines: list[int] = field(default_factory=list)
-    unusable: str | None = None
-    digest: str | None = None
-    """`csv_digest` of the file's bytes (None: no file)."""
-
-
-def _read_passes(csv_path: Path) -> _Csv:
-    if not csv_path.is_file() or csv_path.stat().st_size == 0:
-        return _Csv(pd.DataFrame(columns=PASS_COLUMNS))
-    data = csv_path.read_bytes()
-    digest = csv_digest(data)
-    try:
-        passes = pd.read_csv(io.BytesIO(data), **_CSV_READ)
-    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
-        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})",
-                    digest=digest)
-    missing = sorted(set(PASS_COLUMNS) - set(passes.columns))
-    if missing:
-        return _Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"missing columns {missing}",
-                    digest=digest)
-    return _Csv(*_check_passes(passes, csv_path), digest=digest)
-
-
 def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
@@ -386,140 +301,6 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ResultsError(f"{path}: not a JSON object but a {type(doc).__name__}")
     return doc
-
-
-def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
-    """The journal's pass rows as a typed table (None when it has none, or they do not
-    parse: then it cannot arbitrate)."""
-    if not any(ev.get("event") == "pass" for ev in events):
-        return None
-    try:
-        rows = passes_from_journal(events)
-    except TypeError:
-        return None
-    table = pd.read_csv(io.StringIO(rows_to_csv(rows)), **_CSV_READ)
-    try:
-        return _check_passes(table, Path("journal.jsonl"))[0]
-    except ResultsError:
-        return None
-
-
-def _lines(lines: list[int]) -> str:
-    return ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
-
-
-def pairs_twice(passes: pd.DataFrame) -> list[str]:
-    """Pair numbers that two different pairs carry (a renumbered or merged run directory):
-    one arm of one pair attempt measured in more than one slot. A pass retried, or a
-    pair redone (a new `pair_attempt`), is not one."""
-    places = passes.drop_duplicates(["pair", "pair_attempt", "arm", "slot", "started_at"])
-    counts = places.groupby(["pair", "pair_attempt", "arm"]).size().reset_index(name="n")
-    most = counts[counts["n"] > 1].groupby("pair")["n"].max()
-    out = []
-    for pair, times in zip(most.index, most, strict=True):
-        mine = places[places["pair"] == pair].sort_values(["slot", "started_at"])
-        how = "twice" if times == 2 else f"{times} times"
-        seen = ", ".join(f"{r.arm} in slot {r.slot} started {r.started_at}"
-                         for r in mine.itertuples(index=False))
-        out.append(f"pair {pair} appears {how}: {seen}")
-    return out
-
-
-def _csv_problems(passes: pd.DataFrame, csv: _Csv) -> list[str]:
-    """What is wrong with passes.csv's rows on their own."""
-    if csv.unusable:
-        return [csv.unusable]
-    wrong = []
-    if csv.bad_lines:
-        wrong.append(f"{len(csv.bad_lines)} row(s) that do not parse "
-                     f"(line {_lines(csv.bad_lines)})")
-    dup = passes.duplicated(PASS_KEY, keep="first")
-    n_dup = int(dup.sum())
-    twice = pairs_twice(passes) if n_dup else []
-    if twice:
-        wrong += twice
-    elif n_dup:  # after rows were left out, line numbers of the file are no longer known
-        where = ("" if csv.bad_lines
-                 else f" (line {_lines([int(i) + 2 for i in passes.index[dup]])})")
-        wrong.append(f"{n_dup} duplicated row(s){where}")
-    return wrong
-
-
-def _reconcile(run_dir: Path, csv: _Csv,
-               events: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
-    """passes.csv checked against the journal, the source of truth.
-
-    passes.csv is rebuilt from the journal's `pass` events after every pass, so both
-    must hold the same rows. When they do not (a file that cannot be used, rows that do
-    not parse, duplicated rows, a different row count), the journal's rows are used and a
-    note says what was wrong. Without pass events in the journal nothing can arbitrate:
-    the damage is then an error (exit 2), since it could change a verdict silently. Two
-    different pairs with one number are an error wherever they are: no row says which is
-    which.
-    """
-    csv_path = run_dir / "passes.csv"
-    passes = csv.rows
-    wrong = _csv_problems(passes, csv)
-    pass_events = [ev for ev in events if ev.get("event") == "pass"]
-    journal = _journal_passes(pass_events)
-    if journal is None:
-        if wrong:
-            raise ResultsError(
-                f"{csv_path}: " + "; ".join(wrong) + " — and journal.jsonl has no pass "
-                "events to rebuild it from, so the verdict cannot be trusted",
-                hint="remove the damaged rows by hand, or restore the run directory")
-        return passes, []
-    expected = len(journal)
-    if not wrong and len(passes) == expected:
-        edits = _value_edits(passes, journal)
-        if not edits:
-            return passes, []
-        wrong.append(f"{len(edits)} row(s) differ: " + "; ".join(edits[:EDITS_NAMED])
-                     + (f"; and {len(edits) - EDITS_NAMED} more" if len(edits) > EDITS_NAMED
-                        else ""))
-    twice = pairs_twice(journal) if journal.duplicated(PASS_KEY).any() else []
-    if twice:
-        raise ResultsError(
-            f"{run_dir / jr.FILE_NAME}: " + "; ".join(twice) + " — two different pairs "
-            "carry one number, so no verdict can tell them apart",
-            hint="restore the run directory from a backup (a copy merged into it, or its "
-            "pairs renumbered?), or re-run the campaign")
-    if not wrong:
-        wrong.append(f"{len(passes)} rows where journal.jsonl has {expected}")
-    return journal, [f"{csv_path.name} disagrees with journal.jsonl (" + "; ".join(wrong)
-                     + "): the journal's rows are used"]
-
-
-EDITS_NAMED = 5
-"""How many differing rows a note names (then "and N more")."""
-
-
-def _value_edits(passes: pd.DataFrame, journal: pd.DataFrame) -> list[str]:
-    """Each row of passes.csv whose values are not the journal's, named by its key; rows
-    present on one side only are named too. Both tables hold unique keys (checked before)."""
-    if passes.duplicated(PASS_KEY).any() or journal.duplicated(PASS_KEY).any():
-        return []  # named by `_csv_problems` / `pairs_twice`
-    cols = [c for c in PASS_COLUMNS if c not in PASS_KEY and c in journal.columns]
-    a = passes.set_index(PASS_KEY)[cols]
-    b = journal.set_index(PASS_KEY)[cols]
-    out = [f"{_key_text(k)} only in passes.csv" for k in a.index.difference(b.index)]
-    out += [f"{_key_text(k)} missing from passes.csv" for k in b.index.difference(a.index)]
-    common = a.index.intersection(b.index)
-    a, b = a.loc[common], b.loc[common]
-    same = (a == b) | (a.isna() & b.isna())
-    for key, row in same[~same.all(axis=1)].iterrows():
-        changed = [c for c in cols if not row[c]]
-        out.append(_key_text(key) + ": " + ", ".join(
-            f"{c} {a.at[key, c]!s} in passes.csv, {b.at[key, c]!s} in journal.jsonl"
-            for c in changed))
-    return out
-
-
-def _key_text(key: Any) -> str:
-    pair, attempt_of_pair, arm, workload, level, metric, attempt = key
-    redo = f" (pair attempt {attempt_of_pair})" if attempt_of_pair != 1 else ""
-    again = f" (pass attempt {attempt})" if attempt != 1 else ""
-    return f"pair {pair}{redo} {arm} {workload} {level} {metric}{again}"
 
 
 def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False,
@@ -538,19 +319,22 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
-    csv = (_read_passes(run_dir / "passes.csv") if passes is None
-           else _Csv(passes, digest=digest))
+    csv = (pc.read_passes(run_dir / "passes.csv") if passes is None
+           else pc.Csv(passes, digest=digest))
     events: list[dict[str, Any]] | None = None
     notes: list[str] = []
     end = jr.ending(run_dir)
-    if (end.passes_sha256 is not None and csv.digest == end.passes_sha256
-            and end.rows == len(csv.rows) and (sound or not _csv_problems(csv.rows, csv))):
+    vouched = (csv.digest == end.passes_sha256 if end.passes_sha256 is not None
+               else end.undigested)
+    if (vouched and end.rows == len(csv.rows)
+            and (sound or not pc.csv_problems(csv.rows, csv))):
         # passes.csv is byte for byte what the finished run wrote from the journal, and the
-        # journal is as it was then: its events are read only when asked for
+        # journal is as it was then (a run of an older spec-ab: the same row count), so
+        # its events are read only when asked for
         passes = csv.rows
     else:
         events, notes = jr.journal_problems(run_dir)
-        passes, more = _reconcile(run_dir, csv, events)
+        passes, more = pc.reconcile(run_dir, csv, events)
         notes += more
     campaign, problems = _frozen_campaign(run_dir)
     edits: tuple[str, ...] = ()
@@ -611,8 +395,8 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     joined = None
     if bodies:
         try:
-            joined = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), **_CSV_READ)
-            joined, bad = _check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
+            joined = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), **pc.CSV_READ)
+            joined, bad = pc.check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
             if bad:  # read the damaged file(s) alone, so their notes name their lines
                 joined = None
         except (pd.errors.ParserError, ValueError, ResultsError):

@@ -206,6 +206,11 @@ def test_missing_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
     cells[9] = ""  # the value column
     lines[i] = ",".join(cells)
     csv.write_text("\n".join(lines) + "\n")
+    # the journal arbitrates: its value is used, and the emptied one is named
+    rep = rp.build_report([run])
+    assert any("value nan in passes.csv, 115.0 in journal.jsonl" in n
+               for n in rep.latest.notes), rep.latest.notes
+    (run / "journal.jsonl").write_text("")  # nothing to arbitrate: an error naming the file
     with pytest.raises(ResultsError, match=r"passes\.csv.*no usable value"):
         rp.build_report([run])
 

@@ -109,7 +109,22 @@ def test_passes_csv_is_trusted_unread_against_the_journal_only_byte_for_byte(
             "passes.csv, 102.0 in journal.jsonl" in note), note
     with open(run / "journal.jsonl", "a") as f:  # the journal no longer as it ended
         f.write('{"event": "note"}\n')
-    assert jr.ending(run).passes_sha256 is None
+    assert jr.ending(run).passes_sha256 is None and not jr.ending(run).undigested
+
+
+def test_a_run_finished_before_the_digest_is_vouched_for_by_its_row_count(
+        tmp_path: Path) -> None:
+    """A `finished` event without `passes_sha256` (an older spec-ab) keeps the row-count
+    check it had, so an old history is not re-read journal by journal."""
+    run = make_run(tmp_path, 1)
+    lines = (run / "journal.jsonl").read_text().splitlines()
+    ev = json.loads(lines[-1])
+    del ev["passes_sha256"]
+    lines[-1] = json.dumps(ev)
+    (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    end = jr.ending(run)
+    assert end.undigested and end.rows == 3 and end.passes_sha256 is None
+    assert load_run(run)._journal is None
 
 
 def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> None:
