@@ -24,7 +24,7 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
-from campaign.run import fidelity, levelcut, loadgen, metrics, records
+from campaign.run import fidelity, levelcut, loadgen, metrics, portguard, records
 from campaign.run.passes import (
     ArmPass,
     Fault,
@@ -91,6 +91,9 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     boot_s = 0.0
     aiperf_s = 0.0
     invalid: list[InvalidPass] = []
+    squatter = portguard.busy_before_boot(launch)
+    if squatter is not None:
+        raise PairInvalid(squatter, "lane")
     try:
         with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
                 rt.http() as client:
@@ -98,6 +101,9 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                 server, launch.readiness, model=campaign.workloads.model,
                 endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
                 client=client, clock=rt.monotonic, sleep=cancellable_sleep(rt))
+            squatter = portguard.foreign_listener(launch, server)
+            if squatter is not None:
+                raise PairInvalid(squatter, "lane")
             store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
             rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
                         boot_s=boot_s)

@@ -103,6 +103,16 @@ class ProcessServer(ServerContext):
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def owns(self, pid: int) -> bool:
+        """Whether a local process belongs to this server: its process group (the command
+        and every child it started, `start_new_session`)."""
+        if self._proc is None:
+            return False
+        try:
+            return os.getpgid(pid) == self._proc.pid
+        except OSError:
+            return False
+
     def exit_status(self) -> str | None:
         if self._proc is None:
             return "never started"

@@ -6,7 +6,12 @@ naming the file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -111,3 +116,50 @@ def test_a_full_results_disk_exits_3_naming_the_file(tmp_path: Path, small_disk:
     events = journal_events(run_dir)  # every line parses: none torn
     assert events[0]["event"] == "registered"
     assert not procs_of(run_dir)
+
+
+def test_a_squatter_on_the_port_is_a_lane_fault_never_measured(tmp_path: Path,
+                                                                out: Path) -> None:
+    """Another vLLM-like server holds the campaign's port before the boot (the arms' own
+    servers bind theirs only after 20 s, as vLLM does after loading its model): readiness
+    would succeed against the squatter at once and measure it. The slot is a lane fault
+    instead: the pair is invalid, redone within the night's budget, nothing is measured,
+    exit 4 — and the squatter is left alone. (The preflight refuses a busy port before
+    the night; a squatter arrives between two slots, which the slot's own check guards:
+    here with the preflight skipped, so that check meets it on the first slot.)"""
+    port = free_port()
+    text = campaign_text(port, cand_env='\n      SPECAB_SIM_BOOT_DELAY: "20"').replace(
+        "  control: {}\n", "  control:\n    env: {SPECAB_SIM_BOOT_DELAY: '20'}\n")
+    path = write_campaign(tmp_path, text)
+    squatter = subprocess.Popen(  # the squatter: a simulated lane of its own on the port
+        [sys.executable, "-m", "campaign", "sim", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "SPECAB_SIM_MODEL": "e2e-model", "SPECAB_SIM_TIME_SCALE": "40"})
+    try:
+        wait_port(port)
+        proc = run_cli("run", str(path), "--out", str(out), "--skip-preflight",
+                       env=lock_env(tmp_path))
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert squatter.poll() is None  # not ours: never stopped
+    finally:
+        squatter.terminate()
+        squatter.wait(timeout=20)
+    run_dir = run_dir_of(out)
+    events = journal_events(run_dir)
+    invalid = [e for e in events if e["event"] == "pair_invalid"]
+    assert invalid and all(e["fault"] == "lane" for e in invalid), invalid
+    assert all(f"port {port} on 127.0.0.1 was busy before the server's boot" in e["reason"]
+               for e in invalid), invalid
+    assert len(invalid) > 1  # a lane fault is redone
+    assert not [e for e in events if e["event"] in ("pass", "server_ready")]
+    assert "campaign incomplete" in proc.stderr
+    assert not procs_of(run_dir)
+
+
+def wait_port(port: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on port {port} after {timeout_s} s")
