@@ -181,7 +181,9 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
             and after is not None else [])
     if delta is not None:  # throughput on the server's token count, where it counts
         server_throughput(outcome.levels, delta, cuts)
-    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died)
+    waits = ({lv.concurrency: w for lv in outcome.levels
+              if (w := records.longest_wait_s(lv)) is not None} if ap.measured else None)
+    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died, waits)
     summary = _summary(outcome)
     _journal_pass(arm, ap, name, attempt, outcome, check, delta, cuts,
                   scraped=before is not None or after is not None)

@@ -121,11 +121,13 @@ class PassCheck:
 
 
 def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
-               server_fault: ServerFault | None = None) -> PassCheck:
+               server_fault: ServerFault | None = None,
+               waits: Mapping[int, float] | None = None) -> PassCheck:
     """Whether a pass can be used: AIPerf's own problems, the server's fault (it died,
     restarted or stopped answering under the pass), every planned level present, and each
-    level against the registered gates. A warm-up is thrown away: only "did it run"
-    matters for it, not the measured-pass gates."""
+    level against the registered gates (`waits`: concurrency → the longest wait for a
+    token, against `max_stall_s`). A warm-up is thrown away: only "did it run" matters for
+    it, not the measured-pass gates."""
     problems = list(outcome.problems)
     own: list[str] = []
     if server_fault is not None:
@@ -140,6 +142,12 @@ def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
             max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
         level_problems[lv.concurrency] = loadgen.run_problems(lv, outcome) + answers
         own += answers
+        wait = (waits or {}).get(lv.concurrency)
+        if ap.measured and wait is not None and wait > gates.max_stall_s:
+            level_problems[lv.concurrency].append(
+                f"stalled: a request waited {wait:.1f} s for a token (max_stall_s "
+                f"{gates.max_stall_s:g} s): the server froze or the host stalled, so the "
+                "pass measured the stall, not the server")
     labels = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
     found = {lv.concurrency for lv in outcome.levels}
     missing = [labels[c] for c in ap.plan.concurrency if c not in found]

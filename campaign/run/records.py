@@ -109,6 +109,31 @@ def level_log_se(level: LevelResult) -> dict[str, float]:
     return out
 
 
+WAIT_TAGS = ("time_to_first_token", "inter_chunk_latency")
+"""The waits for a token AIPerf records per request (ms): the first, and every gap
+between two chunks of the stream (a list)."""
+
+
+def longest_wait_s(level: LevelResult) -> float | None:
+    """The longest any successful request of the level waited for a token, in seconds
+    (a frozen server shows here: every request in flight waits as long as the freeze);
+    None without records."""
+    longest: float | None = None
+    try:
+        with open(records_path(level), encoding="utf-8") as lines:
+            for metrics in _successful(lines):
+                for tag in WAIT_TAGS:
+                    entry = metrics.get(tag)
+                    value = entry.get("value") if isinstance(entry, dict) else None
+                    waits = value if isinstance(value, list) else [value]
+                    for w in waits:
+                        if isinstance(w, int | float) and not isinstance(w, bool):
+                            longest = w if longest is None else max(longest, w)
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None if longest is None else float(longest) / 1000.0
+
+
 def request_window(path: Path) -> tuple[float, float] | None:
     """(first request sent, last response ended) over every request in a records file,
     failed ones and every phase included (all of them reached the server), in wall-clock

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,10 +17,13 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 
+from campaign.run import portguard
 from campaign.sim.testing import free_port
 from tests.integration.e2e.test_run_e2e import (
+    SPEC_AB,
     campaign_text,
     journal_events,
     lock_env,
@@ -27,8 +31,10 @@ from tests.integration.e2e.test_run_e2e import (
     procs_of,
     run_cli,
     run_dir_of,
+    wait_for,
     write_campaign,
 )
+from tests.runs import ROOT
 
 pytestmark = pytest.mark.integration
 __all__ = ["out"]  # the fixture, imported from test_run_e2e
@@ -163,3 +169,57 @@ def wait_port(port: int, timeout_s: float = 60) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+def test_a_server_frozen_mid_pass_gives_a_stalled_pass_retried_not_measured(
+        tmp_path: Path, out: Path) -> None:
+    """SIGSTOP of the candidate's server for 6 s while its knee requests are in flight,
+    then SIGCONT: the server recovers and AIPerf finishes, but the pass measured the
+    freeze — it is invalid (`stalled`, max_stall_s 3 s here), the lane's fault, and its
+    retry measures the server. Before the stall gate the frozen pass was valid."""
+    port = free_port()
+    text = campaign_text(port, retries=1, cand_env='\n      SPECAB_SIM_TIME_SCALE: "1"')
+    text = text.replace("min_output_tokens: 10}", "min_output_tokens: 10, max_stall_s: 3}")
+    assert "max_stall_s: 3" in text
+    path = write_campaign(tmp_path, text)
+    proc = subprocess.Popen([*SPEC_AB, "run", str(path), "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **lock_env(tmp_path)}, start_new_session=True)
+    try:
+        wait_for(lambda: any(out.iterdir()), 60, "the run directory")
+        run_dir = run_dir_of(out)
+        wait_for(lambda: any(e["event"] == "server_ready" and _after_cand_start(run_dir)
+                             for e in journal_events(run_dir)), 120, "the candidate ready")
+        wait_for(lambda: _running(port) > 0, 120, "the candidate's requests in flight")
+        (pid,) = portguard.listener_pids(port)
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(6)
+        os.kill(pid, signal.SIGCONT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, stdout + stderr
+    passes = [e for e in journal_events(run_dir) if e["event"] == "pass"
+              and e["arm"] == "cand" and e["workload"] == "knee"]
+    assert len(passes) == 2 and not passes[0]["valid"] and passes[1]["valid"], passes
+    assert any("stalled: a request waited" in str(p) for p in passes[0]["problems"]), passes[0]
+    assert passes[0]["fault"] == "lane"
+    assert not procs_of(run_dir)
+
+
+def _after_cand_start(run_dir: Path) -> bool:
+    """The candidate's slot has started (its server_ready is the one after it)."""
+    events = journal_events(run_dir)
+    starts = [i for i, e in enumerate(events) if e["event"] == "slot_start" and e["arm"] == "cand"]
+    return bool(starts) and any(e["event"] == "server_ready" for e in events[starts[0]:])
+
+
+def _running(port: int) -> float:
+    """vllm:num_requests_running on the simulated lane's /metrics (0 when unreachable)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    except httpx.HTTPError:
+        return 0.0
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("vllm:num_requests_running"))

@@ -57,3 +57,24 @@ def test_no_records_no_error(tmp_path: Path) -> None:
     (tmp_path / records.RECORDS_NAME).write_text('{"metrics": {"time_to_first_token": '
                                                  '{"value": 5.0}}}\n{"metrics": {')
     assert records.level_log_se(level) == {}  # one request: no spread; a torn line skipped
+
+
+def test_the_longest_wait_for_a_token_is_the_worst_first_token_or_chunk_gap(
+        tmp_path: Path) -> None:
+    """A frozen server shows in every request in flight: the first token's wait, or one gap
+    in the stream; failed requests are not counted (the error-rate gate judges them)."""
+    level = loadgen.parse_export(DATA / "records_errors" / loadgen.EXPORT_NAME)
+    values = records.request_values(records.records_path(level), ["time_to_first_token"])
+    longest = records.longest_wait_s(level)
+    assert longest is not None and longest >= values["time_to_first_token"].max() / 1000
+    shutil.copy(DATA / "records_errors" / loadgen.EXPORT_NAME, tmp_path)
+    moved = loadgen.parse_export(tmp_path / loadgen.EXPORT_NAME)
+    ok = {"time_to_first_token": {"value": 20.0}, "inter_chunk_latency": {"value": [10.0, 12.0]}}
+    frozen = {"time_to_first_token": {"value": 25.0},
+              "inter_chunk_latency": {"value": [10.0, 61000.0, 11.0]}}
+    failed = {"time_to_first_token": {"value": 90000.0}}
+    (tmp_path / records.RECORDS_NAME).write_text("\n".join(json.dumps(r) for r in (
+        {"metrics": ok}, {"metrics": frozen}, {"metrics": failed, "error": {"code": 500}})))
+    assert records.longest_wait_s(moved) == 61.0
+    (tmp_path / records.RECORDS_NAME).unlink()
+    assert records.longest_wait_s(moved) is None

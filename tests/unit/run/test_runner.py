@@ -686,6 +686,40 @@ def test_a_pass_row_carries_its_sampling_error_from_the_records(
     assert rows[rows.metric == "output_token_throughput"].log_se.isna().all()
 
 
+def test_a_server_that_froze_mid_pass_is_a_stalled_pass_retried_never_measured(
+        campaign: Campaign, tmp_path: Path, listener: int) -> None:
+    """The candidate's server freezes for 61 s under its first knee pass and recovers (a
+    request's stream waits 61 s between two chunks): that pass is invalid, `stalled`, the
+    lane's fault; its retry measures the server."""
+    import json
+
+    from campaign.run import records
+
+    def write(artifact_dir: Path, gap_ms: float) -> None:
+        rec = {"metrics": {"time_to_first_token": {"value": 20.0},
+                           "inter_chunk_latency": {"value": [10.0, gap_ms, 11.0]}}}
+        (artifact_dir / records.RECORDS_NAME).write_text(json.dumps(rec) + "\n")
+
+    class Freezes(Script):
+        def __call__(self, plan: PassPlan, artifact_dir: Path, *,
+                     cancel: threading.Event | None = None) -> PassOutcome:
+            outcome = super().__call__(plan, artifact_dir, cancel=cancel)
+            frozen = artifact_dir.name == "knee" and "cand" in str(artifact_dir)
+            write(artifact_dir, 61000.0 if frozen else 12.0)
+            return outcome
+
+    rt = make_rt(tmp_path, listener, Freezes(), [])
+    store = start(campaign, tmp_path, rt)
+    assert runner.execute(campaign, store, rt).complete
+    passes = [e for e in store.read_journal()
+              if e["event"] == "pass" and e["arm"] == "cand" and e["workload"] == "knee"]
+    first, retry = passes[0], passes[1]
+    assert not first["valid"] and retry["valid"], passes
+    assert any("stalled: a request waited 61.0 s for a token (max_stall_s 10 s)" in p
+               for p in first["problems"]), first["problems"]
+    assert first["fault"] == "lane"
+
+
 def test_a_zero_latency_makes_the_pass_invalid(campaign: Campaign, tmp_path: Path,
                                                listener: int) -> None:
     """A candidate measuring p99 TTFT 0 at a level: its rows are invalid (retried, then
