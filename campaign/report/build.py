@@ -32,7 +32,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import bootfail, pool
+from campaign.results import bootfail, pool, redos
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
@@ -160,7 +160,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         edited_after_registration=prep.edited,
         verdict=verdict,
         aa=_aa_band(run, arms, verdict, table),
-        notes=(*run.notes, *prep.notes),
+        notes=(*run.notes, *prep.notes, *_redone(run)),
         registration_edits=run.registration_edits,
         results_schema_version=run.schema_version,
         shown_metrics=None if picked is None else frozenset(picked),
@@ -411,6 +411,15 @@ def _never_ready(run: RunDir, arms: Sequence[str]) -> tuple[bootfail.NeverReady,
     if all(a in measured for a in arms):
         return ()
     return bootfail.never_ready(run.journal)
+
+
+def _redone(run: RunDir) -> list[str]:
+    """A note per pair measured again, with why each earlier attempt did not count — read
+    from the journal only when a row was measured in a later attempt of its pair."""
+    attempts = run.passes["pair_attempt"] if "pair_attempt" in run.passes.columns else None
+    if attempts is None or not (attempts > 1).any():
+        return []
+    return [f"redone: {line}" for line in redos.redone_pairs(run.journal)]
 
 
 def _arms(run: RunDir) -> list[str]:

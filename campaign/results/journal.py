@@ -70,9 +70,10 @@ Event = Literal[
   `state`, `why` and each decision cell's statistic and bounds), so a reader can audit that
   no look was skipped or added; `stop` true ends the night there;
 - `interrupted` (Ctrl-C), `aborted` (infrastructure, `reason`), `finished` (`complete`,
-  `pairs_valid`, `pairs_invalid`, the journal's tidy `rows` and its size before this line,
-  `journal_bytes`: the last line of a run that ran to its end, which lets a reader check
-  `passes.csv` against the journal from its tail alone).
+  `pairs_valid`, `pairs_invalid`, the journal's tidy `rows`, `passes_sha256` of the
+  passes.csv written with it, and its size before this line, `journal_bytes`: the last
+  line of a run that ran to its end, which lets a reader trust `passes.csv` from the
+  journal's tail alone while both are as the run left them).
 """
 EVENTS: frozenset[str] = frozenset(get_args(Event))
 

@@ -305,6 +305,16 @@ def test_server_dying_mid_pass_redoes_the_whole_pair(campaign: Campaign, tmp_pat
     assert any(e["event"] == "pair_invalid" and e["pair"] == 1 for e in data.journal)
     assert (store.run_dir / "pairs" / "01" / "cand.redo1").is_dir()
     assert set(data.passes[data.passes.pair == 1].pair_attempt) == {1, 2}
+    # every report format says pair 1 was redone, whose server and why
+    from campaign import report as rp
+
+    rep = rp.build_report([store.run_dir])
+    line = ("redone: pair 1 redone, measured in attempt 2 — attempt 1: control: server "
+            "exited with code 1 during knee")
+    for fmt in ("table", "markdown", "json", "html"):
+        out = rp.render(rep, fmt)
+        text = json.loads(out)["notes"] if fmt == "json" else out
+        assert line in str(text).replace("&#x27;", "'"), (fmt, str(text)[:2000])
 
 
 def test_server_dying_again_leaves_the_pair_invalid(tmp_path: Path, listener: int) -> None:
