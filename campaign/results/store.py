@@ -372,34 +372,33 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     """
     if len(run_dirs) < BATCH_MIN_RUNS:
         return [load_run(d) for d in run_dirs]
-    header = ",".join(CSV_COLUMNS)  # what this spec-ab writes; older files one by one
-    bodies: list[str] = []
+    header = ",".join(CSV_COLUMNS).encode()  # what this spec-ab writes; older files alone
+    bodies: list[bytes] = []  # bytes throughout: decoded once, by pandas
     counts: list[int | None] = []
     digests: dict[int, str] = {}
     for d in run_dirs:
         path = Path(d) / "passes.csv"
         try:
             data = path.read_bytes()
-            text = data.decode("utf-8")
-        except (OSError, UnicodeDecodeError):
+        except OSError:
             counts.append(None)
             continue
-        head, _, body = text.partition("\n")
+        head, _, body = data.partition(b"\n")
         if head.strip() != header or not body.strip():
             counts.append(None)
             continue
-        body = body if body.endswith("\n") else body + "\n"
-        counts.append(body.count("\n"))
+        body = body if body.endswith(b"\n") else body + b"\n"
+        counts.append(body.count(b"\n"))
         bodies.append(body)
         digests[len(counts) - 1] = csv_digest(data)
     joined = None
     if bodies:
         try:
-            joined = pd.read_csv(io.StringIO(header + "\n" + "".join(bodies)), **pc.CSV_READ)
+            joined = pd.read_csv(io.BytesIO(header + b"\n" + b"".join(bodies)), **pc.CSV_READ)
             joined, bad = pc.check_passes(joined, Path(run_dirs[0]).parent / "*" / "passes.csv")
             if bad:  # read the damaged file(s) alone, so their notes name their lines
                 joined = None
-        except (pd.errors.ParserError, ValueError, ResultsError):
+        except (pd.errors.ParserError, ValueError, ResultsError):  # UnicodeDecodeError too
             joined = None
     duplicated: set[int] = set()
     if joined is not None:  # duplicated rows of every file in one pass: which files have any
