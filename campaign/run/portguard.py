@@ -20,13 +20,13 @@ host), so only the check before boot applies to it.
 from __future__ import annotations
 
 import contextlib
-import socket
 from typing import Protocol, runtime_checkable
 
 import psutil
 
 from campaign.campaignfile import DockerLaunch, ProcessLaunch
 from campaign.campaignfile.launch import LaunchModel
+from campaign.run.readiness import port_open
 
 CONNECT_TIMEOUT_S = 1.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "::"}
@@ -45,10 +45,7 @@ def busy_before_boot(launch: LaunchModel, *, timeout_s: float = CONNECT_TIMEOUT_
     if not isinstance(launch, ProcessLaunch | DockerLaunch):
         return None
     host, port = launch.host, launch.port
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            pass
-    except OSError:
+    if not port_open(host, port, timeout=timeout_s):
         return None
     who = _who(port) if host in LOCAL_HOSTS else ""
     return (f"port {port} on {host} was busy before the server's boot{who}: another "
