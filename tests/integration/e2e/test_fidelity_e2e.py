@@ -49,7 +49,7 @@ server:
   port: {port}
   env:
     SPECAB_SIM_MODEL: e2e-model
-    SPECAB_SIM_TIME_SCALE: "8"
+    SPECAB_SIM_TIME_SCALE: "2"
     SPECAB_SIM_SEED: "1"
     SPECAB_SIM_DRIFT_SIGMA: "0"
   readiness: {{timeout_s: 30}}
@@ -66,7 +66,7 @@ workloads:
     concurrency: [4]
     input_tokens: 64
     output_tokens: 64
-    requests_per_level: 16
+    requests_per_level: 48
   fidelity:
     prompts_per_class: 1
     output_tokens: 128
