@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from campaign import catalog
 from campaign.campaignfile import Campaign
 from campaign.errors import EXIT_INCOMPLETE, EXIT_OK, ResultsError, UsageError
-from campaign.report.formats import check_fail_on
+from campaign.report.formats import check_fail_on, collector_paused
 from campaign.report.model import (
     EXPLORATORY,
     Loader,
@@ -67,6 +67,12 @@ def build_report(
     Raises ResultsError (naming the file) for damaged results: a rule that does not match
     its hash, missing columns, a zero or missing value in a decision or guardrail cell.
     """
+    with collector_paused():
+        return _build(run_dirs, rule_overrides, loader, metrics)
+
+
+def _build(run_dirs: Sequence[Path], rule_overrides: dict[str, str] | None,
+           loader: Loader | None, metrics: Sequence[str] | None) -> Report:
     if not run_dirs:
         raise UsageError("give at least one run directory", hint="spec-ab report results/<run>")
     if loader is None:
@@ -275,9 +281,8 @@ def _stack(runs: Sequence[RunDir]) -> pd.DataFrame:
         return frames[0].assign(run=run_ids[0])
     counts = [len(f) for f in frames]
     run_col = np.repeat(np.array(run_ids, dtype=object), counts)
-    batch = stacked_batch(runs)
+    batch = stacked_batch(runs, run_col)
     if batch is not None:
-        batch["run"] = run_col
         return batch
     cols = [c for c in frames[0].columns if all(c in f.columns for f in frames)]
     data = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in cols if c != "run"}
@@ -407,7 +412,8 @@ def _never_ready(run: RunDir, arms: Sequence[str]) -> tuple[bootfail.NeverReady,
     """The arms that never became ready, from the journal — read only when some registered
     arm has no row at all in passes.csv (an arm never ready measured nothing), so a
     history of healthy nights is judged without decoding a journal."""
-    measured = set(run.passes["arm"].astype(str)) if "arm" in run.passes.columns else set()
+    measured = ({str(a) for a in run.passes["arm"].unique()} if "arm" in run.passes.columns
+                else set())
     if all(a in measured for a in arms):
         return ()
     return bootfail.never_ready(run.journal)
@@ -417,7 +423,7 @@ def _redone(run: RunDir) -> list[str]:
     """A note per pair measured again, with why each earlier attempt did not count — read
     from the journal only when a row was measured in a later attempt of its pair."""
     attempts = run.passes["pair_attempt"] if "pair_attempt" in run.passes.columns else None
-    if attempts is None or not (attempts > 1).any():
+    if attempts is None or not len(attempts) or attempts.to_numpy().max() <= 1:
         return []
     return [f"redone: {line}" for line in redos.redone_pairs(run.journal)]
 

@@ -366,28 +366,30 @@ def pass_rows(place: PassPlace, levels: Iterable[LevelRows],
     no reason against it), then the server's figures of the whole pass under
     `figures_level` (valid when the pass is)."""
     rows: list[PassRow] = []
+    where = asdict(place)
     for lv in levels:
         reason = "; ".join(lv.reasons)
-        rows.extend(PassRow(**asdict(place), level=lv.level, metric=name, value=float(value),
+        rows.extend(PassRow(**where, level=lv.level, metric=name, value=float(value),
                             valid=not lv.reasons, reason=reason, log_se=lv.log_se.get(name))
                     for name, value in lv.metrics.items())
     for name, value in (figures or {}).items():
-        rows.append(PassRow(**asdict(place), level=figures_level, metric=name,
+        rows.append(PassRow(**where, level=figures_level, metric=name,
                             value=float(value), valid=valid,
                             reason="; ".join(figures_reasons)))
     return rows
 
 
 def rows_to_csv(rows: Iterable[PassRow]) -> str:
+    """passes.csv's text: the header, then one line per row in CSV_COLUMNS' order (fields
+    read directly: `asdict`'s deep copy per row was most of a run's write and load)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        d = asdict(row)
-        d["value"] = repr(float(d["value"]))
-        d["valid"] = "true" if d["valid"] else "false"
-        d["log_se"] = "" if d["log_se"] is None else repr(float(d["log_se"]))
-        writer.writerow(d)
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(
+        (r.run, r.pair, r.pair_attempt, r.arm, r.slot, r.started_at, r.workload, r.level,
+         r.metric, repr(float(r.value)), "true" if r.valid else "false", r.attempt, r.reason,
+         "" if r.log_se is None else repr(float(r.log_se)))
+        for r in rows)
     return buf.getvalue()
 
 

@@ -16,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from campaign.errors import ResultsError
 from campaign.results import journal as jr
-from campaign.results.journal import PASS_COLUMNS, passes_from_journal, rows_to_csv
+from campaign.results.journal import (
+    CSV_COLUMNS,
+    PASS_COLUMNS,
+    passes_from_journal,
+    rows_to_csv,
+)
 
 
 def csv_digest(data: bytes) -> str:
@@ -30,13 +37,54 @@ def csv_digest(data: bytes) -> str:
 _TEXT_COLUMNS = ("run", "arm", "workload", "level", "metric", "reason", "started_at")
 _INT_COLUMNS = ("pair", "pair_attempt", "slot", "attempt")
 CSV_READ: dict[str, Any] = {"keep_default_na": False,
-                             "na_values": {"value": [""], "log_se": [""]}}
-"""How passes.csv is parsed: text stays text (an arm named "NA" is an arm), and only an empty
-`value` or `log_se` is missing, so both columns parse as floats in pandas' C reader (a
-column of text costs a Python strip per row: 0.3 s over 1,000 runs). A cell that is not a
-number leaves its column as text, and `check_passes` finds the row."""
+                             "na_values": {"value": [""], "log_se": [""]},
+                             "float_precision": "round_trip", "low_memory": False}
+"""How pandas' C reader parses a passes.csv that the strict reader (`parse`) refuses: text
+stays text (an arm named "NA" is an arm), only an empty `value` or `log_se` is missing,
+and floats parse exactly as written (`repr`), as the strict reader parses them. A cell
+that is not a number leaves its column as text, and `check_passes` finds the row."""
+_STRICT_TYPES = {**{c: pa.string() for c in _TEXT_COLUMNS},
+                 **{c: pa.int64() for c in _INT_COLUMNS},
+                 "value": pa.float64(), "log_se": pa.float64(), "valid": pa.bool_()}
+_STRICT = pacsv.ConvertOptions(column_types=_STRICT_TYPES, null_values=[""],
+                               strings_can_be_null=False, quoted_strings_can_be_null=False,
+                               true_values=["true"], false_values=["false"])
+_HEADERS = (",".join(CSV_COLUMNS).encode(), ",".join(PASS_COLUMNS).encode())
+
+
+def parse(data: bytes) -> pd.DataFrame:
+    """passes.csv's bytes as a table. A file as spec-ab writes it (its header, every cell
+    of its column's type) is read by Arrow's typed CSV reader: ~6× faster than pandas' C
+    reader over a 1,000-run history and no Python work per row. Anything else (an edited
+    cell, an older or foreign header, bytes that are not UTF-8) goes to the C reader,
+    whose loose result `check_passes` sorts into typed rows and the lines that do not
+    parse. Both read a float exactly as written."""
+    if data.partition(b"\n")[0].strip() in _HEADERS:
+        try:
+            table: pd.DataFrame = pacsv.read_csv(pa.py_buffer(data),
+                                                 convert_options=_STRICT).to_pandas()
+            return table
+        except pa.ArrowException:  # a cell of another type, or not UTF-8
+            pass
+    loose: pd.DataFrame = pd.read_csv(io.BytesIO(data), **CSV_READ)
+    return loose
+
+
 PASS_KEY = ["pair", "pair_attempt", "arm", "workload", "level", "metric", "attempt"]
 """What names one measured number: two rows with the same key are a duplicate."""
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
+
+
+def _floats(column: pd.Series) -> pd.Series:
+    """A text column as floats, each exactly as written (Python's `float`: pandas'
+    `to_numeric` can be one ulp off), NaN where a cell is not a number."""
+    return column.astype(str).str.strip().map(_float).astype("float64")
 
 
 def check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, list[int]]:
@@ -56,7 +104,7 @@ def check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, li
             bad |= num.isna() | (num != num.round())
     if passes["value"].dtype.kind != "f":
         text = passes["value"].astype(str).str.strip()
-        num = pd.to_numeric(text, errors="coerce")
+        num = _floats(text)
         bad |= num.isna() & (text != "") & (text.str.lower() != "nan")
     if passes["valid"].dtype != bool:
         flag = passes["valid"].astype(str).str.strip().str.lower()
@@ -68,13 +116,11 @@ def check_passes(passes: pd.DataFrame, csv_path: Path) -> tuple[pd.DataFrame, li
         if passes[col].dtype.kind != "i":
             passes[col] = pd.to_numeric(passes[col]).astype("int64")
     if passes["value"].dtype.kind != "f":
-        passes["value"] = pd.to_numeric(passes["value"].astype(str).str.strip(),
-                                        errors="coerce").astype("float64")
+        passes["value"] = _floats(passes["value"])
     if passes["valid"].dtype != bool:
         passes["valid"] = passes["valid"].astype(str).str.strip().str.lower() == "true"
     if "log_se" in passes.columns and passes["log_se"].dtype.kind != "f":
-        passes["log_se"] = pd.to_numeric(passes["log_se"].astype(str).str.strip(),
-                                         errors="coerce").astype("float64")
+        passes["log_se"] = _floats(passes["log_se"])
     return passes, bad_lines
 
 
@@ -96,7 +142,7 @@ def read_passes(csv_path: Path) -> Csv:
     data = csv_path.read_bytes()
     digest = csv_digest(data)
     try:
-        passes = pd.read_csv(io.BytesIO(data), **CSV_READ)
+        passes = parse(data)
     except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as exc:
         return Csv(pd.DataFrame(columns=PASS_COLUMNS), unusable=f"cannot be read ({exc})",
                     digest=digest)
@@ -116,7 +162,7 @@ def _journal_passes(events: list[dict[str, Any]]) -> pd.DataFrame | None:
         rows = passes_from_journal(events)
     except TypeError:
         return None
-    table = pd.read_csv(io.StringIO(rows_to_csv(rows)), **CSV_READ)
+    table = parse(rows_to_csv(rows).encode("utf-8"))
     try:
         return check_passes(table, Path("journal.jsonl"))[0]
     except ResultsError:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -79,15 +80,31 @@ def test_a_batched_history_stacks_as_one_slice_only_while_untouched(tmp_path: Pa
     """`stacked_batch`: the runs' rows, in order, from the one parse; a run whose rows were
     replaced, a run read on its own, or runs out of order are never stood for by it."""
     runs = load_runs([make_run(tmp_path, i) for i in range(BATCH_MIN_RUNS)])
-    stacked = stacked_batch(runs)
+
+    def names(rs: list) -> np.ndarray:  # type: ignore[type-arg]
+        return np.repeat(np.array([r.run_id for r in rs], dtype=object),
+                         [len(r.passes) for r in rs])
+
+    stacked = stacked_batch(runs, names(runs))
     assert stacked is not None
     expected = pd.concat([r.passes for r in runs], ignore_index=True)
     pd.testing.assert_frame_equal(stacked, expected)
-    assert stacked_batch(runs[3:7]) is not None and len(stacked_batch(runs[3:7])) == 12
-    assert stacked_batch(runs[::-1]) is None and stacked_batch([runs[0], runs[2]]) is None
+    assert stacked is runs[0].batch.table  # the whole parse, not a copy of it
+    part = stacked_batch(runs[3:7], names(runs[3:7]))
+    assert part is not None and len(part) == 12
+    assert part["run"].tolist() == [r.run_id for r in runs[3:7] for _ in range(3)]
+    assert stacked_batch(runs[::-1], names(runs[::-1])) is None
+    assert stacked_batch([runs[0], runs[2]], names([runs[0], runs[2]])) is None
     edited = dataclasses.replace(runs[4], passes=runs[4].passes.assign(value=0.0))
-    assert stacked_batch([*runs[:4], edited, *runs[5:]]) is None
-    assert stacked_batch([*runs[:2], load_run(runs[2].run_dir)]) is None
+    assert stacked_batch([*runs[:4], edited, *runs[5:]], names(runs)) is None
+    alone = [*runs[:2], load_run(runs[2].run_dir)]
+    assert stacked_batch(alone, names(alone)) is None
+    renamed = names(runs)
+    renamed[:3] = "copied-run"  # the directory names the run, whatever its rows say
+    copy = stacked_batch(runs, renamed)
+    assert copy is not None and copy is not runs[0].batch.table
+    assert copy["run"].tolist()[:4] == ["copied-run"] * 3 + [runs[1].run_id]
+    assert runs[0].batch.table["run"].iloc[0] == runs[0].run_id  # the parse is untouched
 
 
 def test_passes_csv_is_trusted_unread_against_the_journal_only_byte_for_byte(
@@ -164,3 +181,24 @@ def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
     assert jr.ending(unfinished) == jr.Ending(False, None)
     data = load_run(unfinished)  # counted from the whole journal
     assert not data.complete and list(data.passes.value) == [103.0, 103.0, 104.0]
+
+
+def test_passes_csv_text_carries_every_field_of_every_row_under_its_column() -> None:
+    """rows_to_csv writes fields by position; each must land under its own header."""
+    import csv
+    import io
+
+    rows = [PassRow(run="r", pair=2, pair_attempt=3, arm="cand, \"b\"", slot=4,
+                    started_at="t0", workload="knee", level="c4", metric="ttft_p99",
+                    value=0.1, valid=False, attempt=5, reason="stalled: 12 s", log_se=0.25),
+            PassRow(run="r", pair=1, pair_attempt=1, arm="control", slot=0, started_at="t1",
+                    workload="agentfix", level="code", metric="x", value=3, valid=True,
+                    attempt=1)]
+    got = list(csv.DictReader(io.StringIO(jr.rows_to_csv(rows))))
+    assert list(got[0]) == jr.CSV_COLUMNS
+    want = [{k: ("" if v is None else str(v)) for k, v in dataclasses.asdict(r).items()}
+            for r in rows]
+    for w in want:
+        w["valid"] = w["valid"].lower()
+    want[1]["value"] = "3.0"
+    assert got == want
