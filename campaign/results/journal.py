@@ -53,7 +53,9 @@ Event = Literal[
 - `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`, `fault`): one pair
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
 - `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
-  `boot_s`, `aiperf_s`, `overhead_s`) / `slot_failed` (`reason`): one arm of a pair;
+  `boot_s`, `aiperf_s`, `fidelity_s` (the lossless check's requests), `overhead_s` (the
+  rest: the runner's own time, the server's stop)) / `slot_failed` (`reason`): one arm of
+  a pair;
 - `boot_retry` (`pair`, `arm`, `reason`): an arm never ready in this run exited while
   booting and is booted once more; `launch_error` (`pair`, `arm`, `status`, `error`: the
   first boot's first error line, `headline`, `reason`): it exited the same way again and

@@ -89,7 +89,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     rt.doing = f"the {slot.arm} server of pair {slot.pair} (booting)"
     t0 = rt.monotonic()
     boot_s = 0.0
-    aiperf_s = 0.0
+    aiperf_s = fidelity_s = 0.0
     invalid: list[InvalidPass] = []
     squatter = portguard.busy_before_boot(launch)
     if squatter is not None:
@@ -118,7 +118,9 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                     invalid.append(InvalidPass(f"{slot.arm}/{ap.plan.name}", fault,
                                                "; ".join(check.all_problems())))
             if campaign.workloads.fidelity is not None:
+                f0 = rt.monotonic()
                 fidelity.run(arm)
+                fidelity_s = rt.monotonic() - f0
             facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
         store.journal("slot_failed", slot=slot.index, pair=slot.pair, arm=slot.arm,
@@ -128,7 +130,8 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     wall = rt.monotonic() - t0
     store.journal("slot_done", slot=slot.index, pair=slot.pair, arm=slot.arm,
                   wall_s=round(wall, 3), boot_s=round(boot_s, 3), aiperf_s=round(aiperf_s, 3),
-                  overhead_s=round(wall - boot_s - aiperf_s, 3))
+                  fidelity_s=round(fidelity_s, 3),
+                  overhead_s=round(wall - boot_s - aiperf_s - fidelity_s, 3))
     rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
     return invalid
 

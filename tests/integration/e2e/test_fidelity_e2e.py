@@ -122,6 +122,12 @@ def test_lossless_candidate_adopts_with_full_match(tmp_path: Path,
     g = fidelity_guardrail(report)
     assert g["state"] == "holds"
     assert report["decision"] == "adopt", report["reasons"]
+    # the lossless check's own time is its own figure, not the runner's overhead
+    slots = [e for e in events if e["event"] == "slot_done"]
+    assert len(slots) == 4 and all(e["fidelity_s"] > 0 for e in slots)
+    for e in slots:
+        parts = e["boot_s"] + e["aiperf_s"] + e["fidelity_s"] + e["overhead_s"]
+        assert e["wall_s"] == pytest.approx(parts, abs=0.01)
 
 
 def test_lossy_candidate_keeps_default_on_the_fidelity_guardrail(tmp_path: Path,
