@@ -1,23 +1,198 @@
 """The shared base of the campaign-file models: strict frozen models, arm names, regexes,
-metric names."""
+metric names, and the value types every model uses.
+
+Rules every field follows, whatever its model (one place, so no field is forgotten):
+
+- a number is finite (`.inf` and `.nan` are refused: the config's `allow_inf_nan`);
+- a whole number is written as one: a YAML `true` or `2.0` is not a count (`Int` and the
+  bounded counts `Requests`, `Tokens`, `Streams`, `Prompts`; a number written as a string,
+  `"2"`, is read as before);
+- no text holds a NUL character, which no argument, environment variable or file name can
+  carry (`Model._no_nul`).
+"""
 
 from __future__ import annotations
 
 import difflib
+import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationInfo,
+    field_validator,
+)
 
 from campaign import catalog
 
 CONTROL = "control"
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
+NUL_TEXT = ("holds a NUL character (\\0): no argument, environment variable or file name can "
+            "carry one; remove it")
+
+
+def _shown(text: str) -> str:
+    return '"' + text.replace("\0", "\\0") + '"'
+
+
+def _text(value: Any) -> str | None:
+    """A text or path value with a NUL character in it, as text; else None."""
+    if isinstance(value, str | PurePath):
+        text = str(value)
+        return text if "\0" in text else None
+    return None
+
+
+def nul_problem(value: Any) -> str | None:
+    """What holds a NUL character in a field's value (a text or path, a list of them, a map
+    of them), or None. Nested models check their own fields."""
+    if (text := _text(value)) is not None:
+        return f"{_shown(text)} {NUL_TEXT}"
+    if isinstance(value, list | tuple):
+        for item in value:
+            if (text := _text(item)) is not None:
+                return f"{_shown(text)} {NUL_TEXT}"
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if (text := _text(key)) is not None:
+                return f"the key {_shown(text)} {NUL_TEXT}"
+            if (text := _text(item)) is not None:
+                return f"the value of {key} ({_shown(text)}) {NUL_TEXT}"
+    return None
+
 
 class Model(BaseModel):
-    """Forbids unknown keys, is frozen, accepts fields by name or by alias."""
+    """Forbids unknown keys, is frozen, accepts fields by name or by alias; refuses `.inf`,
+    `.nan` and NUL characters in every field."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              allow_inf_nan=False)
+
+    raw_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields holding raw server overrides: checked once merged into a launch, not here."""
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, v: Any, info: ValidationInfo) -> Any:
+        if info.field_name not in cls.raw_fields:
+            problem = nul_problem(v)
+            if problem is not None:
+                raise ValueError(problem)
+        return v
+
+
+# --------------------------------------------------------------------------- whole numbers
+
+
+def yaml_float(v: float) -> str:
+    """A float as YAML writes it: `.inf`, `-.inf`, `.nan`, `2.0`, `1e+12`."""
+    if math.isnan(v):
+        return ".nan"
+    if math.isinf(v):
+        return ".inf" if v > 0 else "-.inf"
+    text = f"{v:g}"
+    return text if ("e" in text or "." in text) else f"{text}.0"
+
+
+@dataclass(frozen=True)
+class WholeNumber:
+    """The validators of a whole-number field: a YAML `true`/`false` or a decimal (`2.0`,
+    `1e12`) is refused where pydantic's lax int would take it; with `limit`, so is a count
+    above it."""
+
+    limit: int | None = None
+    unit: str = ""
+
+    def before(self, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(f"{str(v).lower()} is a yes/no value, not a number: write a "
+                             "whole number")
+        if isinstance(v, float):
+            text = yaml_float(v)
+            if self.limit is not None and math.isfinite(v) and abs(v) > self.limit:
+                raise ValueError(self._too_many(text))
+            if math.isfinite(v) and v.is_integer():
+                raise ValueError(f"{text} is not written as a whole number: write {int(v)}")
+            raise ValueError(f"{text} is not a whole number: write one without a decimal "
+                             "point or exponent")
+        return v
+
+    def after(self, v: int) -> int:
+        if self.limit is not None and v > self.limit:
+            raise ValueError(self._too_many(f"{v:,}"))
+        return v
+
+    def _too_many(self, text: str) -> str:
+        return f"{text} is more than the {self.limit:,} {self.unit} spec-ab takes here: lower it"
+
+
+MAX_REQUESTS = 1_000_000
+"""Requests of one pass (per level): hours of load at the fastest server."""
+MAX_TOKENS = 10_000_000
+"""Tokens of one prompt or answer: past any model's context."""
+MAX_STREAMS = 100_000
+"""Concurrent streams of one pass."""
+MAX_PROMPTS = 10_000
+"""Prompts of one fidelity class."""
+MAX_CELL_TOKENS = 1_000_000_000
+"""Output tokens measured in one cell (a pass's level)."""
+MAX_SEED = 2**32 - 1
+"""The largest seed AIPerf's generators take whole: AIPerf refuses a negative seed, and
+numpy's legacy MT19937 seeding takes 32 bits (AIPerf folds a wider seed onto a 32-bit one
+there, so two seeds the user thinks apart give one workload)."""
+
+_WHOLE = WholeNumber()
+_REQUESTS = WholeNumber(MAX_REQUESTS, "requests")
+_TOKENS = WholeNumber(MAX_TOKENS, "tokens")
+_STREAMS = WholeNumber(MAX_STREAMS, "concurrent streams")
+_PROMPTS = WholeNumber(MAX_PROMPTS, "prompts")
+_CELL_TOKENS = WholeNumber(MAX_CELL_TOKENS, "tokens")
+
+
+def _seed(v: int) -> int:
+    if not 0 <= v <= MAX_SEED:
+        raise ValueError(f"{v} is outside 0 to {MAX_SEED} (2**32 - 1), the seeds AIPerf's "
+                         "generators take whole; pick a seed in that range, e.g. 7")
+    return v
+
+
+Int = Annotated[int, BeforeValidator(_WHOLE.before)]
+"""A whole number (no `true`, no `2.0`)."""
+Requests = Annotated[int, BeforeValidator(_REQUESTS.before), AfterValidator(_REQUESTS.after)]
+Tokens = Annotated[int, BeforeValidator(_TOKENS.before), AfterValidator(_TOKENS.after)]
+Streams = Annotated[int, BeforeValidator(_STREAMS.before), AfterValidator(_STREAMS.after)]
+Prompts = Annotated[int, BeforeValidator(_PROMPTS.before), AfterValidator(_PROMPTS.after)]
+CellTokens = Annotated[int, BeforeValidator(_CELL_TOKENS.before),
+                       AfterValidator(_CELL_TOKENS.after)]
+Seed = Annotated[int, BeforeValidator(_WHOLE.before), AfterValidator(_seed)]
+"""A seed AIPerf takes: 0 ≤ seed < 2**32."""
+
+
+# --------------------------------------------------------------------------- names and checks
+
+CAPTURE_NAME_RE = r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}$"
+"""A `log_captures` name: it becomes the file `captures/<name>.log` of each arm."""
+
+
+def _capture_name(name: str) -> str:
+    if not re.fullmatch(CAPTURE_NAME_RE, name):
+        length = f" ({len(name)} characters)" if len(name) > 64 else ""
+        raise ValueError(
+            f"capture name '{name}'{length} becomes the file captures/<name>.log: use "
+            "letters, digits, '.', '_' and '-' (not starting with '.'), at most 64 "
+            "characters, e.g. spec_decoding")
+    return name
+
+
+CaptureName = Annotated[str, AfterValidator(_capture_name)]
 
 
 def check_regex(pattern: str) -> None:
@@ -34,3 +209,8 @@ def check_metric(name: str) -> str:
     close = difflib.get_close_matches(name, list(catalog.METRICS), n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise ValueError(f"unknown metric '{name}'{hint}")
+
+
+ZERO_ON_CONTROL = frozenset({"error_rate", "osl_mismatch_share"})
+"""Metrics whose control value is normally 0: no relative bar can be put on them (the
+verdict compares them by differences, `verdict.rule.ABSOLUTE_METRICS`)."""

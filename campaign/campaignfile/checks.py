@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from campaign import catalog
+from campaign.campaignfile.base import ZERO_ON_CONTROL
 from campaign.campaignfile.files import (
     YamlPath,
     content_problems,
@@ -77,8 +78,16 @@ def _cell_problems(campaign: Campaign, add: Add) -> None:
 
 
 def _rule_problems(campaign: Campaign, add: Add) -> None:
-    """A drift band that is a fraction below the margin; an even pair count for ABBA."""
+    """A drift band that is a fraction below the margin; an even pair count for ABBA; a
+    primary metric a relative bar can be put on."""
     pre = campaign.preregistration
+    if pre.primary_metric in ZERO_ON_CONTROL:
+        m = pre.primary_metric
+        add(("preregistration", "primary_metric"),
+            f"{m} is normally 0 on the control, so a relative bar ({pre.margin:.0%} of 0) "
+            "cannot be measured: decide on the metric the change should move (e.g. "
+            f"output_token_throughput) and keep {m} as an absolute guardrail ({{metric: {m}, "
+            "max_worsening: 0.0, absolute: true})")
     if isinstance(pre.drift_band, float) and not 0 <= pre.drift_band < 1:
         add(("preregistration", "drift_band"), "must be a fraction in [0, 1), e.g. 0.03")
     elif isinstance(pre.drift_band, float) and pre.drift_band > pre.margin:

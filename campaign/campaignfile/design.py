@@ -13,15 +13,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from campaign.campaignfile.base import Model
+from campaign.campaignfile.base import Int, Model
 
 
 class Sequential(Model):
     """Look after each pair (or block) and stop when the answer is clear."""
 
-    max_pairs: int = Field(ge=2, le=64, description="The most pairs the night spends; the "
+    max_pairs: Int = Field(ge=2, le=64, description="The most pairs the night spends; the "
                            "campaign's `pairs` follows it.")
-    min_pairs: int = Field(2, ge=2, description="No look before this many pairs (a t "
+    min_pairs: Int = Field(2, ge=2, description="No look before this many pairs (a t "
                            "statistic needs two).")
     look: Literal["pair", "block"] = Field(
         "pair", description="`pair`: look after every pair; `block`: after every second "

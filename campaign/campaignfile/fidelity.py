@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from campaign.campaignfile.base import Model
+from campaign.campaignfile.base import Model, Prompts, Seed, Tokens
 
 
 class FidelityWorkload(Model):
@@ -15,12 +15,12 @@ class FidelityWorkload(Model):
     agreement (with the previous pair's control, or with itself on its boot in the first
     pair) is the reference (figures at workload `fidelity`, level `c1`)."""
 
-    prompts_per_class: int = Field(
+    prompts_per_class: Prompts = Field(
         2, ge=1, description="Prompts taken from each agent-fixture class (the first N of "
         "its file; the shipped fixtures when no agentfix workload is defined).")
-    output_tokens: int = Field(
+    output_tokens: Tokens = Field(
         256, ge=1, description="Tokens asked of every prompt (max_tokens, ignore_eos): "
         "enough to reach deep draft positions.")
-    seed: int | None = Field(
+    seed: Seed | None = Field(
         None, description="Sampling seed sent with every request (default: the "
         "preregistration seed).")

@@ -12,6 +12,7 @@ container) are not local and are left out.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,14 +50,20 @@ class LocalFile:
     must_be: MustBe
 
 
+_PLAIN_KEY = re.compile(r"[\w-][\w.-]*")
+
+
 def format_yaml_path(path: YamlPath) -> str:
-    """("arms", "x", "volumes", 1) → `arms.x.volumes[1]`."""
+    """("arms", "x", "volumes", 1) → `arms.x.volumes[1]`; a key that is not a plain word
+    is quoted: `log_captures["../x"]`."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
-        else:
+        elif _PLAIN_KEY.fullmatch(str(part)):
             out += ("." if out else "") + str(part)
+        else:
+            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
     return out or "(top level)"
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from campaign.campaignfile.base import Model
+from campaign.campaignfile.base import CellTokens, Int, Model, Requests
 
 
 class Gates(Model):
@@ -15,14 +15,14 @@ class Gates(Model):
     max_error_rate: float = Field(
         0.0, ge=0, le=1, description="Largest share of failed requests in a valid pass."
     )
-    min_completed_requests: int = Field(
+    min_completed_requests: Requests = Field(
         4, ge=1, description="Fewest completed requests per level in a valid pass."
     )
     pass_timeout_s: float = Field(
         1800, gt=0, description="Wall-clock limit of one AIPerf invocation (seconds)."
     )
-    retries: int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
-    pair_retries: int = Field(
+    retries: Int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
+    pair_retries: Int = Field(
         1, ge=0, le=5,
         description="Redos of a whole pair cut by the lane mid-pass: the control's server "
         "died, restarted or turned unhealthy, or /metrics stopped answering (the pair is "
@@ -37,7 +37,7 @@ class Gates(Model):
         "guardrail and workload, with the requests that would make it meaningful; `refuse`: "
         "they exit 2 instead.",
     )
-    redo_budget: int = Field(
+    redo_budget: Int = Field(
         2, ge=0, le=50,
         description="Pairs left invalid by the lane (AIPerf crashing or timing out while "
         "the server stays healthy, a /metrics scrape failure, any invalid pass of the "
@@ -52,7 +52,7 @@ class Gates(Model):
         description="Largest allowed time between the starts of a pair's arms; beyond it "
         "the pair is flagged `split-pair`.",
     )
-    min_output_tokens: int = Field(
+    min_output_tokens: CellTokens = Field(
         2000,
         ge=0,
         description="Fewer measured output tokens than this in a cell flags it "

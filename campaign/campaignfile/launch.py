@@ -6,15 +6,24 @@ against; `parse_volume` reads a `host:container[:ro|rw]` volume.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from campaign import secrets
-from campaign.campaignfile.base import NAME_RE, Model, check_regex
+from campaign.campaignfile.base import NAME_RE, Int, Model, check_regex
 
 
 class Readiness(Model):
@@ -33,6 +42,17 @@ class Readiness(Model):
         None, ge=0, description="How long this server usually takes to become ready "
         "(seconds), for the duration estimate; default by backend (docker 420 s, process "
         "5 s), and learned from the lane's earlier runs once there are some.")
+
+    @field_validator("health_path", "models_path")
+    @classmethod
+    def _a_path(cls, v: str) -> str:
+        if "://" in v:
+            raise ValueError(f"'{v}' is a URL: give the path alone ({urlsplit(v).path or '/'})")
+        if not v.startswith("/"):
+            raise ValueError(f"'{v}' must start with '/': write /{v}")
+        if re.search(r"\s", v):
+            raise ValueError(f"'{v}' holds a space: write the path as the URL has it (%20)")
+        return v
 
 
 class Volume(Model):
@@ -72,7 +92,17 @@ def _volumes(v: list[str]) -> list[str]:
     return v
 
 
-Env = dict[str, str]
+def _env_name(name: str) -> str:
+    if not name:
+        raise ValueError("an environment variable needs a name (this one is empty)")
+    if "=" in name:
+        raise ValueError(f"'{name}' is not an environment variable name: it contains '=', "
+                         "which separates a name from its value in the environment; rename "
+                         "the variable")
+    return name
+
+
+Env = dict[Annotated[str, AfterValidator(_env_name)], str]
 READ_BACK = "read_back"
 """Validation context key: a frozen copy read back, not a campaign about to run."""
 
@@ -101,6 +131,54 @@ def _scalar_str(x: Any) -> Any:
     return x
 
 
+def _ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_host(host: str) -> str:
+    return f'"{host}"' if ":" in host else host
+
+
+def _port_inside(given: str, host: str, port: object) -> str:
+    return (f"'{given}' has a port in it: give the host alone (host: {_yaml_host(host)}) and "
+            f"the port under `port:` (port: {port})")
+
+
+def check_host(v: str) -> str:
+    """A host name or IP address the runner connects to; an IPv6 address is kept bare
+    (`[::1]` is read as `::1`; `url_host` brackets it in URLs). A port or a URL is refused."""
+    bracketed = re.fullmatch(r"\[([^\]]*)\](?::(\d*))?", v)
+    if bracketed:
+        inner, port = bracketed.groups()
+        if not _ipv6(inner):
+            raise ValueError(f"'{v}': brackets hold an IPv6 address, e.g. [::1]")
+        if port is not None:
+            raise ValueError(_port_inside(v, inner, port))
+        return inner
+    if "://" in v:
+        host = urlsplit(v).hostname or ""
+        port = re.search(r":(\d+)(?:/|$)", v.split("://", 1)[1])
+        also = f" and the port under `port:` (port: {port.group(1)})" if port else ""
+        raise ValueError(f"'{v}' is a URL: give the host alone (host: {_yaml_host(host)}){also}")
+    if _ipv6(v):
+        return v
+    if v.count(":") == 1:
+        host, port_text = v.split(":")
+        raise ValueError(_port_inside(v, host, port_text))
+    if not v or ":" in v or re.search(r"[\s/\\@?#]", v):
+        raise ValueError(f"'{v}' is not a host name or IP address (e.g. 127.0.0.1, localhost, "
+                         "gpu-box.lan or ::1)")
+    return v
+
+
+def url_host(host: str) -> str:
+    """A host as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
+
 
 class _LaunchBase(Model):
     readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
@@ -122,9 +200,12 @@ class ProcessLaunch(_LaunchBase):
 
     backend: Literal["process"] = Field(description="`process`: a local command.")
     cwd: Path | None = Field(None, description="Working directory (default: campaign's).")
-    host: str = Field("127.0.0.1", description="Host the server listens on.")
-    port: int = Field(ge=1, le=65535, description="Port the server listens on.")
+    host: str = Field("127.0.0.1", description="Host the server listens on (an IPv6 "
+                      "address bare, `::1`).")
+    port: Int = Field(ge=1, le=65535, description="Port the server listens on.")
     stop_timeout_s: float = Field(15, gt=0, description="Grace period before SIGKILL.")
+
+    _host_ok = field_validator("host")(check_host)
 
     @model_validator(mode="after")
     def _needs_command(self) -> ProcessLaunch:
@@ -134,7 +215,7 @@ class ProcessLaunch(_LaunchBase):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{url_host(self.host)}:{self.port}"
 
 
 class ExternalLaunch(Model):
@@ -157,6 +238,11 @@ class ExternalLaunch(Model):
     def _url(cls, v: str) -> str:
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError(f"'{v}' is not an http(s) URL")
+        try:
+            _ = urlsplit(v).port
+        except ValueError:
+            raise ValueError(f"'{v}': what follows the host's last ':' is not a port; an IPv6 "
+                             "address is written in brackets, e.g. http://[::1]:8000") from None
         return v.rstrip("/")
 
 
@@ -176,7 +262,7 @@ class ReadyCheck(Model):
         return self
 
 
-Gpus = Literal["all"] | list[int] | None
+Gpus = Literal["all"] | list[Int] | None
 
 
 class _ContainerBase(Model):
@@ -195,7 +281,7 @@ class _ContainerBase(Model):
     gpus: Gpus = Field(None, description="`all`, or a list of device ids.")
     ipc: str | None = Field(None, description="IPC mode, e.g. `host`.")
     shm_size: str | None = Field(None, description="Shared memory size, e.g. `16g`.")
-    ulimits: dict[str, int] = Field(default_factory=dict, description="e.g. {memlock: -1}.")
+    ulimits: dict[str, Int] = Field(default_factory=dict, description="e.g. {memlock: -1}.")
     docker_host: str | None = Field(
         None, description="Docker daemon of this container, e.g. `ssh://spark2` (None: local)."
     )
@@ -219,8 +305,9 @@ class DockerLaunch(_ContainerBase):
     """A server started as a container through the docker SDK."""
 
     backend: Literal["docker"] = Field(description="`docker`: containers.")
-    host: str = Field("127.0.0.1", description="Host where the runner reaches the server.")
-    port: int = Field(ge=1, le=65535, description="Host port the runner talks to.")
+    host: str = Field("127.0.0.1", description="Host where the runner reaches the server "
+                      "(an IPv6 address bare, e.g. `fd00::5`; `::1` only with `network: host`).")
+    port: Int = Field(ge=1, le=65535, description="Host port the runner talks to.")
     ports: list[str] = Field(
         default_factory=list, description="Published ports `host:container` (not with host "
         "network)."
@@ -231,6 +318,20 @@ class DockerLaunch(_ContainerBase):
         default_factory=list, description="Started in order before the server, stopped after."
     )
     readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
+
+    _host_ok = field_validator("host")(check_host)
+
+    @field_validator("host")
+    @classmethod
+    def _published_host(cls, v: str, info: ValidationInfo) -> str:
+        """Docker publishes a loopback host's port on 127.0.0.1 (`servers.docker.plan`):
+        an IPv6 loopback host would never see it."""
+        loopback = _ipv6(v) and ipaddress.IPv6Address(v).is_loopback
+        if loopback and info.data.get("network") != "host":
+            raise ValueError(f"'{v}': docker publishes a loopback host's port on 127.0.0.1 "
+                             f"(IPv4), where the runner would not find it at [{v}]; use host: "
+                             "127.0.0.1, or network: host")
+        return v
 
     @field_validator("ports")
     @classmethod
@@ -252,7 +353,7 @@ class DockerLaunch(_ContainerBase):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{url_host(self.host)}:{self.port}"
 
 
 Launch = Annotated[ProcessLaunch | ExternalLaunch | DockerLaunch, Field(discriminator="backend")]

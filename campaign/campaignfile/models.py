@@ -19,7 +19,19 @@ from typing import Any, Literal, get_args
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from campaign import catalog
-from campaign.campaignfile.base import CONTROL, NAME_RE, Model, check_metric, check_regex
+from campaign.campaignfile.base import (
+    CONTROL,
+    NAME_RE,
+    CaptureName,
+    Int,
+    Model,
+    Requests,
+    Seed,
+    Streams,
+    Tokens,
+    check_metric,
+    check_regex,
+)
 from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.fidelity import FidelityWorkload
@@ -129,13 +141,14 @@ class Preregistration(Model):
         "better by the band; `ci`: adopt when the CI's worse end is better by the margin.",
     )
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of the CIs.")
-    pairs: int = Field(2, ge=1, le=200, description="Number of control → candidate pairs "
+    pairs: Int = Field(2, ge=1, le=200, description="Number of control → candidate pairs "
                        "(on each lane, with `lanes:`).")
     order: Literal["AB", "ABBA", "random"] = Field(
         "AB", description="Order of arms within pairs: AB, ABBA (alternating; every other "
         "lane starts with BA), random (seeded; each lane its own stream)."
     )
-    seed: int = Field(0, description="Seed of the `random` order and of the load generator.")
+    seed: Seed = Field(0, description="Seed of the `random` order and of the load generator "
+                       "(0 to 2**32 − 1).")
     decision_cells: list[DecisionCell] = Field(
         default_factory=lambda: [DecisionCell(workload="knee", level="*")],
         min_length=1,
@@ -183,22 +196,23 @@ class Preregistration(Model):
 class WarmupPass(Model):
     """A throwaway pass after boot (not measured): fills caches, compiles graphs."""
 
-    concurrency: int = Field(4, ge=1, description="Concurrent streams.")
-    requests: int = Field(16, ge=1, description="Requests in the pass.")
-    input_tokens: int = Field(256, ge=1, description="Synthetic prompt length (tokens).")
-    output_tokens: int = Field(64, ge=1, description="Exact output length (tokens).")
+    concurrency: Streams = Field(4, ge=1, description="Concurrent streams.")
+    requests: Requests = Field(16, ge=1, description="Requests in the pass.")
+    input_tokens: Tokens = Field(256, ge=1, description="Synthetic prompt length (tokens).")
+    output_tokens: Tokens = Field(64, ge=1, description="Exact output length (tokens).")
 
 
 class KneeWorkload(Model):
     """Throughput vs concurrency with fixed input/output lengths (one AIPerf sweep)."""
 
-    concurrency: list[int] = Field(
+    concurrency: list[Streams] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16], min_length=1, description="Levels."
     )
-    input_tokens: int = Field(1024, ge=1, description="Synthetic prompt length (tokens).")
-    output_tokens: int = Field(256, ge=1, description="Exact output length (tokens).")
-    requests_per_level: int | None = Field(
-        None, ge=1, description="Requests per level (default: 4 × concurrency, at least 8)."
+    input_tokens: Tokens = Field(1024, ge=1, description="Synthetic prompt length (tokens).")
+    output_tokens: Tokens = Field(256, ge=1, description="Exact output length (tokens).")
+    requests_per_level: Requests | None = Field(
+        None, ge=1, description="Requests per level (default: 4 × concurrency, at least 8; "
+        "at most 1,000,000)."
     )
     duration_s: float | None = Field(
         None, gt=0, description="Seconds per level instead of a request count."
@@ -247,9 +261,9 @@ class AgentfixWorkload(Model):
         description="Content class → AIPerf single_turn JSONL file (prose, shell, code, "
         "tool_json, structured, or your own class names)."
     )
-    concurrency: int = Field(4, ge=1, description="Concurrent streams.")
-    requests: int = Field(30, ge=1, description="Requests per class.")
-    output_tokens: int = Field(256, ge=1, description="Exact output length (tokens).")
+    concurrency: Streams = Field(4, ge=1, description="Concurrent streams.")
+    requests: Requests = Field(30, ge=1, description="Requests per class.")
+    output_tokens: Tokens = Field(256, ge=1, description="Exact output length (tokens).")
 
     @field_validator("fixtures")
     @classmethod
@@ -314,6 +328,8 @@ class ArmSpec(Model):
     """An arm: the server launch plus overrides (lists appended, maps merged, scalars
     replaced). Validated again after merging, against the backend's own fields."""
 
+    raw_fields = frozenset({"overrides"})
+
     description: str = Field("", description="What this arm changes.")
     warmup: list[WarmupPass] | None = Field(
         None, description="This arm's own warm-up passes (default: workloads.warmup)."
@@ -328,6 +344,8 @@ class LaneSpec(Model):
     """One lane of a sharded campaign: a machine (or machine pair) that runs its own
     pairs, started with `spec-ab run FILE --lane NAME`. Its server overrides are merged
     into `server` before the arms' (lists appended, maps merged, scalars replaced)."""
+
+    raw_fields = frozenset({"server"})
 
     description: str = Field("", description="What this lane is (host, GPUs).")
     server: dict[str, Any] = Field(
@@ -360,10 +378,11 @@ class Campaign(Model):
         description="`control` plus one or more named candidates."
     )
     workloads: Workloads = Field(description="Warm-up and measured passes.")
-    log_captures: dict[str, str] = Field(
+    log_captures: dict[CaptureName, str] = Field(
         default_factory=dict,
         description="Name → regex: matching server log lines are copied to "
-        "`captures/<name>.log` per arm.",
+        "`captures/<name>.log` per arm (a name: letters, digits, `.`, `_`, `-`, not "
+        "starting with `.`, at most 64 characters).",
     )
     results_dir: Path = Field(Path("results"), description="Where run directories go.")
 

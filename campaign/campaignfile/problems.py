@@ -11,6 +11,7 @@ override caused it (`override_problems`).
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import types
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
+from campaign.campaignfile.base import yaml_float
 from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import format_yaml_path
 from campaign.campaignfile.launch import (
@@ -189,6 +191,9 @@ def _message(err: Any, loc: tuple[str | int, ...], vocab: list[str]) -> str:
         return "backend must be one of: process, external, docker"
     if kind == "union_tag_not_found":
         return "missing `backend` (process, external or docker)"
+    if kind == "finite_number" and isinstance(err.get("input"), float):
+        return (f"{yaml_float(err['input'])} is not a finite number: give a number (.inf and "
+                ".nan are not numbers here)")
     msg = str(err["msg"]).removeprefix("Value error, ")
     return re.sub(r"a valid dictionary or instance of \w+", "a mapping", msg)
 
@@ -203,6 +208,8 @@ def _union_noise(err: Any, data: Any) -> bool:
         value = _value_at(data, _clean_loc(raw[:i], data))
         if part in _SCALAR_BRANCHES and isinstance(value, Mapping):
             return True
+        if part[:1].isupper() and isinstance(value, float) and not math.isfinite(value):
+            return True  # `.inf` for `float | DriftFrom`: the number's error says it
     return False
 
 
@@ -270,6 +277,9 @@ def override_problems(
                 from_arm = False
             else:
                 loc = (loc[0], loc[1] - base_len, *loc[2:])
+        own = overrides.get(str(key))
+        if from_arm and len(loc) >= 2 and isinstance(own, Mapping) and loc[1] not in own:
+            from_arm = False  # a merged map's key the override does not set
         where: tuple[str | int, ...] = prefix if from_arm else ("server",)
         line = lines.problem(where + loc, _message(err, loc, vocab))
         if not from_arm:

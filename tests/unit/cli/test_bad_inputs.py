@@ -235,6 +235,144 @@ CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
 ]
 
 
+# ------------------------------------------------------------------ values that pass a glance
+# Each a one-line edit of the demo campaign (examples/sim-pair.yaml) that used to check clean
+# and then crash or void the night at run time.
+
+SIM_PAIR = (ROOT / "examples" / "sim-pair.yaml").read_text()
+
+
+def pair_edit(old: str, new: str) -> str:
+    assert SIM_PAIR.count(old) == 1, old
+    return SIM_PAIR.replace(old, new)
+
+
+ARM_ENV = "      SPECAB_SIM_VERIFY: adaptive"
+SERVER_SEED = '    SPECAB_SIM_SEED: "7"'
+HOST = "  host: 127.0.0.1\n"
+READY = "    timeout_s: 60"
+KNEE_REQUESTS = "requests_per_level: 16"
+CAPTURE = '  spec_decoding: "SpecDecoding metrics:"'
+CAPTURE_RULE = ("captures/<name>.log: use letters, digits, '.', '_' and '-' (not starting with "
+                "'.'), at most 64 characters")
+NUL = "holds a NUL character (\\0): no argument, environment variable or file name can carry one"
+FINITE = "is not a finite number: give a number (.inf and .nan are not numbers here)"
+DOCKER_SERVER = """server:
+  backend: docker
+  image: spec-ab-sim:latest
+  host: "::1"
+  port: 18767
+"""
+
+HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
+    # 1. what the environment, argv and file names cannot carry
+    ("env-name-with-equals-arm", pair_edit(ARM_ENV, ARM_ENV + "\n      A=B: x"),
+     ['arms.adaptive.env["A=B"]: \'A=B\' is not an environment variable name: it contains '
+      "'=', which separates a name from its value in the environment; rename the variable",
+      "(line 69)"]),
+    ("env-name-with-equals-server", pair_edit(SERVER_SEED, SERVER_SEED + "\n    A=B: x"),
+     ['server.env["A=B"]: \'A=B\' is not an environment variable name', "(line 59)"]),
+    ("env-value-nul", pair_edit(ARM_ENV, '      SPECAB_SIM_VERIFY: "adap\\0tive"'),
+     ['arms.adaptive.env: the value of SPECAB_SIM_VERIFY ("adap\\0tive") ' + NUL,
+      "remove it", "(line 67)"]),
+    ("arg-nul", pair_edit(ARM_ENV, ARM_ENV + '\n    args: ["--x\\0y"]'),
+     ['arms.adaptive.args: "--x\\0y" ' + NUL]),
+    ("command-nul", pair_edit("[spec-ab, sim, serve,", '[spec-ab, "si\\0m", serve,'),
+     ['server.command: "si\\0m" ' + NUL, "(line 45)"]),
+    # 2. a host is a host: no port in it; an IPv6 loopback docker cannot publish on
+    ("host-with-port", pair_edit(HOST, "  host: localhost:8000\n"),
+     ["server.host: 'localhost:8000' has a port in it: give the host alone (host: localhost) "
+      "and the port under `port:` (port: 8000)", "(line 46)"]),
+    ("host-a-url", pair_edit(HOST, "  host: http://localhost:8000\n"),
+     ["server.host: 'http://localhost:8000' is a URL: give the host alone (host: localhost)"]),
+    ("host-bracketed-with-port", pair_edit(HOST, '  host: "[::1]:8000"\n'),
+     ["server.host: '[::1]:8000' has a port in it: give the host alone (host: \"::1\")"]),
+    ("docker-host-ipv6-loopback", SIM_PAIR[:SIM_PAIR.index("server:")] + DOCKER_SERVER
+     + SIM_PAIR[SIM_PAIR.index("\narms:"):],
+     ["server.host: '::1': docker publishes a loopback host's port on 127.0.0.1 (IPv4)",
+      "use host: 127.0.0.1, or network: host"]),
+    # 3. readiness paths are paths
+    ("health-path-relative", pair_edit(READY, READY + "\n    health_path: health"),
+     ["server.readiness.health_path: 'health' must start with '/': write /health",
+      "(line 61)"]),
+    ("models-path-url", pair_edit(READY, READY + "\n    models_path: http://x/v1/models"),
+     ["server.readiness.models_path: 'http://x/v1/models' is a URL: give the path alone "
+      "(/v1/models)"]),
+    # 4. a capture name becomes a file name
+    ("capture-name-path", pair_edit(CAPTURE, '  ../../x: "SpecDecoding metrics:"'),
+     ['log_captures["../../x"]: capture name \'../../x\' becomes the file ' + CAPTURE_RULE,
+      "(line 98)"]),
+    ("capture-name-backslash", pair_edit(CAPTURE, '  a\\b: "SpecDecoding metrics:"'),
+     ["capture name 'a\\b' becomes the file"]),
+    ("capture-name-hidden", pair_edit(CAPTURE, '  .x: "SpecDecoding metrics:"'),
+     ['log_captures[".x"]: capture name \'.x\' becomes the file']),
+    ("capture-name-long", pair_edit(CAPTURE, "  " + "a" * 65 + ': "SpecDecoding metrics:"'),
+     [f"capture name '{'a' * 65}' (65 characters) becomes the file"]),
+    # 5. seeds AIPerf takes
+    ("seed-negative", pair_edit("  seed: 7", "  seed: -1"),
+     ["preregistration.seed: -1 is outside 0 to 4294967295 (2**32 - 1)",
+      "pick a seed in that range, e.g. 7", "(line 24)"]),
+    ("seed-2-to-the-70", pair_edit("  seed: 7", f"  seed: {2**70}"),
+     [f"preregistration.seed: {2**70} is outside 0 to 4294967295"]),
+    ("fidelity-seed-negative", pair_edit("    prompts_per_class: 2", "    prompts_per_class: 2\n"
+                                         "    seed: -5"),
+     ["workloads.fidelity.seed: -5 is outside 0 to 4294967295"]),
+    # 6. numbers are finite
+    ("pass-timeout-inf", pair_edit("pass_timeout_s: 240", "pass_timeout_s: .inf"),
+     ["preregistration.gates.pass_timeout_s: .inf " + FINITE, "(line 37)"]),
+    ("readiness-timeout-inf", pair_edit(READY, "    timeout_s: .inf"),
+     ["server.readiness.timeout_s: .inf " + FINITE, "(line 60)"]),
+    ("readiness-poll-nan", pair_edit(READY, READY + "\n    poll_interval_s: .nan"),
+     ["server.readiness.poll_interval_s: .nan " + FINITE]),
+    ("max-worsening-inf", pair_edit("max_worsening: 0.05}", "max_worsening: .inf}"),
+     ["preregistration.guardrails[0].max_worsening: .inf " + FINITE, "(line 28)"]),
+    ("max-worsening-nan", pair_edit("max_worsening: 0.05}", "max_worsening: .nan}"),
+     ["preregistration.guardrails[0].max_worsening: .nan " + FINITE]),
+    ("margin-nan", pair_edit("margin: 0.10 ", "margin: .nan "),
+     ["preregistration.margin: .nan " + FINITE]),
+    ("drift-band-inf", pair_edit("drift_band: 0.03 ", "drift_band: .inf "),
+     ["preregistration.drift_band: .inf " + FINITE]),
+    ("knee-duration-inf", pair_edit(KNEE_REQUESTS, "duration_s: .inf"),
+     ["workloads.knee.duration_s: .inf " + FINITE]),
+    ("stop-timeout-minus-inf", pair_edit(HOST, HOST + "  stop_timeout_s: -.inf\n"),
+     ["server.stop_timeout_s: -.inf " + FINITE]),
+    # 7. a yes/no is not a number; 8. counts are whole numbers, and bounded
+    ("pairs-true", pair_edit("  pairs: 2", "  pairs: true"),
+     ["preregistration.pairs: true is a yes/no value, not a number: write a whole number",
+      "(line 22)"]),
+    ("retries-false", pair_edit("    retries: 1", "    retries: false"),
+     ["preregistration.gates.retries: false is a yes/no value, not a number"]),
+    ("port-true", pair_edit("  port: 18767", "  port: true"),
+     ["server.port: true is a yes/no value, not a number"]),
+    ("knee-level-true", pair_edit("concurrency: [1, 4, 16]", "concurrency: [1, true, 16]"),
+     ["workloads.knee.concurrency[1]: true is a yes/no value, not a number"]),
+    ("pairs-decimal", pair_edit("  pairs: 2", "  pairs: 2.0"),
+     ["preregistration.pairs: 2.0 is not written as a whole number: write 2"]),
+    ("requests-per-level-1e12", pair_edit(KNEE_REQUESTS, "requests_per_level: 1e12"),
+     ["workloads.knee.requests_per_level: 1e+12 is more than the 1,000,000 requests "
+      "spec-ab takes here: lower it", "(line 81)"]),
+    ("requests-per-level-two-million", pair_edit(KNEE_REQUESTS, "requests_per_level: 2000000"),
+     ["workloads.knee.requests_per_level: 2,000,000 is more than the 1,000,000 requests "
+      "spec-ab takes here: lower it"]),
+    ("agentfix-requests-decimal", pair_edit("    requests: 32", "    requests: 32.5"),
+     ["workloads.agentfix.requests: 32.5 is not a whole number: write one without a "
+      "decimal point or exponent"]),
+    ("input-tokens-1e12", pair_edit("input_tokens: 512", "input_tokens: 1e12"),
+     ["workloads.knee.input_tokens: 1e+12 is more than the 10,000,000 tokens"]),
+    ("warmup-requests-huge", pair_edit("requests: 4,", "requests: 5000000,"),
+     ["workloads.warmup[0].requests: 5,000,000 is more than the 1,000,000 requests"]),
+    ("knee-level-huge", pair_edit("concurrency: [1, 4, 16]", "concurrency: [1, 4, 1000000]"),
+     ["workloads.knee.concurrency[2]: 1,000,000 is more than the 100,000 concurrent streams"]),
+    # 9. a metric that is 0 on the control cannot carry a relative bar
+    ("primary-metric-error-rate", pair_edit("primary_metric: output_token_throughput",
+                                            "primary_metric: error_rate"),
+     ["preregistration.primary_metric: error_rate is normally 0 on the control, so a "
+      "relative bar (10% of 0) cannot be measured",
+      "keep error_rate as an absolute guardrail ({metric: error_rate, max_worsening: 0.0, "
+      "absolute: true})", "(line 18)"]),
+]]
+
+
 # ------------------------------------------------------------------ command lines
 
 
@@ -520,7 +658,7 @@ RESULTS_CASES: list[Case] = [
 ]
 
 
-ALL = CAMPAIGN_CASES + CLI_CASES + RESULTS_CASES
+ALL = CAMPAIGN_CASES + HARDENING_CASES + CLI_CASES + RESULTS_CASES
 
 
 def test_enough_cases() -> None:
