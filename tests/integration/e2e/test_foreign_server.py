@@ -100,7 +100,7 @@ def test_a_candidate_that_streams_faster_adopts(tmp_path: Path) -> None:
 
 def test_a_candidate_whose_first_token_is_50_ms_later_keeps_the_default(tmp_path: Path) -> None:
     doc = run_campaign(tmp_path, "foreign-late", {
-        "XPYD_SIM_PREFILL_DELAY_MS": "38", "XPYD_SIM_DECODE_DELAY_PER_TOKEN_MS": "7"})
+        "XPYD_SIM_PREFILL_DELAY_MS": "63", "XPYD_SIM_DECODE_DELAY_PER_TOKEN_MS": "7"})
     assert doc["decision"] == "keep-default" and doc["reason"] == "guardrail", doc["reasons"]
     (ttft,) = [g for g in doc["guardrails"] if g["metric"] == "ttft_p99"]  # type: ignore[union-attr,index]
     assert ttft["state"] == "broken" and ttft["stops"], ttft
