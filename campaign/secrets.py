@@ -10,6 +10,14 @@ launched, so the frozen campaign copy, the journal, the manifest, `check` and `-
 show the reference. Launch lines print secret variables as references (`-e HF_TOKEN`,
 `HF_TOKEN="$HF_TOKEN"`), and `scrub` replaces the value of any secret-looking variable of
 the runner's environment in text that is written or printed (a last guard).
+
+The same holds for every other form a secret takes in a campaign file: a literal value
+after a secret-looking flag in `args` or a command (`--hf-token hf_x`, `--api-key=abc`),
+an assignment or an `Authorization: Bearer` header in a shell command, a well-known token
+shape anywhere (`hf_…`, `sk-…`, `ghp_…`), a password in a URL's userinfo. Each is refused
+with the fix (`${HF_TOKEN}`); `${NAME}` inside args and URLs is expanded from the runner's
+environment only at launch (`expand_text`, `expand_argv`). `redact_url` hides a URL's
+password in any text, and `scrub` applies it.
 """
 
 from __future__ import annotations
@@ -17,13 +25,30 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 
 SECRET_RE = re.compile(
     r"(?<!PER_)TOKEN(?!IZER|S|_(?:MS|US|S|SEC|COUNT|LEN|LENGTH|LIMIT|NUM|RATE|BUDGET|SIZE)"
     r"(?:_|$))|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 REDACTED = "<redacted>"
 REFERENCE_RE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+EMBEDDED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+TOKEN_SHAPES = {
+    "a Hugging Face token (hf_…)": re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),
+    "an API key (sk-…)": re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{20,}"),
+    "a GitHub token (ghp_…)": re.compile(
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    "a Slack token (xox…)": re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"),
+    "an AWS access key (AKIA…)": re.compile(r"(?<![A-Za-z0-9])AKIA[0-9A-Z]{16}(?![0-9A-Z])"),
+}
+"""Well-known credential shapes, refused wherever they appear in a command."""
+URL_USERINFO_RE = re.compile(
+    r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:'\"<>]*):(?P<pw>[^\s/@'\"<>]+)@")
+"""A URL's `user:password@` (the password up to the '@' that ends the userinfo)."""
+NOT_SECRET_FLAG_RE = re.compile(r"(?:FILE|_PATH|_DIR|_MODE|_NAME)$")
+"""A flag that names a file or a mode (`--ssl-keyfile`, `--tokenizer-mode`) holds no secret."""
+SHELL_REF_RE = re.compile(r"^\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 MIN_SCRUB_LEN = 6
 """Shorter values ("1", "false") are not looked for in text: they would mangle it."""
 
@@ -52,12 +77,25 @@ def redact(env: Mapping[str, str]) -> dict[str, str]:
 def expand(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """`env` as given to a server: `${NAME}` values read from the runner's environment
     (empty when unset). Only here does a secret's value appear."""
+    return {k: expand_text(v, environ) for k, v in env.items()}
+
+
+def references(text: str) -> list[str]:
+    """The variables every `${NAME}` in `text` refers to, in order."""
+    return EMBEDDED_RE.findall(text)
+
+
+def expand_text(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """`text` with every `${NAME}` read from the runner's environment (empty when unset):
+    an arg (`--api-key=${API_KEY}`), a URL (`http://u:${PW}@host`), an env value. Only at
+    launch or connect time."""
     source = os.environ if environ is None else environ
-    out = {}
-    for k, v in env.items():
-        name = reference(v)
-        out[k] = source.get(name, "") if name is not None else v
-    return out
+    return EMBEDDED_RE.sub(lambda m: source.get(m.group(1), ""), text)
+
+
+def expand_argv(argv: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
+    """An argv as given to a server: each word's `${NAME}` expanded (`expand_text`)."""
+    return [expand_text(word, environ) for word in argv]
 
 
 def shell_word(name: str, value: str) -> str:
@@ -68,6 +106,16 @@ def shell_word(name: str, value: str) -> str:
     return f'{name}="${ref}"' if ref is not None else f"{name}={shlex.quote(value)}"
 
 
+def shell_join(argv: Iterable[str]) -> str:
+    """`shlex.join`, but a word holding `${NAME}` in double quotes, so a pasted line reads
+    the variable from the shell (`--hf-token "${HF_TOKEN}"`)."""
+    def one(word: str) -> str:
+        if EMBEDDED_RE.search(word) and re.fullmatch(r'[^"\\`$]*', EMBEDDED_RE.sub("", word)):
+            return f'"{word}"'
+        return shlex.quote(word)
+    return " ".join(one(w) for w in argv)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of the secret-looking variables of the runner's environment, longest first."""
     source = os.environ if environ is None else environ
@@ -75,13 +123,178 @@ def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
-def scrub(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """`text` with every secret value of the runner's environment replaced by REDACTED."""
-    for value in secret_values(environ):
-        if value in text:
+def known_values(texts: Iterable[str] = (),
+                 environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every value a secret can have here, longest first: the secret-looking variables of
+    the runner's environment, and the value of every variable a `${NAME}` in `texts` (an
+    arm's args, env, URLs) refers to, secret-looking name or not."""
+    source = os.environ if environ is None else environ
+    values = set(secret_values(source))
+    for text in texts:
+        values.update(v for name in references(text)
+                      if len(v := source.get(name, "")) >= MIN_SCRUB_LEN)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_url(text: str) -> str:
+    """`text` with the password of every URL's userinfo replaced (`http://u:<redacted>@h`);
+    a `${NAME}` reference in its place is kept (it is no secret)."""
+    def one(m: re.Match[str]) -> str:
+        pw = m.group("pw")
+        if pw == REDACTED or REFERENCE_RE.match(pw):
+            return m.group(0)
+        return f"{m.group('scheme')}{m.group('user')}:{REDACTED}@"
+    return URL_USERINFO_RE.sub(one, text) if "@" in text else text
+
+
+def scrub(text: str, environ: Mapping[str, str] | None = None,
+          values: Iterable[str] | None = None) -> str:
+    """`text` with every secret value replaced by REDACTED (those of the runner's
+    environment, or `values` when given: `known_values`), and URL passwords redacted."""
+    for value in (secret_values(environ) if values is None else values):
+        if value and value in text:
             text = text.replace(value, REDACTED)
-    return text
+    return redact_url(text)
 
 
-__all__ = ["REDACTED", "SECRET_RE", "expand", "is_secret", "literal_secrets", "redact",
-           "reference", "scrub", "secret_values", "shell_word"]
+def scrub_file(path: Path, values: Iterable[str]) -> bool:
+    """Rewrite `path` (atomically, same mode) with `scrub` applied, only when it holds a
+    secret; whether it did. A file that is not there is left alone."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    text = data.decode("utf-8", errors="surrogateescape")
+    clean = scrub(text, values=list(values))
+    if clean == text:
+        return False
+    tmp = path.with_name(path.name + ".scrub")
+    tmp.write_bytes(clean.encode("utf-8", errors="surrogateescape"))
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)
+    return True
+
+
+def scrub_tree(folder: Path, values: Iterable[str]) -> list[Path]:
+    """`scrub_file` on every file under `folder`; the files rewritten."""
+    kept = list(values)
+    if not folder.is_dir():
+        return []
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()
+            and scrub_file(p, kept)]
+
+
+# ---------------------------------------------------------------- literal secrets refused
+
+def flag_variable(flag: str) -> str | None:
+    """The variable a secret-looking flag's value belongs in (`--hf-token` → HF_TOKEN),
+    None when the flag is not secret-looking (`--max-num-batched-tokens`, `--ssl-keyfile`)."""
+    if not flag.startswith("-") or flag in ("-", "--"):
+        return None
+    name = flag.lstrip("-").split("=", 1)[0].upper().replace("-", "_")
+    if not re.fullmatch(r"[A-Z0-9_.]+", name) or NOT_SECRET_FLAG_RE.search(name):
+        return None
+    return name.replace(".", "_") if is_secret(name) else None
+
+
+def _literal(value: str) -> bool:
+    """A value that is neither empty nor a reference (`${NAME}`, or `$NAME` in a shell)."""
+    return bool(value) and not REFERENCE_RE.match(value) and not SHELL_REF_RE.match(value)
+
+
+def token_shapes(text: str) -> Iterator[str]:
+    """What well-known token shapes `text` holds (`TOKEN_SHAPES` names)."""
+    for what, rx in TOKEN_SHAPES.items():
+        if rx.search(text):
+            yield what
+
+
+def _flag_problems(words: list[str]) -> list[str]:
+    """A secret-looking flag followed by a literal value (or `=value`), with the fix."""
+    found: list[str] = []
+    for i, word in enumerate(words):
+        var = flag_variable(word)
+        if var is None:
+            continue
+        flag = word.split("=", 1)[0]
+        if "=" in word:
+            value, fix = word.split("=", 1)[1], f"{flag}=${{{var}}}"
+        else:
+            nxt = words[i + 1] if i + 1 < len(words) else ""
+            value = "" if nxt.startswith("-") else nxt
+            fix = f"{flag} ${{{var}}}"
+        if _literal(value):
+            found.append(f"{flag} is given a literal value: a secret does not belong in the "
+                         f"campaign file (it is frozen into every results folder); reference "
+                         f"the runner's environment instead: {fix}")
+    return found
+
+
+def argv_problems(words: list[str]) -> list[str]:
+    """Literal secrets in an argv: a secret-looking flag with a literal value, a token
+    shape in any word, and in a word that is a shell command (`sh -c '…'`) what
+    `shell_problems` finds. One message each, with the fix; never the value."""
+    found = _flag_problems(words)
+    for i, word in enumerate(words):
+        found += [f"word {i + 1} holds {what}: reference the runner's environment instead, "
+                  "e.g. ${HF_TOKEN}" for what in token_shapes(word)]
+        if " " in word.strip():
+            found += shell_problems(word)
+    return list(dict.fromkeys(found))
+
+
+def shell_problems(command: str) -> list[str]:
+    """Literal secrets in a shell command: `--token abc`, `HF_TOKEN=abc cmd`,
+    `Authorization: Bearer abc`, a token shape. `$NAME` / `${NAME}` are references."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    found = _flag_problems(words)
+    for word in words:
+        assign = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", word, re.DOTALL)
+        if assign and is_secret(assign.group(1)) and _literal(assign.group(2)):
+            name = assign.group(1)
+            found.append(f"{name}= is given a literal value: reference the runner's "
+                         f"environment instead: {name}=\"${{{name}}}\"")
+        bearer = re.search(r"(?i)\b(?:bearer|basic)\s+(\S+)", word)
+        if bearer and _literal(bearer.group(1)):
+            found.append("an Authorization header holds a literal credential: reference the "
+                         "runner's environment instead: \"Authorization: Bearer ${HF_TOKEN}\"")
+    found += [f"the command holds {what}: reference the runner's environment instead, "
+              "e.g. ${HF_TOKEN}" for what in token_shapes(command)]
+    return list(dict.fromkeys(found))
+
+
+def url_problems(url: str) -> list[str]:
+    """A literal password in a URL's userinfo, with the fix."""
+    found = []
+    for m in URL_USERINFO_RE.finditer(url):
+        if _literal(m.group("pw")) and m.group("pw") != REDACTED:
+            found.append(f"a URL holds a password in its userinfo: reference the runner's "
+                         f"environment instead, expanded at connect time: "
+                         f"{m.group('scheme')}{m.group('user')}:${{PASSWORD}}@…")
+    return found
+
+
+def unset_references(tree: object, environ: Mapping[str, str] | None = None,
+                     path: str = "") -> list[tuple[str, str]]:
+    """(field path, variable) of every `${NAME}` in a launch's dumped fields whose
+    variable the runner's environment does not set."""
+    source = os.environ if environ is None else environ
+    if isinstance(tree, str):
+        return [(path, n) for n in references(tree) if n not in source]
+    if isinstance(tree, Mapping):
+        return [hit for k, v in tree.items()
+                for hit in unset_references(v, source, f"{path}.{k}" if path else str(k))]
+    if isinstance(tree, list | tuple):
+        return [hit for i, v in enumerate(tree)
+                for hit in unset_references(v, source, f"{path}[{i}]")]
+    return []
+
+
+__all__ = ["REDACTED", "SECRET_RE", "argv_problems", "expand", "expand_argv", "expand_text",
+           "flag_variable", "is_secret", "known_values", "literal_secrets", "redact",
+           "redact_url", "reference", "references", "scrub", "scrub_file", "scrub_tree",
+           "secret_values", "shell_join", "shell_problems", "shell_word", "token_shapes",
+           "unset_references", "url_problems"]

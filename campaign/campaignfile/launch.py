@@ -119,7 +119,37 @@ def _env_as_strings(cls: Any, v: Any, info: ValidationInfo) -> Any:
                 f"{names}: a secret's value does not belong in the campaign file (it is "
                 f"frozen into every results folder); reference the runner's environment "
                 f"instead: {literal[0]}: ${{{literal[0]}}}")
+        urls = [p for x in env.values() if isinstance(x, str) for p in secrets.url_problems(x)]
+        if urls and not (info.context or {}).get(READ_BACK):
+            raise ValueError(urls[0])
         return env
+    return v
+
+
+def _refuse(problems: list[str], info: ValidationInfo) -> None:
+    if problems and not (info.context or {}).get(READ_BACK):
+        raise ValueError("; ".join(problems))
+
+
+def _no_literal_argv(cls: Any, v: Any, info: ValidationInfo) -> Any:
+    """A command or args list: no literal value after a secret-looking flag, no token shape
+    (`secrets.argv_problems`); `${NAME}` is expanded at launch."""
+    if isinstance(v, list) and all(isinstance(w, str) for w in v):
+        _refuse(secrets.argv_problems(v), info)
+    return v
+
+
+def _no_literal_shell(cls: Any, v: Any, info: ValidationInfo) -> Any:
+    """A shell command: no literal secret (`secrets.shell_problems`)."""
+    if isinstance(v, str):
+        _refuse(secrets.shell_problems(v) + secrets.url_problems(v), info)
+    return v
+
+
+def _no_url_password(cls: Any, v: Any, info: ValidationInfo) -> Any:
+    """A URL: no literal password in its userinfo (`${NAME}` is expanded at connect time)."""
+    if isinstance(v, str):
+        _refuse(secrets.url_problems(v), info)
     return v
 
 
@@ -185,10 +215,12 @@ class _LaunchBase(Model):
     env: Env = Field(default_factory=dict, description="Environment variables of the server.")
     command: list[str] = Field(default_factory=list, description="Command (argv list).")
     args: list[str] = Field(
-        default_factory=list, description="Arguments appended to `command` (arms append more)."
+        default_factory=list, description="Arguments appended to `command` (arms append more); a "
+        "secret only as `${NAME}` (`--hf-token ${HF_TOKEN}`), expanded at launch."
     )
 
     _env_ok = field_validator("env", mode="before")(_env_as_strings)
+    _argv_ok = field_validator("command", "args", mode="after")(_no_literal_argv)
 
     @property
     def argv(self) -> list[str]:
@@ -222,8 +254,11 @@ class ExternalLaunch(Model):
     """A server that is already running (or started by your own hook commands)."""
 
     backend: Literal["external"] = Field(description="`external`: a running URL.")
-    base_url: str = Field(description="http://host:port of the OpenAI-compatible server.")
-    start_hook: str | None = Field(None, description="Shell command run to start the arm.")
+    base_url: str = Field(description="http://host:port of the OpenAI-compatible server; a "
+                          "password only as a reference, `http://user:${PASSWORD}@host:port` "
+                          "(expanded at connect time, redacted in every file).")
+    start_hook: str | None = Field(
+        None, description="Shell command run to start the arm (a secret only as `$NAME`).")
     stop_hook: str | None = Field(None, description="Shell command run to stop the arm.")
     hook_timeout_s: float = Field(600, gt=0, description="Time limit of a hook (seconds).")
     env: Env = Field(default_factory=dict, description="Environment given to the hooks.")
@@ -232,6 +267,9 @@ class ExternalLaunch(Model):
         default_factory=list, description="Extra words appended to the start hook."
     )
     readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
+    _argv_ok = field_validator("args", mode="after")(_no_literal_argv)
+    _hooks_ok = field_validator("start_hook", "stop_hook", mode="after")(_no_literal_shell)
+    _url_ok = field_validator("base_url", mode="after")(_no_url_password)
 
     @field_validator("base_url")
     @classmethod
@@ -261,6 +299,8 @@ class ReadyCheck(Model):
             check_regex(self.log_regex)
         return self
 
+    _argv_ok = field_validator("command", mode="after")(_no_literal_argv)
+
 
 Gpus = Literal["all"] | list[Int] | None
 
@@ -270,7 +310,8 @@ class _ContainerBase(Model):
     entrypoint: list[str] | None = Field(None, description="Entrypoint override.")
     command: list[str] = Field(default_factory=list, description="Container command (argv).")
     args: list[str] = Field(
-        default_factory=list, description="Arguments appended to `command` (arms append more)."
+        default_factory=list, description="Arguments appended to `command` (arms append more); a "
+        "secret only as `${NAME}` (`--hf-token ${HF_TOKEN}`), expanded at launch."
     )
     env: Env = Field(default_factory=dict, description="Environment variables.")
     volumes: list[str] = Field(
@@ -288,6 +329,7 @@ class _ContainerBase(Model):
 
     _volumes_ok = field_validator("volumes")(_volumes)
     _env_ok = field_validator("env", mode="before")(_env_as_strings)
+    _argv_ok = field_validator("entrypoint", "command", "args", mode="after")(_no_literal_argv)
 
     @property
     def argv(self) -> list[str]:

@@ -51,6 +51,7 @@ def check(
         raise UsageError("give a campaign file (or --metrics for the metric names)",
                          hint="spec-ab check examples/sim-pair.yaml")
     campaign = load_campaign(campaign_file, lane=lane)
+    _warn_unset_references(campaign)
     checked_drift_band(campaign)
     checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
@@ -78,6 +79,18 @@ def check(
                                  f"run `spec-ab check {campaign_file}` again")
     if boot:
         _boot(campaign, campaign_file)
+
+
+def _warn_unset_references(campaign: Campaign) -> None:
+    """A `${NAME}` whose variable this environment does not set: a warning (the server
+    would get an empty value), not a refusal: `run` may happen in another shell."""
+    from campaign import secrets
+
+    for arm, launch in campaign.launches.items():
+        for field, name in secrets.unset_references(launch.model_dump(mode="json")):
+            err.print(f"warning: arm {arm}: {field} references ${{{name}}}, which is not set "
+                      f"in this environment (the server would get an empty value); export "
+                      f"{name} before `spec-ab run`", markup=False)
 
 
 def _print_metrics() -> None:

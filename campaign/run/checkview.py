@@ -236,9 +236,9 @@ def print_dry_run(console: Console, campaign: Campaign) -> None:
     print_campaign(console, campaign)
     console.print("\n[bold]passes of every arm[/] (AIPerf command lines)")
     for arm in campaign.arm_names:
-        server = make_server(campaign.launches[arm], _ctx(campaign, arm))
         console.print(f"\n  [bold]{escape(arm)}[/]")
-        for ap in arm_passes(campaign, arm, server.base_url):
+        # the launch's URL: a `${NAME}` in it shown as the reference, never expanded
+        for ap in arm_passes(campaign, arm, campaign.launches[arm].base_url):
             cmd = aiperf_command(ap.plan, Path(f"<run>/pairs/NN/{arm}/passes/{ap.plan.name}"))
             tag = "warm-up, not measured" if not ap.measured else ap.workload
             console.print(f"  # {ap.plan.name} ({tag})", markup=False)

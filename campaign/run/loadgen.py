@@ -44,6 +44,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from campaign import secrets
 from campaign.errors import PassError
 from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
@@ -523,7 +524,8 @@ def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
             f"{aiperf_dir} already holds AIPerf results",
             hint="give every pass attempt its own artifact directory")
     command = aiperf_command(plan, artifact_dir)
-    (artifact_dir / COMMAND_NAME).write_text(shlex.join(command) + "\n", encoding="utf-8")
+    (artifact_dir / COMMAND_NAME).write_text(secrets.scrub(shlex.join(command)) + "\n",
+                                             encoding="utf-8")  # a URL's password redacted
     return command
 
 

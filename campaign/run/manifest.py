@@ -1,13 +1,19 @@
 """What a run was measured with: versions, host, GPU facts, file hashes, environment.
 
-Secrets never reach the results: env values whose name contains TOKEN, KEY, SECRET or
-PASSWORD (any case) are replaced by `<redacted>` (`campaign.secrets`).
+Secrets never reach the results: an arm's env values whose name contains TOKEN, KEY,
+SECRET or PASSWORD (any case) are replaced by `<redacted>` (`campaign.secrets`). The
+runner's own environment (`runner_env`: the variables under SPECAB_, CUDA_, VLLM_, HF_,
+NCCL_) keeps a value only when its name is on `RUNNER_ENV_ALLOWED` and is not
+secret-looking; every other such variable is listed as `<not recorded>` (that it was set
+is a fact worth keeping, its value is not), and a URL's password is redacted in any value
+kept (`HF_ENDPOINT=https://u:<redacted>@mirror`).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
@@ -21,10 +27,26 @@ from campaign.textfiles import sha256_file
 
 SECRET_RE = secrets.SECRET_RE
 REDACTED = secrets.REDACTED
+NOT_RECORDED = "<not recorded>"
+RUNNER_ENV_PREFIXES = ("SPECAB_", "CUDA_", "VLLM_", "HF_", "NCCL_")
+RUNNER_ENV_ALLOWED = re.compile(
+    r"CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_HOME"
+    r"|HF_HUB_OFFLINE|HF_DATASETS_OFFLINE|HF_HUB_ENABLE_HF_TRANSFER|HF_ENDPOINT|HF_HOME"
+    r"|HF_HUB_CACHE|VLLM_[A-Z0-9_]+|SPECAB_[A-Z0-9_]+|NCCL_[A-Z0-9_]+")
+"""Runner variables whose value the manifest keeps (a secret-looking name never)."""
 
 
 def redact(env: dict[str, str]) -> dict[str, str]:
     return secrets.redact(env)
+
+
+def runner_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The runner's variables under `RUNNER_ENV_PREFIXES`: allowed values kept (a URL's
+    password redacted), every other one `<not recorded>`."""
+    source = dict(os.environ) if environ is None else environ
+    return {k: (secrets.redact_url(v) if RUNNER_ENV_ALLOWED.fullmatch(k)
+                and not secrets.is_secret(k) else NOT_RECORDED)
+            for k, v in sorted(source.items()) if k.startswith(RUNNER_ENV_PREFIXES)}
 
 
 def gpu_facts() -> list[dict[str, str]] | None:
@@ -69,6 +91,5 @@ def collect(campaign: Campaign) -> dict[str, Any]:
                      "source": str(campaign.source), "hypothesis": campaign.hypothesis},
         "bind_mounts": bind_mount_hashes(campaign),
         "arm_env": envs,
-        "runner_env": redact({k: v for k, v in os.environ.items()
-                              if k.startswith(("SPECAB_", "CUDA_", "VLLM_", "HF_", "NCCL_"))}),
+        "runner_env": runner_env(),
     }

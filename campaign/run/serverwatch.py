@@ -1,9 +1,18 @@
 """What the runner reads from a running server beside the load: `/metrics` scrapes around
 a pass (the raw text kept), `/health` after it (an engine dead inside a live process), and
-the named log captures of an arm."""
+the named log captures of an arm.
+
+Secrets: when an arm ends (however it ends: stopped, failed, interrupted), every file of
+its folder (`server.log`, an extra container's log, AIPerf's files, the scrapes) is
+scrubbed of every known secret value (`campaign_secret_values`: the runner's secret
+variables and the values the campaign's `${NAME}` references expand to) and of URL
+passwords, before the captures are copied from the log. A runner killed outright leaves
+its arm's log unscrubbed until the same pair is run again (`--resume` redoes it): an arm
+first scrubs the logs its pair's folder already holds."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,27 +61,51 @@ def unhealthy(client: httpx.Client, server: Server, launch: LaunchModel,
 def captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterator[None]:
     """Write the log captures when the block ends, however it ends (the server's log is
     complete once the server, started inside the block, is stopped)."""
+    values = campaign_secret_values(campaign)
+    try:
+        for earlier in sorted(arm_dir.parent.glob("*/*.log")):  # a crashed attempt's log
+            secrets.scrub_file(earlier, values)
+    except OSError:
+        pass  # unreadable: the arm's own end scrubs again
     try:
         yield
     except BaseException:
         try:
-            write_captures(campaign, log_path, arm_dir)
+            _arm_ends(campaign, log_path, arm_dir, values)
         except OSError:
             pass  # the block's own failure is the news (a full disk fails both)
         raise
-    write_captures(campaign, log_path, arm_dir)
+    _arm_ends(campaign, log_path, arm_dir, values)
 
 
-def write_captures(campaign: Campaign, log_path: Path, arm_dir: Path) -> None:
-    """Copy server log lines matching each named regex into captures/<name>.log."""
+def campaign_secret_values(campaign: Campaign) -> list[str]:
+    """Every value a secret can have in this campaign's arms (`secrets.known_values`)."""
+    texts = [json.dumps(launch.model_dump(mode="json"))
+             for launch in campaign.launches.values()]
+    return secrets.known_values(texts)
+
+
+def _arm_ends(campaign: Campaign, log_path: Path, arm_dir: Path, values: list[str]) -> None:
+    secrets.scrub_tree(arm_dir, values)
+    if not log_path.is_relative_to(arm_dir):
+        secrets.scrub_file(log_path, values)
+    write_captures(campaign, log_path, arm_dir, values)
+
+
+def write_captures(campaign: Campaign, log_path: Path, arm_dir: Path,
+                   values: list[str] | None = None) -> None:
+    """Copy server log lines matching each named regex into captures/<name>.log (scrubbed
+    of `values`, default: the campaign's known secret values)."""
     if not campaign.log_captures or not log_path.exists():
         return
+    if values is None:
+        values = campaign_secret_values(campaign)
     patterns = {name: re.compile(rx) for name, rx in campaign.log_captures.items()}
     found: dict[str, list[str]] = {name: [] for name in patterns}
     with open(log_path, encoding="utf-8", errors="replace") as f:
         for line in f:
             for name, rx in patterns.items():
                 if rx.search(line):
-                    found[name].append(secrets.scrub(line))
+                    found[name].append(secrets.scrub(line, values=values))
     for name, lines in found.items():
         atomic_write(arm_dir / "captures" / f"{name}.log", "".join(lines))

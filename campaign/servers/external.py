@@ -2,6 +2,9 @@
 commands start and stop (a lab script, `ssh node docker compose up`, ...).
 
 The hooks run through the shell with a time limit; their output goes to the arm's log.
+`${NAME}` in `base_url` (a password: `http://user:${PASSWORD}@host`) and in the hook's
+`args` is expanded from the runner's environment only where it is used (connecting,
+running the hook); what is written or shown keeps the reference.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import shlex
 import subprocess
 from typing import Any
 
+from campaign import secrets
 from campaign.campaignfile import ExternalLaunch
 from campaign.errors import ServerError
 from campaign.servers.base import ArmContext, ServerContext
@@ -27,17 +31,20 @@ class ExternalServer(ServerContext):
 
     @property
     def base_url(self) -> str:
-        return self.launch.base_url
+        """The URL connected to: its `${NAME}` expanded (files and screens see
+        `launch.base_url`, the reference, or a URL with its password redacted)."""
+        return secrets.expand_text(self.launch.base_url)
 
     def _hook(self, what: str, command: str, args: list[str] | None = None) -> None:
         full = command + (" " + shlex.join(args) if args else "")
+        run = command + (" " + shlex.join(secrets.expand_argv(args)) if args else "")
         self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.ctx.log_path, "ab") as log:
             log.write(f"[spec-ab] {what} hook: {full}\n".encode())
             log.flush()
             try:
                 proc = subprocess.run(
-                    full, shell=True, cwd=self.ctx.campaign_dir, stdout=log,
+                    run, shell=True, cwd=self.ctx.campaign_dir, stdout=log,
                     stderr=subprocess.STDOUT, env=child_env(self.launch.env, self.ctx),
                     timeout=self.launch.hook_timeout_s, start_new_session=True, check=False,
                 )

@@ -1,7 +1,10 @@
 """`process` backend: the server is a local command in its own process group.
 
 Output (stdout and stderr) goes straight into the arm's log file, so nothing is lost if
-the runner itself dies. Stop sends SIGTERM to the whole group, waits, then SIGKILL
+the runner itself dies; the runner scrubs the file of every known secret value when the
+arm stops (`run.serverwatch.captures_after`). `${NAME}` in the argv is expanded from the
+runner's environment only when the process is started. Stop sends SIGTERM to the whole
+group, waits, then SIGKILL
 (`campaign.procgroup.stop_process`): no grandchild survives an arm.
 """
 
@@ -82,7 +85,7 @@ class ProcessServer(ServerContext):
         self._log = open(self.ctx.log_path, "ab")  # noqa: SIM115 - closed in stop()
         try:
             self._proc = self._popen(
-                self.launch.argv,
+                secrets.expand_argv(self.launch.argv),  # `${NAME}` read only here
                 cwd=self.cwd,
                 env=child_env(self.launch.env, self.ctx),
                 stdin=subprocess.DEVNULL,
@@ -133,7 +136,7 @@ class ProcessServer(ServerContext):
 
     def describe(self) -> list[str]:
         env = " ".join(secrets.shell_word(k, v) for k, v in self.launch.env.items())
-        argv = shlex.join(self.launch.argv)
+        argv = secrets.shell_join(self.launch.argv)
         return [f"cd {shlex.quote(str(self.cwd))} && {env + ' ' if env else ''}{argv}"]
 
     def facts(self) -> dict[str, Any]:

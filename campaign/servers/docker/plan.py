@@ -11,7 +11,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import shlex
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,14 +232,14 @@ def docker_run_line(plan: ContainerPlan) -> str:
         command = [*plan.entrypoint[1:], *command]
     words.append(plan.image)
     words += command
-    return shlex.join(words)
+    return secrets.shell_join(words)
 
 
 def create_kwargs(plan: ContainerPlan) -> dict[str, Any]:
     """The docker SDK's `containers.create` arguments for a plan."""
     kwargs: dict[str, Any] = {
         "name": plan.name,
-        "command": plan.command or None,
+        "command": secrets.expand_argv(plan.command) or None,  # `${NAME}` read only here
         "environment": secrets.expand(plan.env),
         "labels": dict(plan.labels),
         "detach": True,
@@ -250,7 +249,7 @@ def create_kwargs(plan: ContainerPlan) -> dict[str, Any]:
         ],
     }
     if plan.entrypoint is not None:
-        kwargs["entrypoint"] = plan.entrypoint
+        kwargs["entrypoint"] = secrets.expand_argv(plan.entrypoint)
     if plan.network == "host":
         kwargs["network_mode"] = "host"
     elif plan.network:

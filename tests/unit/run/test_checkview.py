@@ -141,10 +141,11 @@ def test_launch_lines_never_show_a_secret(tmp_path: Path,
     monkeypatch.setenv("HF_TOKEN", "hf_abcdefgh12345")
     c = load_campaign(arms_campaign(tmp_path, """\
         control: {env: {HF_TOKEN: "${HF_TOKEN}"}}
-        cand: {args: [--api-key, hf_abcdefgh12345]}
+        cand: {args: [--api-key, "${HF_TOKEN}"]}
         """))
     text = "\n".join(checkview.launch_lines(c, "control") + checkview.launch_lines(c, "cand"))
     assert "hf_abcdefgh12345" not in text and "-e HF_TOKEN" in text
+    assert '--api-key "${HF_TOKEN}"' in text  # a literal is refused (test_secrets_everywhere)
 
 
 def test_the_dry_run_lists_every_arms_passes_and_starts_nothing() -> None:
