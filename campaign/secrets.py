@@ -46,7 +46,7 @@ TOKEN_SHAPES = {
 URL_USERINFO_RE = re.compile(
     r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/@:'\"<>]*):(?P<pw>[^\s/@'\"<>]+)@")
 """A URL's `user:password@` (the password up to the '@' that ends the userinfo)."""
-NOT_SECRET_FLAG_RE = re.compile(r"(?:FILE|_PATH|_DIR|_MODE|_NAME)$")
+NOT_SECRET_FLAG_RE = re.compile(r"(?:FILE|_PATH|_DIR|_MODE|_NAME|_ID|_IDS|_TYPE)$")
 """A flag that names a file or a mode (`--ssl-keyfile`, `--tokenizer-mode`) holds no secret."""
 SHELL_REF_RE = re.compile(r"^\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)$")
 MIN_SCRUB_LEN = 6
@@ -257,7 +257,8 @@ def shell_problems(command: str) -> list[str]:
             name = assign.group(1)
             found.append(f"{name}= is given a literal value: reference the runner's "
                          f"environment instead: {name}=\"${{{name}}}\"")
-        bearer = re.search(r"(?i)\b(?:bearer|basic)\s+(\S+)", word)
+        bearer = re.search(r"(?i)(?:authorization:\s*(?:bearer|basic|token)|^bearer)\s+(\S+)",
+                           word)
         if bearer and _literal(bearer.group(1)):
             found.append("an Authorization header holds a literal credential: reference the "
                          "runner's environment instead: \"Authorization: Bearer ${HF_TOKEN}\"")

@@ -24,6 +24,7 @@ HF = "hf_" + "a1" * 17
     ("--hf-token", "HF_TOKEN"), ("--api-key=x", "API_KEY"), ("--token", "TOKEN"),
     ("-password", "PASSWORD"), ("--max-num-batched-tokens", None), ("--tokenizer", None),
     ("--ssl-keyfile", None), ("--tokenizer-mode", None), ("--model", None), ("serve", None),
+    ("--eos-token-id", None), ("--api-key-file", None),
 ])
 def test_flag_variable(flag: str, variable: str | None) -> None:
     assert secrets.flag_variable(flag) == variable
@@ -59,6 +60,7 @@ def test_argv_problems_accept_references_and_non_secrets(argv: list[str]) -> Non
     ("HF_TOKEN=abcdef vllm serve m", 'HF_TOKEN="${HF_TOKEN}"'),
     ("export API_KEY=abcdef; run", 'API_KEY="${API_KEY}"'),
     ("curl -H 'Authorization: Bearer abcdef' http://x", "Authorization: Bearer ${HF_TOKEN}"),
+    ("curl -H 'authorization: basic dXNlcjpwdw==' http://x", "Authorization: Bearer"),
     (f"ssh box 'HF_HOME=/x run {HF}'", "Hugging Face token"),
 ])
 def test_shell_problems_refuse_literals(command: str, fix: str) -> None:
@@ -69,7 +71,7 @@ def test_shell_problems_refuse_literals(command: str, fix: str) -> None:
 @pytest.mark.parametrize("command", [
     'start-server --token "$TOKEN"', "HF_TOKEN=$HF_TOKEN vllm serve m",
     'curl -H "Authorization: Bearer ${HF_TOKEN}" http://x', "docker compose up -d",
-    "run --max-num-batched-tokens 8192 'unbalanced",
+    "run --max-num-batched-tokens 8192 'unbalanced", "echo 'basic checks passed'",
 ])
 def test_shell_problems_accept_references(command: str) -> None:
     assert secrets.shell_problems(command) == []
