@@ -22,6 +22,7 @@ password in any text, and `scrub` applies it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -134,6 +135,13 @@ def known_values(texts: Iterable[str] = (),
         values.update(v for name in references(text)
                       if len(v := source.get(name, "")) >= MIN_SCRUB_LEN)
     return sorted(values, key=len, reverse=True)
+
+
+def launch_values(launch: object, environ: Mapping[str, str] | None = None) -> list[str]:
+    """`known_values` of one launch (a pydantic model, or its dump): the runner's secret
+    values and what the launch's `${NAME}` references expand to."""
+    dump = launch.model_dump(mode="json") if hasattr(launch, "model_dump") else launch
+    return known_values([json.dumps(dump, default=str)], environ)
 
 
 def redact_url(text: str) -> str:
@@ -295,7 +303,7 @@ def unset_references(tree: object, environ: Mapping[str, str] | None = None,
 
 
 __all__ = ["REDACTED", "SECRET_RE", "argv_problems", "expand", "expand_argv", "expand_text",
-           "flag_variable", "is_secret", "known_values", "literal_secrets", "redact",
-           "redact_url", "reference", "references", "scrub", "scrub_file", "scrub_tree",
-           "secret_values", "shell_join", "shell_problems", "shell_word", "token_shapes",
-           "unset_references", "url_problems"]
+           "flag_variable", "is_secret", "known_values", "launch_values", "literal_secrets",
+           "redact", "redact_url", "reference", "references", "scrub", "scrub_file",
+           "scrub_tree", "secret_values", "shell_join", "shell_problems", "shell_word",
+           "token_shapes", "unset_references", "url_problems"]

@@ -12,7 +12,6 @@ first scrubs the logs its pair's folder already holds."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,9 +79,8 @@ def captures_after(campaign: Campaign, log_path: Path, arm_dir: Path) -> Iterato
 
 def campaign_secret_values(campaign: Campaign) -> list[str]:
     """Every value a secret can have in this campaign's arms (`secrets.known_values`)."""
-    texts = [json.dumps(launch.model_dump(mode="json"))
-             for launch in campaign.launches.values()]
-    return secrets.known_values(texts)
+    return sorted({v for launch in campaign.launches.values()
+                   for v in secrets.launch_values(launch)}, key=len, reverse=True)
 
 
 def _arm_ends(campaign: Campaign, log_path: Path, arm_dir: Path, values: list[str]) -> None:

@@ -71,7 +71,11 @@ class ExternalServer(ServerContext):
         return None
 
     def logs(self, tail: int = 40) -> list[str]:
-        return tail_lines(self.ctx.log_path, tail)
+        """The log's last lines, scrubbed of every known secret value (a failure message
+        quotes them before the arm's end scrubs the file)."""
+        values = secrets.launch_values(self.launch)
+        return [secrets.scrub(line, values=values)
+                for line in tail_lines(self.ctx.log_path, tail)]
 
     def stop(self) -> None:
         if self._started and self.launch.stop_hook:

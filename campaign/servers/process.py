@@ -122,7 +122,11 @@ class ProcessServer(ServerContext):
         return describe_status(self._proc.poll())
 
     def logs(self, tail: int = 40) -> list[str]:
-        return tail_lines(self.ctx.log_path, tail)
+        """The log's last lines, scrubbed of every known secret value (a failure message
+        quotes them before the arm's end scrubs the file)."""
+        values = secrets.launch_values(self.launch)
+        return [secrets.scrub(line, values=values)
+                for line in tail_lines(self.ctx.log_path, tail)]
 
     def stop(self) -> None:
         if self._proc is not None:

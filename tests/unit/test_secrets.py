@@ -215,3 +215,17 @@ def test_an_arm_folder_is_scrubbed_when_the_arm_ends(tmp_path: Path,
         raise KeyboardInterrupt
     assert log.read_text() == "args: <redacted>, url http://u:<redacted>@h\n"
     assert "pw@" not in (arm_dir / "passes" / "x.json").read_text()
+
+
+def test_a_quoted_log_tail_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A boot failure quotes the server's last lines before the arm's end scrubs the file:
+    they are scrubbed of the runner's secrets and of the launch's `${NAME}` values."""
+    from campaign.campaignfile import ProcessLaunch
+
+    monkeypatch.setenv("E2E_VAL", "value-from-env")
+    monkeypatch.setenv("HF_TOKEN", "hf-token-value")
+    launch = ProcessLaunch(backend="process", command=["serve"], port=1,
+                           args=["--x", "${E2E_VAL}"])
+    server = ProcessServer(launch, _ctx(tmp_path))
+    (tmp_path / "server.log").write_text("got value-from-env and hf-token-value\n")
+    assert server.logs() == ["got <redacted> and <redacted>"]
