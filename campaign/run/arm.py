@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 
 from campaign import secrets
-from campaign.campaignfile import Campaign
+from campaign.campaignfile import Campaign, DockerLaunch, ExternalLaunch
+from campaign.campaignfile.launch import LaunchModel
 from campaign.campaignfile.schedule import Slot
 from campaign.errors import Interrupted, ServerError
 from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
@@ -97,14 +98,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     try:
         with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
                 rt.http() as client:
-            boot_s = wait_ready(
-                server, launch.readiness, model=campaign.workloads.model,
-                endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
-                client=client, clock=rt.monotonic, sleep=cancellable_sleep(rt))
-            squatter = portguard.foreign_listener(launch, server)
-            if squatter is not None:
-                raise PairInvalid(squatter, "lane")
-            store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3))
+            boot_s = _ready(campaign, store, rt, slot, server, client)
             rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
                         boot_s=boot_s)
             arm = Arm(campaign, store, rt, server, client, slot, arm_dir, pair_attempt,
@@ -134,6 +128,48 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                   overhead_s=round(wall - boot_s - aiperf_s - fidelity_s, 3))
     rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
     return invalid
+
+
+def _ready(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot, server: Server,
+           client: httpx.Client) -> float:
+    """Wait until the arm's server is ready, check that what answers is that server
+    (`portguard`: a mismatch is a lane fault, `PairInvalid`) and journal `server_ready`
+    (with an external server's identity the first time its arm is ready). Returns the
+    seconds the boot took."""
+    launch = campaign.launches[slot.arm]
+    external = isinstance(launch, ExternalLaunch)
+    recorded = (portguard.recorded_identity(store.read_journal(), slot.arm)
+                if external else None)
+    try:
+        boot_s = wait_ready(
+            server, launch.readiness, model=campaign.workloads.model,
+            endpoint_type=campaign.workloads.endpoint_type, arm=slot.arm,
+            client=client, clock=rt.monotonic, sleep=cancellable_sleep(rt))
+    except ServerError:
+        if recorded is not None:  # another server behind the URL fails readiness too
+            _same_identity(launch, slot, server, client, recorded)
+        raise
+    squatter = (portguard.foreign_listener(launch, server)
+                or (portguard.container_mismatch(launch, server)
+                    if isinstance(launch, DockerLaunch) else None))
+    if squatter is not None:
+        raise PairInvalid(squatter, "lane")
+    identity = (_same_identity(launch, slot, server, client, recorded)
+                if external else None)
+    store.journal("server_ready", slot=slot.index, boot_s=round(boot_s, 3),
+                  **({"identity": identity} if identity and recorded is None else {}))
+    return boot_s
+
+
+def _same_identity(launch: LaunchModel, slot: Slot, server: Server, client: httpx.Client,
+                   recorded: portguard.Identity | None) -> portguard.Identity | None:
+    """The external server's identity now; `PairInvalid` (the lane's) when it is not the
+    one recorded for the arm."""
+    now = portguard.fetch_identity(client, server.base_url, launch.readiness.models_path)
+    changed = portguard.identity_change(slot.arm, recorded, now)
+    if changed is not None:
+        raise PairInvalid(changed, "lane")
+    return now
 
 
 def _run_pass(arm: Arm, ap: ArmPass) -> tuple[float, PassCheck]:

@@ -21,6 +21,7 @@ from campaign.campaignfile import (
     file_problems,
     format_yaml_path,
 )
+from campaign.run.portguard import remote_engine
 from campaign.run.readiness import port_open
 
 
@@ -83,7 +84,7 @@ def _ports(campaign: Campaign, in_use: Callable[[str, int], bool]) -> list[str]:
     checked: set[tuple[str, int]] = set()
     for launch in campaign.launches.values():
         if isinstance(launch, ProcessLaunch | DockerLaunch):
-            if isinstance(launch, DockerLaunch) and launch.docker_host is not None:
+            if remote_engine(launch):  # its port is the box's or a tunnel's, as per slot
                 continue
             key = (launch.host, launch.port)
             if key in checked:

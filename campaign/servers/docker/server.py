@@ -226,6 +226,22 @@ class DockerServer(ServerContext):
             "docker_run": self.describe(),
         }
 
+    def server_attrs(self) -> dict[str, Any] | None:
+        """The server container as its engine reports it now (`docker inspect`), None
+        when it is gone or the engine cannot say (`campaign.run.portguard`)."""
+        server = self._server()
+        if server is None:
+            return None
+        try:
+            server.container.reload()
+        except ENGINE_ERRORS:
+            return None
+        return dict(server.container.attrs)
+
+    def published(self) -> list[tuple[str | None, int, int, str]]:
+        """The bindings spec-ab asked the engine to publish for the server container."""
+        return [p for plan in self.plans if plan.role == SERVER_ROLE for p in plan.ports]
+
     # ---------------------------------------------------------------- internals
 
     def _client_for(self, host: str | None, *, quiet: bool = False) -> docker.DockerClient | None:
