@@ -52,7 +52,8 @@ Event = Literal[
 - `run_start`: one per session (`pid`, `resumed`, `lane`, `redo_invalid`);
 - `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`, `fault`): one pair
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
-- `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`), `slot_done` (`wall_s`,
+- `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`; `identity`: an external
+  server's model ids and `/version`, the first time its arm is ready), `slot_done` (`wall_s`,
   `boot_s`, `aiperf_s`, `fidelity_s` (the lossless check's requests), `overhead_s` (the
   rest: the runner's own time, the server's stop)) / `slot_failed` (`reason`): one arm of
   a pair;
