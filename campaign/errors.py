@@ -92,7 +92,7 @@ class StorageError(CampaignError):
 
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
                             errno.EPERM, errno.ENOTDIR, errno.EISDIR, errno.EIO, errno.EFBIG,
-                            errno.EEXIST, errno.ENOENT})
+                            errno.EEXIST, errno.ENOENT, errno.ELOOP, errno.ENAMETOOLONG})
 
 
 def storage_error(exc: OSError, what: str, where: Path | str | None = None, *,

@@ -1,14 +1,18 @@
-"""Small, safe file primitives: atomic writes, the tail of a log, a file's sha256."""
+"""Small, safe file primitives: atomic writes, the tail of a log, a file's sha256, output
+files named on the command line, and the one guarded reader of results files (regular
+files only, a size cap per kind: `read_capped`, `open_regular`)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections import deque
 from pathlib import Path
+from typing import BinaryIO
 
-from campaign.errors import UsageError
+from campaign.errors import ResultsError, StorageError, UsageError
 
 
 def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> None:
@@ -59,7 +63,15 @@ def sha256_file(path: Path) -> str:
 
 def check_output_path(path: Path, flag: str) -> None:
     """An output file named on the command line: its folder must exist and the path must
-    not be a folder (UsageError, exit 2, naming `flag`)."""
+    not be a folder (UsageError, exit 2, naming `flag`); a path the system cannot even
+    look up (too long, a symlink loop) is a StorageError (exit 3)."""
+    try:
+        path.parent.stat()
+        path.is_dir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise _output_error(path, flag, exc) from None
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a folder; give a file name")
     if not path.parent.is_dir():
@@ -70,9 +82,82 @@ def check_output_path(path: Path, flag: str) -> None:
 
 def write_output(path: Path, text: str, flag: str) -> None:
     """Write an output file named on the command line (`check_output_path`, then the
-    text; a write error is a UsageError naming `flag`)."""
+    text; a write error is a StorageError, exit 3, naming `flag` and the path)."""
     check_output_path(path, flag)
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+        raise _output_error(path, flag, exc) from None
+
+
+def _output_error(path: Path, flag: str, exc: OSError) -> StorageError:
+    return StorageError(f"{flag} {path}: cannot write ({exc.strerror or exc})",
+                        hint=f"give {flag} a writable file in an existing folder (a short "
+                        "path, no symlink loop, not under /proc or /sys; check free space "
+                        "and permissions)")
+
+
+MiB = 1 << 20
+JOURNAL_CAP = 256 * MiB
+"""journal.jsonl: a long night writes a few MB to 100 MB (a pass event holds its tidy rows);
+256 MiB is 2.5 times that, and still fits in memory once parsed (~10 bytes of Python
+objects per byte of JSON is ~2.5 GB). Beyond it the file is not a journal spec-ab wrote."""
+PASSES_CAP = 256 * MiB
+"""passes.csv: the journal's rows again, as CSV (smaller than the journal that holds them)."""
+DOC_CAP = 16 * MiB
+"""manifest.json and preregistration.json: a few KB each (the machine's facts, the rule)."""
+
+
+def open_regular(path: Path, what: str = "results file") -> BinaryIO:
+    """`path` opened for reading in binary, when it is a regular file: a FIFO (which would
+    block the reader forever), a device (`/dev/zero`, endless) or a folder is refused with
+    a ResultsError naming it. FileNotFoundError passes through (callers say what missing
+    means); other OSErrors (ELOOP, EACCES, ENAMETOOLONG) become a ResultsError."""
+    try:
+        # O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except IsADirectoryError:
+        raise _not_regular(path, what, "a folder") from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read the {what}: {exc.strerror or exc}",
+                           hint="check the path and its permissions") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a folder" if stat.S_ISDIR(mode) else "a pipe (FIFO)" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise _not_regular(path, what, kind)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _not_regular(path: Path, what: str, kind: str) -> ResultsError:
+    return ResultsError(f"{path}: the {what} is {kind}, not a regular file",
+                        hint="replace it with the file spec-ab wrote (a results folder holds "
+                        "only regular files), or report on another run")
+
+
+def read_capped(path: Path, cap: int, what: str = "results file") -> bytes:
+    """A results file's bytes, guarded as the campaign-file reader is: a regular file only
+    (`open_regular`), at most `cap` bytes (more is a ResultsError: not a file spec-ab
+    wrote), read with at most cap+1 bytes in memory. FileNotFoundError passes through."""
+    with open_regular(path, what) as f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+            raw = b"" if size > cap else f.read(cap + 1)
+        except OSError as exc:
+            raise ResultsError(f"{path}: cannot read the {what}: {exc.strerror or exc}",
+                               hint="check the disk and the file's permissions") from None
+    if size > cap or len(raw) > cap:
+        raise ResultsError(
+            f"{path}: the {what} is over {cap // MiB} MiB ({max(size, len(raw)) / MiB:.0f}"
+            f"{'+' if len(raw) > cap else ''} MiB); spec-ab writes far less",
+            hint="this is not the file spec-ab wrote: restore it from a copy, or report on "
+            "another run")
+    return raw

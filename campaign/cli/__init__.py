@@ -5,7 +5,8 @@ registering on the one typer app of `app`; `spec-ab sim` is the simulator's own 
 
 Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
 usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign
-finished but incomplete (or a `--fail-on` condition met) · 130 interrupted.
+finished but incomplete (or a `--fail-on` condition met) · 130 interrupted. A stdout that
+is closed or cannot be written is exit 3; a reader that goes away (`| head -1`) exit 0.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 import sys
 from typing import Any
 
-from campaign.cli import check, init, plan, report, run  # noqa: F401  (they register)
+from campaign.cli import check, init, plan, report, run, streams  # noqa: F401  (they register)
 from campaign.cli.app import COMMAND_ORDER, app, setup_logging
 from campaign.sim.cli import sim_app
 
@@ -50,5 +51,13 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 
 
 def main() -> None:
+    """The `spec-ab` command; a failing stdout is handled here, once (`cli.streams`)."""
+    streams.prepare()
     sys.argv[1:] = hoist_global_options(sys.argv[1:])
-    app()
+    try:
+        app()
+    except SystemExit as exc:
+        streams.finish(exc.code)
+    except (streams.PipeClosed, streams.StdoutError) as exc:
+        streams.finish(None, exc)
+    streams.finish(0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -61,7 +62,15 @@ app = typer.Typer(
 )
 # Not a terminal (CI logs, pipes): lines are not wrapped (paths stay copyable) and tables
 # get room; on a terminal rich measures it.
-_WIDTH = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 180
+def _tty(stream: Any) -> bool:
+    """Is `stream` a terminal (False when it is closed: `spec-ab ... >&-`)?"""
+    try:
+        return stream is not None and bool(stream.isatty())
+    except (OSError, ValueError):
+        return False
+
+
+_WIDTH = None if _tty(sys.stdout) or os.environ.get("COLUMNS") else 180
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
@@ -123,10 +132,24 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 
 
 
-def pct(text: str, flag: str) -> float:
-    """A percentage option (`15%` or `0.15`) as a fraction; UsageError naming `flag`."""
+def pct(text: str, flag: str, lo: float | None = None, hi: float | None = None, *,
+        hi_open: bool = False) -> float:
+    """A percentage option (`15%` or `0.15`) as a fraction; UsageError naming `flag`: not
+    a number, not finite (nan, inf, 1e308%), or outside [lo, hi] (hi excluded with
+    `hi_open`) when bounds are given, with the valid range."""
     try:
         t = text.strip()
-        return float(t[:-1]) / 100 if t.endswith("%") else float(t)
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         raise UsageError(f"{flag} {text}: write a percentage like 15% or a fraction 0.15") from None
+    above = hi is not None and (value >= hi if hi_open else value > hi)
+    if not math.isfinite(value) or (lo is not None and value < lo) or above:
+        span = (f"from {_pc(lo)} to {_pc(hi)}{' (excluded)' if hi_open else ''}"
+                if lo is not None and hi is not None else "a finite number")
+        raise UsageError(f"{flag} {text}: out of range; give a percentage {span}",
+                         hint=f"e.g. {flag} 15%")
+    return value
+
+
+def _pc(x: float | None) -> str:
+    return f"{(x or 0) * 100:g}%"

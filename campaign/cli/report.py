@@ -52,17 +52,12 @@ def report(
             raise UsageError(f"--rule {item}: write KEY=VALUE, e.g. margin=0.05")
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
+    _refuse_repeats(run_dirs)
     rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
                                   metrics=None if metrics is None else [metrics])
     held = report_mod.fail_on_held(rep, conditions)
-    try:
-        _show_report(rep, fmt.value, output)
-    except BrokenPipeError:
-        # `spec-ab report RUN | head -1`: the reader has what it wanted; not an error.
-        # Point stdout at /dev/null so the interpreter's last flush cannot fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+    # a closed pipe (`| head -1`: exit 0), a full or closed stdout (exit 3): `cli.streams`
+    _show_report(rep, fmt.value, output)
     if held:
         for line in held:
             err.print(line, markup=False)
@@ -73,12 +68,20 @@ PIPED_WIDTH = 180
 """The tables' width when stdout is not a terminal and COLUMNS is unset (as `spec-ab run`)."""
 
 
-class _PipeConsole(Console):
-    """A console that lets a closed pipe reach `report` (rich's default exits 1)."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
+def _refuse_repeats(run_dirs: list[Path]) -> None:
+    """The same run directory given twice (`RUN RUN`, `RUN RUN/`, a symlink to it) would
+    read as a history of two nights: refused (exit 2), naming both spellings."""
+    seen: dict[Path, Path] = {}
+    for d in run_dirs:
+        try:
+            key = d.resolve()
+        except (OSError, RuntimeError):
+            continue  # a path that cannot be resolved is refused by the reader
+        if key in seen:
+            same = "" if str(seen[key]) == str(d) else f" (as {seen[key]} and {d})"
+            raise UsageError(f"run directory {key} is given twice{same}; each run counts once "
+                             "in a report", hint="give each run directory once")
+        seen[key] = d
 
 
 def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
@@ -89,8 +92,8 @@ def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
         # the terminal's width, or COLUMNS; piped without COLUMNS (a CI log, `| grep`):
         # wide tables and each line of text on one line, so grep finds it whole
         piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-        report_mod.print_table(rep, _PipeConsole(highlight=False, width=PIPED_WIDTH if piped
-                                                 else None), piped=piped)
+        report_mod.print_table(rep, Console(highlight=False, width=PIPED_WIDTH if piped
+                                            else None), piped=piped)
         return
     if fmt == "html" and output is not None:
         from campaign.report import as_html, plots

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from campaign.cli.app import FailOnChoice, app, err, guarded, out
-from campaign.errors import EXIT_INCOMPLETE, CampaignError, UsageError
+from campaign.errors import EXIT_INCOMPLETE, CampaignError, UsageError, storage_error
 from campaign.report.formats import FAIL_ON
 from campaign.textfiles import check_output_path, write_output
 
@@ -84,7 +84,11 @@ def _check_options(campaign_file: Path | None, out_dir: Path | None, resume: Pat
     if redo_invalid and resume is None:
         raise UsageError("--redo-invalid goes with --resume RUN_DIR",
                          hint="spec-ab run --resume RUN_DIR --redo-invalid")
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+    try:
+        out_is_file = out_dir is not None and out_dir.exists() and not out_dir.is_dir()
+    except OSError as exc:  # a name too long for the system (ELOOP is left to mkdir)
+        raise storage_error(exc, "the run directory", out_dir) from None
+    if out_is_file:
         raise UsageError(f"--out {out_dir}: is a file, not a folder for run directories")
     if run_dir_file is not None:
         check_output_path(run_dir_file, "--run-dir-file")

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from campaign import secrets
+from campaign.errors import ResultsError
+from campaign.textfiles import JOURNAL_CAP, open_regular, read_capped
 
 FILE_NAME = "journal.jsonl"
 
@@ -153,9 +155,10 @@ def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     last line is a crash while writing it; one in the middle is damage)."""
     path = run_dir / FILE_NAME
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        raw = read_capped(path, JOURNAL_CAP, "journal")
     except FileNotFoundError:
         return [], []
+    text = raw.decode("utf-8", errors="replace")
     events: list[dict[str, Any]] = []
     bad: list[int] = []
     lines = text.splitlines()
@@ -210,7 +213,7 @@ def ending(run_dir: Path) -> Ending:
     (nothing runs after it and it cannot be resumed)."""
     path = run_dir / FILE_NAME
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "journal") as f:
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - TAIL_BYTES))
             raw = f.read()
@@ -225,8 +228,8 @@ def ending(run_dir: Path) -> Ending:
             ev = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if ev.get("event") != "finished":
-            continue
+        if not isinstance(ev, dict) or ev.get("event") != "finished":
+            continue  # a line `"finished"` is valid JSON, not an event
         before = ev.get("journal_bytes")
         intact = (i == last and raw.endswith(b"\n") and isinstance(before, int)
                   and size == before + len(line.encode("utf-8")) + 1)
@@ -252,10 +255,10 @@ def registered_base_dir(run_dir: Path) -> Path | None:
     """The campaign's own folder at registration: the journal's first event says it (the
     frozen copy's relative paths are relative to it). Reads the first line only."""
     try:
-        with open(run_dir / FILE_NAME, "rb") as f:
+        with open_regular(run_dir / FILE_NAME, "journal") as f:
             first = f.readline(TAIL_BYTES)
         ev = json.loads(first)
-    except (OSError, ValueError):
+    except (OSError, ValueError, ResultsError):
         return None
     return base_dir_of([ev]) if isinstance(ev, dict) else None
 

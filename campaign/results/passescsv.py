@@ -27,6 +27,7 @@ from campaign.results.journal import (
     passes_from_journal,
     rows_to_csv,
 )
+from campaign.textfiles import PASSES_CAP, read_capped
 
 
 def csv_digest(data: bytes) -> str:
@@ -137,9 +138,12 @@ class Csv:
 
 
 def read_passes(csv_path: Path) -> Csv:
-    if not csv_path.is_file() or csv_path.stat().st_size == 0:
+    try:
+        data = read_capped(csv_path, PASSES_CAP, "passes.csv")  # no FIFO, no device
+    except FileNotFoundError:
+        data = b""
+    if not data:
         return Csv(pd.DataFrame(columns=PASS_COLUMNS))
-    data = csv_path.read_bytes()
     digest = csv_digest(data)
     try:
         passes = parse(data)

@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from campaign import RESULTS_SCHEMA_VERSION, __version__, catalog
 from campaign.campaignfile import Campaign
 from campaign.errors import ResultsError
-from campaign.textfiles import atomic_write
+from campaign.textfiles import DOC_CAP, atomic_write, read_capped
 
 FILE_NAME = "preregistration.json"
 
@@ -316,7 +316,7 @@ class Registration(BaseModel):
     def load(cls, path: Path) -> Registration:
         """Read, migrate (in memory) and validate; `ResultsError` names what is wrong."""
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(read_capped(path, DOC_CAP, "preregistration").decode("utf-8"))
         except FileNotFoundError:
             raise ResultsError(f"{path}: missing; not a spec-ab run",
                                hint="give a folder made by `spec-ab run`") from None

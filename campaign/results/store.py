@@ -42,6 +42,7 @@ import pandas as pd
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
+from campaign.campaignfile.yamlread import MAX_FILE_BYTES
 from campaign.errors import ResultsError, SpecError
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
@@ -57,7 +58,7 @@ from campaign.results.journal import (
 from campaign.results.passescsv import PASS_KEY, csv_digest
 from campaign.results.registration import RegisteredLevels, Registration
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
-from campaign.textfiles import atomic_write
+from campaign.textfiles import DOC_CAP, PASSES_CAP, atomic_write, read_capped
 
 
 @dataclass
@@ -276,7 +277,7 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
     """The frozen campaign.yaml as the campaign model, or None and why it is not one."""
     path = run_dir / "campaign.yaml"
     try:
-        raw = path.read_bytes()
+        raw = read_capped(path, MAX_FILE_BYTES, "frozen campaign.yaml")
     except FileNotFoundError:
         return None, (f"{path.name} is missing",)
     base = jr.registered_base_dir(run_dir)
@@ -299,11 +300,13 @@ def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    try:
+        raw = read_capped(path, DOC_CAP, "manifest")  # a FIFO or a device is refused
+    except FileNotFoundError:
         return {}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultsError(f"{path}: unreadable ({exc})",
                            hint="restore it from a backup, or delete it (it only "
                            "describes the machine)") from None
@@ -388,8 +391,8 @@ def load_runs(run_dirs: list[Path]) -> list[RunDir]:
     for d in run_dirs:
         path = Path(d) / "passes.csv"
         try:
-            data = path.read_bytes()
-        except OSError:
+            data = read_capped(path, PASSES_CAP, "passes.csv")
+        except (OSError, ResultsError):  # read again alone, which says what is wrong
             counts.append(None)
             continue
         head, _, body = data.partition(b"\n")

@@ -8,6 +8,7 @@ dies with the process (no stale lock after a crash); a side file says who holds 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,13 +21,42 @@ from filelock import FileLock, Timeout
 
 from campaign.errors import PreflightError
 
+LOCK_DIR_ENV = "SPECAB_LOCK_DIR"
+MAX_SLUG = 64
+"""A lock file's name is the lane's, cut to this many characters (a file name may have 255
+bytes; a lane name has no limit)."""
+
 
 def default_lock_dir() -> Path:
-    return Path(os.environ.get("SPECAB_LOCK_DIR", Path(tempfile.gettempdir()) / "spec-ab-locks"))
+    """$SPECAB_LOCK_DIR, or spec-ab-locks in the temp folder (also when it is set empty)."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / "spec-ab-locks")
 
 
 def _slug(lane: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", lane) or "lane"
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", lane) or "lane"
+    if len(slug) <= MAX_SLUG:
+        return slug
+    # a long lane keeps a readable head and a digest of the whole name: two lanes that
+    # share their first characters still get two locks
+    return f"{slug[:MAX_SLUG - 13]}-{hashlib.sha256(lane.encode()).hexdigest()[:12]}"
+
+
+def _lock_dir_error(folder: Path, exc: OSError) -> PreflightError:
+    where = (f"{LOCK_DIR_ENV}={os.environ[LOCK_DIR_ENV]}" if os.environ.get(LOCK_DIR_ENV)
+             else "the lane lock folder")
+    return PreflightError(
+        f"cannot take the lane lock in {folder} ({where}): {exc.strerror or exc}",
+        hint=f"point {LOCK_DIR_ENV} at a writable folder (e.g. export {LOCK_DIR_ENV}="
+        "$HOME/.cache/spec-ab-locks), or unset it for the default in the temp folder")
+
+
+def _refuse_unwritable(folder: Path, path: Path) -> None:
+    """A lock file that cannot even be opened (a read-only folder) is the folder's fault,
+    not another run's."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        raise _lock_dir_error(folder, exc) from None
 
 
 @contextmanager
@@ -35,13 +65,14 @@ def hold(lane: str, run_id: str, *,
     """Hold the lane for the block; yields a function that renames the holder (a run
     takes the lane before its run directory, so before it knows its id)."""
     folder = lock_dir or default_lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{_slug(lane)}.lock"
     info = folder / f"{_slug(lane)}.holder.json"
     lock = FileLock(str(path))
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except Timeout:
+        _refuse_unwritable(folder, path)  # filelock reads "cannot create" as "held"
         holder = {}
         try:
             holder = json.loads(info.read_text())
@@ -52,8 +83,15 @@ def hold(lane: str, run_id: str, *,
             f"lane '{lane}' is busy: {who} holds {path}",
             hint="wait for it to finish, or stop it (Ctrl-C) before starting another",
         ) from None
+    except OSError as exc:  # missing parent, a file, read-only, a symlink loop, too long
+        # (after Timeout, which is an OSError too: a busy lane)
+        raise _lock_dir_error(folder, exc) from None
+
     def name(holder: str) -> None:
-        info.write_text(json.dumps({"run_id": holder, "pid": os.getpid()}))
+        try:
+            info.write_text(json.dumps({"run_id": holder, "pid": os.getpid()}))
+        except OSError:
+            pass  # the side file only names the holder in a "busy" message
 
     try:
         name(run_id)

@@ -1,0 +1,239 @@
+"""Inputs and outputs that must not crash (issue 26, "Also:"), each through the real
+command line in a subprocess (`python -m campaign`: real streams, real exit codes).
+
+Each case builds its input under a temporary folder and gives the shell command to run
+(`{py}` is `python -m campaign`); it checks the documented exit code (2 usage/results,
+3 infrastructure/storage) and fragments of the one message, and that no traceback, no
+exit 1 and no hang ever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.runs import ROOT, SIM_RUN, TPUT, make_run
+
+DEADLINE_S = 60
+SIM_YAML = ROOT / "examples" / "sim-pair.yaml"
+LONG = "x" * 300  # over NAME_MAX (255): ENAMETOOLONG
+STRING_LINE = b'"finished"\n'
+"""A journal line that is valid JSON, names the last event, and is no event at all."""
+
+
+def _sh(cmd: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Run `cmd` in bash; {py} is `python -m campaign`."""
+    py = f"{shlex.quote(sys.executable)} -m campaign"
+    full = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    full.update({"PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})})
+    proc = subprocess.run(["bash", "-c", cmd.format(py=py)], capture_output=True, text=True,
+                          timeout=DEADLINE_S, env=full, check=False, errors="replace")
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _run_dir(tmp: Path) -> Path:
+    return make_run(tmp, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                    guardrails=[])
+
+
+def _sim_copy(tmp: Path, journal: bytes | None = None) -> Path:
+    """The golden sim run, unfinished: its first journal line, then `journal`."""
+    run = tmp / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    for f in run.iterdir():
+        f.chmod(0o644)
+    if journal is not None:
+        first = (SIM_RUN / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
+        (run / "journal.jsonl").write_bytes(first + journal)
+    return run
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    setup: Callable[[Path], str]
+    """Builds the input; returns the shell command."""
+    code: int
+    fragments: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _replaced(name: str, how: str) -> Callable[[Path], str]:
+    """A results file of a run replaced by a FIFO, a link to /dev/zero, a folder or a
+    sparse file over its cap; the command reports on the run."""
+    def setup(tmp: Path) -> str:
+        run = _run_dir(tmp)
+        target = run / name
+        target.unlink(missing_ok=True)  # make_run writes no manifest
+        if how == "fifo":
+            os.mkfifo(target)
+        elif how == "zero":
+            target.symlink_to("/dev/zero")
+        elif how == "folder":
+            target.mkdir()
+        else:  # over the cap, sparse: costs no disk
+            with open(target, "wb") as f:
+                f.truncate(257 << 20)
+        return f"{{py}} report {run}"
+    return setup
+
+
+def _resume(journal: bytes) -> Callable[[Path], str]:
+    return lambda t: f"{{py}} run --resume {_sim_copy(t, journal)} --dry-run"
+
+
+def _report_twice(second: Callable[[Path], str]) -> Callable[[Path], str]:
+    def setup(tmp: Path) -> str:
+        run = _run_dir(tmp)
+        return f"{{py}} report {run} {second(run)}"
+    return setup
+
+
+def _linked(run: Path) -> str:
+    link = run.parent / "link"
+    link.symlink_to(run)
+    return str(link)
+
+
+def _loop(tmp: Path) -> Path:
+    (tmp / "loop1").symlink_to("loop2")
+    (tmp / "loop2").symlink_to("loop1")
+    return tmp / "loop1"
+
+
+def _long_lane(tmp: Path) -> str:
+    text = SIM_YAML.read_text(encoding="utf-8").replace("\nlane: sim\n",
+                                                        f"\nlane: {'gb300-' * 60}\n")
+    assert "gb300-gb300" in text
+    campaign = tmp / "long-lane.yaml"
+    campaign.write_text(text, encoding="utf-8")
+    # the lock is taken before the run directory: past it, the --out loop stops the run
+    return f"{{py}} run {campaign} --out {_loop(tmp)} --skip-preflight"
+
+
+def _plan(*args: str) -> Callable[[Path], str]:
+    return lambda t: f"{{py}} plan {SIM_YAML} " + " ".join(shlex.quote(a) for a in args)
+
+
+CASES = [
+    # 1. a journal line that is JSON but no event, or a torn multi-byte character
+    Case("resume-journal-line-42", _resume(b"42\n"), 0, ("dry run: nothing was started",)),
+    Case("resume-journal-torn-utf8", _resume(b'{"t": "2026-11-29T16:10:00Z", "x": "\xc3'), 0,
+         ("dry run: nothing was started",)),
+    Case("resume-journal-string-line", _resume(b'"finished"\n'), 0,
+         ("dry run: nothing was started",)),
+    Case("report-journal-string-finished",
+         lambda t: f"{{py}} report {_sim_copy(t, STRING_LINE)}", 0, ("Decision:",)),
+    # 2. results files that are not regular files, or far too big
+    Case("journal-fifo", _replaced("journal.jsonl", "fifo"), 2,
+         ("journal.jsonl: the journal is a pipe (FIFO), not a regular file",)),
+    Case("journal-dev-zero", _replaced("journal.jsonl", "zero"), 2,
+         ("journal.jsonl: the journal is a device",)),
+    Case("journal-folder", _replaced("journal.jsonl", "folder"), 2,
+         ("journal.jsonl: the journal is a folder",)),
+    Case("journal-over-cap", _replaced("journal.jsonl", "big"), 2,
+         ("the journal is over 256 MiB",)),
+    Case("passes-fifo", _replaced("passes.csv", "fifo"), 2, ("passes.csv", "pipe (FIFO)")),
+    Case("passes-dev-zero", _replaced("passes.csv", "zero"), 2, ("passes.csv", "a device")),
+    Case("passes-over-cap", _replaced("passes.csv", "big"), 2, ("over 256 MiB",)),
+    Case("manifest-dev-zero", _replaced("manifest.json", "zero"), 2,
+         ("manifest.json: the manifest is a device",)),
+    Case("manifest-fifo", _replaced("manifest.json", "fifo"), 2, ("manifest.json", "FIFO")),
+    Case("manifest-over-cap", _replaced("manifest.json", "big"), 2, ("over 16 MiB",)),
+    Case("frozen-campaign-dev-zero", _replaced("campaign.yaml", "zero"), 2,
+         ("campaign.yaml: the frozen campaign.yaml is a device",)),
+    Case("frozen-campaign-fifo", _replaced("campaign.yaml", "fifo"), 2,
+         ("campaign.yaml", "FIFO")),
+    Case("registration-over-cap", _replaced("preregistration.json", "big"), 2,
+         ("preregistration.json",)),
+    # 3. paths the system refuses: exit 3 with the path and the fix
+    Case("run-out-symlink-loop", lambda t: f"{{py}} run {SIM_YAML} --out {_loop(t)} "
+         "--skip-preflight", 3, ("cannot write the run directory", "loop1",
+                                 "Too many levels of symbolic links", "pick another --out")),
+    Case("run-out-name-too-long", lambda t: f"{{py}} run {SIM_YAML} --out {t / LONG} "
+         "--skip-preflight", 3, ("cannot write the run directory", "File name too long")),
+    Case("lock-long-lane", _long_lane, 3, ("cannot write the run directory",
+                                           "Too many levels of symbolic links")),
+    Case("lock-dir-missing-parent", lambda t: f"{{py}} run {SIM_YAML} --out {t} "
+         "--skip-preflight", 3, ("cannot take the lane lock in /proc/spec-ab-nope",
+                                 "SPECAB_LOCK_DIR=/proc/spec-ab-nope", "writable folder"),
+         env=(("SPECAB_LOCK_DIR", "/proc/spec-ab-nope/locks"),)),
+    Case("lock-dir-under-a-file", lambda t: f"{{py}} run {SIM_YAML} --out {t} "
+         "--skip-preflight", 3,
+         ("cannot take the lane lock", "Not a directory", "point SPECAB_LOCK_DIR"),
+         env=(("SPECAB_LOCK_DIR", "/dev/null/locks"),)),
+    Case("lock-dir-read-only", lambda t: f"{{py}} run {SIM_YAML} --out {t} --skip-preflight",
+         3, ("cannot take the lane lock in /proc", "point SPECAB_LOCK_DIR"),
+         env=(("SPECAB_LOCK_DIR", "/proc"),)),
+    Case("report-output-proc", lambda t: f"{{py}} report {_run_dir(t)} -o /proc/x.html", 3,
+         ("--output /proc/x.html: cannot write", "writable file")),
+    Case("report-output-loop", lambda t: f"{{py}} report {_run_dir(t)} -o {_loop(t)}", 3,
+         ("cannot write (Too many levels of symbolic links)",)),
+    Case("report-output-too-long", lambda t: f"{{py}} report {_run_dir(t)} -o {t / LONG}",
+         3, ("File name too long",)),
+    # 4. plan's numbers: the valid range
+    Case("plan-sims-1e9", _plan("--sims", "1000000000"), 2, ("give 100 to 100,000",)),
+    Case("plan-sims-1e9-text", _plan("--sims", "1e9"), 2, ("--sims",)),
+    Case("plan-sims-0", _plan("--sims", "0"), 2, ("--sims 0: out of range",)),
+    Case("plan-sims-negative", _plan("--sims", "-1"), 2, ("--sims -1: out of range",)),
+    Case("plan-effect-huge", _plan("--effect", "1e308"), 2,
+         ("--effect 1e308: out of range", "from -90% to 900%")),
+    Case("plan-effect-nan", _plan("--effect", "nan"), 2, ("--effect nan: out of range",)),
+    Case("plan-effect-inf", _plan("--effect", "inf"), 2, ("--effect inf: out of range",)),
+    Case("plan-effect-minus-100", _plan("--effect", "-100%"), 2, ("-90% to 900%",)),
+    Case("plan-drift-negative", _plan("--drift", "-5%"), 2,
+         ("--drift -5%: out of range", "from 0% to 50%")),
+    Case("plan-invalid-rate-150", _plan("--invalid-rate", "150%"), 2,
+         ("--invalid-rate 150%: out of range", "0% to 100% (excluded)")),
+    # 5. standard output that fails
+    Case("stdout-closed", lambda t: f"{{py}} report {_run_dir(t)} >&-", 3,
+         ("standard output is closed",)),
+    Case("stdout-full", lambda t: f"{{py}} report {_run_dir(t)} >/dev/full", 3,
+         ("cannot write to standard output: No space left on device",)),
+    Case("stdout-full-json", lambda t: f"{{py}} report {_run_dir(t)} -f json >/dev/full", 3,
+         ("cannot write to standard output",)),
+    Case("stdout-full-plan-json", lambda t: f"{{py}} plan {SIM_YAML} --format json "
+         ">/dev/full", 3, ("cannot write to standard output",)),
+    Case("stdout-full-help", lambda t: "{py} --help >/dev/full", 3,
+         ("cannot write to standard output",)),
+    Case("stdout-ascii", lambda t: f"{{py}} report {_run_dir(t)}", 0,
+         ("Decision: ADOPT", "spec-ab report"), env=(("PYTHONIOENCODING", "ascii"),)),
+    Case("stdout-ascii-markdown", lambda t: f"{{py}} report {_run_dir(t)} -f markdown", 0,
+         ("# Decision: ADOPT",), env=(("PYTHONIOENCODING", "ascii"),)),
+    Case("stdout-broken-pipe-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
+         "| head -1", 0, ("plan sim-adaptive",)),
+    Case("stdout-broken-pipe-report", lambda t: f"set -o pipefail; {{py}} report "
+         f"{_run_dir(t)} -f markdown | head -1", 0, ("# Decision",)),
+    # 6. one run given twice
+    Case("report-run-twice", _report_twice(str), 2, ("is given twice",)),
+    Case("report-run-twice-slash", _report_twice(lambda r: f"{r}/"), 2, ("is given twice",)),
+    Case("report-run-twice-symlink", _report_twice(_linked), 2,
+         ("is given twice (as", "link)", "give each run directory once")),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_robust(tmp_path: Path, case: Case) -> None:
+    cmd = case.setup(tmp_path)
+    code, out, err = _sh(cmd, dict(case.env))
+    both = out + err
+    assert "Traceback" not in both, both
+    assert "Exception ignored" not in both, both
+    assert code == case.code, f"exit {code}, expected {case.code}:\n{both}"
+    flat = " ".join(both.split())
+    for fragment in case.fragments:
+        assert " ".join(fragment.split()) in flat, f"{fragment!r} not in:\n{both}"
+    if code in (2, 3) and case.id.startswith(("stdout-closed", "stdout-full")):
+        assert len(err.strip().splitlines()) == 2, err  # one message and its hint
+
+
+def test_ids_unique() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
