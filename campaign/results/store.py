@@ -58,7 +58,7 @@ from campaign.results.journal import (
 from campaign.results.passescsv import PASS_KEY, csv_digest
 from campaign.results.registration import RegisteredLevels, Registration
 from campaign.results.registration import rule_hash as rule_hash  # where report and tests get it
-from campaign.textfiles import DOC_CAP, PASSES_CAP, atomic_write, read_capped
+from campaign.textfiles import DOC_CAP, PASSES_CAP, atomic_write, open_regular, read_capped
 
 
 @dataclass
@@ -110,11 +110,13 @@ class RunStore:
                                hint="give the folder `spec-ab run` printed "
                                "(results/<date>-<name>-<id>)")
         for required in ("campaign.yaml", "preregistration.json", "journal.jsonl"):
-            if not (run_dir / required).is_file():
+            path = run_dir / required
+            if not path.exists():
                 raise ResultsError(
                     f"{run_dir} is not a spec-ab run directory: {required} is missing",
                     hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
                 )
+            open_regular(path, required).close()  # a FIFO, a device, a folder: refused
         Registration.load(run_dir / "preregistration.json")
         return cls(run_dir, clock)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from campaign.errors import PreflightError
+from campaign.errors import PreflightError, ResultsError
+from campaign.textfiles import read_capped
 
 LOCK_DIR_ENV = "SPECAB_LOCK_DIR"
 MAX_SLUG = 64
@@ -75,8 +76,8 @@ def hold(lane: str, run_id: str, *,
         _refuse_unwritable(folder, path)  # filelock reads "cannot create" as "held"
         holder = {}
         try:
-            holder = json.loads(info.read_text())
-        except (OSError, ValueError):
+            holder = json.loads(read_capped(info, 1 << 16, "lane holder note"))
+        except (OSError, ValueError, ResultsError):
             pass
         who = f"run {holder.get('run_id', '?')} (pid {holder.get('pid', '?')})"
         raise PreflightError(

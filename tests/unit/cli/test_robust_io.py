@@ -90,6 +90,18 @@ def _resume(journal: bytes) -> Callable[[Path], str]:
     return lambda t: f"{{py}} run --resume {_sim_copy(t, journal)} --dry-run"
 
 
+def _resume_replaced(how: str) -> Callable[[Path], str]:
+    def setup(tmp: Path) -> str:
+        run = _sim_copy(tmp)
+        (run / "journal.jsonl").unlink()
+        if how == "fifo":
+            os.mkfifo(run / "journal.jsonl")
+        else:
+            (run / "journal.jsonl").symlink_to("/dev/zero")
+        return f"{{py}} run --resume {run} --dry-run"
+    return setup
+
+
 def _report_twice(second: Callable[[Path], str]) -> Callable[[Path], str]:
     def setup(tmp: Path) -> str:
         run = _run_dir(tmp)
@@ -133,6 +145,10 @@ CASES = [
     Case("report-journal-string-finished",
          lambda t: f"{{py}} report {_sim_copy(t, STRING_LINE)}", 0, ("Decision:",)),
     # 2. results files that are not regular files, or far too big
+    Case("resume-journal-fifo", _resume_replaced("fifo"), 2,
+         ("journal.jsonl: the journal.jsonl is a pipe (FIFO), not a regular file",)),
+    Case("resume-journal-dev-zero", _resume_replaced("zero"), 2,
+         ("journal.jsonl: the journal.jsonl is a device",)),
     Case("journal-fifo", _replaced("journal.jsonl", "fifo"), 2,
          ("journal.jsonl: the journal is a pipe (FIFO), not a regular file",)),
     Case("journal-dev-zero", _replaced("journal.jsonl", "zero"), 2,
