@@ -143,8 +143,10 @@ def make_run(
     store = RunStore.create(root, name, json.dumps(campaign, indent=1).encode(),
                             clock=lambda: when, short_id=short_id)
     levels, bands = _resolved(store.run_dir / "campaign.yaml", band)
-    store.register(rule, campaign=name, arms=list(arms), drift_band=band, levels=levels,
-                   guardrail_bands=bands if guardrail_bands is None else guardrail_bands)
+    digest = store.register(rule, campaign=name, arms=list(arms), drift_band=band,
+                            levels=levels,
+                            guardrail_bands=bands if guardrail_bands is None else guardrail_bands)
+    store.journal_registered(sha256=digest, lane="sim")
     df = frame(spec, arms=arms, run=store.run_id)
     if edit is not None:
         df = edit(df)
@@ -218,3 +220,15 @@ def container_events(engine: docker.DockerClient, run_id: str,
         if action in ("start", "die"):
             out.append((action, ev["Actor"]["Attributes"]["spec-ab.role"]))
     return out
+
+
+CHAIN_FIELDS = ("prev", "chain", "registration_sha256", "campaign_sha256")
+
+
+def unchain(run_dir: Path) -> None:
+    """Rewrite a run's journal as a spec-ab before the hash chain wrote it (no `prev`, no
+    file digests on its first line): a directory of an older results schema."""
+    path = run_dir / "journal.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps({k: v for k, v in ev.items() if k not in CHAIN_FIELDS})
+                            + "\n" for ev in lines))

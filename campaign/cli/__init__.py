@@ -1,12 +1,13 @@
 """The `spec-ab` command: parse, call one core function, render, map errors to exit codes.
 
-One module per command (`check` with `clean`, `run`, `report`, `init`, `plan`), each
+One module per command (`check` with `clean`, `run`, `report`, `verify`, `init`, `plan`), each
 registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app.
 
 Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
 usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign
 finished but incomplete (or a `--fail-on` condition met) · 130 interrupted. A stdout that
-is closed or cannot be written is exit 3; a reader that goes away (`| head -1`) exit 0.
+is closed or cannot be written is exit 3; a reader that goes away (`| head -1`) is not an
+error: the rest of the output is discarded and the command finishes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 import sys
 from typing import Any
 
-from campaign.cli import check, init, plan, report, run, streams  # noqa: F401  (they register)
+from campaign.cli import check, init, plan, report, run, streams, verify  # noqa: F401  (they register)
 from campaign.cli.app import COMMAND_ORDER, app, setup_logging
 from campaign.sim.cli import sim_app
 
@@ -58,6 +59,6 @@ def main() -> None:
         app()
     except SystemExit as exc:
         streams.finish(exc.code)
-    except (streams.PipeClosed, streams.StdoutError) as exc:
+    except streams.StdoutError as exc:
         streams.finish(None, exc)
     streams.finish(0)

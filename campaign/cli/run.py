@@ -12,6 +12,7 @@ from rich.markup import escape
 from campaign.cli.app import FailOnChoice, app, err, guarded, out
 from campaign.errors import EXIT_INCOMPLETE, CampaignError, UsageError, storage_error
 from campaign.report.formats import FAIL_ON
+from campaign.results import chain
 from campaign.textfiles import check_output_path, write_output
 
 if TYPE_CHECKING:
@@ -45,16 +46,24 @@ def run(
     lane: Annotated[str | None, typer.Option(
         "--lane", help="Run this lane's shard of a campaign with a `lanes:` table (its "
         "pairs only; `spec-ab report` pools the shards).")] = None,
+    sign_key: Annotated[Path | None, typer.Option(
+        "--sign-key",
+        help="Sign the registration with this ssh key (ssh-keygen -Y sign) before the "
+        "first boot; `spec-ab verify --allowed-signers` checks it.")] = None,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
     from campaign.run import checkview, runner
 
     _check_options(campaign_file, out_dir, resume, run_dir_file, redo_invalid)
+    if sign_key is not None and resume is not None:
+        raise UsageError("--sign-key signs a new registration: a resumed run keeps the "
+                         "signature it was started with",
+                         hint="drop --sign-key with --resume")
     rt = runner.Runtime()
     store, campaign = _campaign(campaign_file, resume, lane, rt)
     asked = [c.value for c in fail_on or []]
     opts = runner.RunOptions(resume=store, shown_as=campaign_file or resume, lane=lane,
-                             fail_on=asked)
+                             fail_on=asked, sign_key=sign_key)
     runner.refuse_unrunnable(campaign, opts)  # before a dry run too
     if dry_run:
         checkview.print_dry_run(out, campaign)
@@ -133,7 +142,7 @@ def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
             campaign, None, out_dir, rt, resume=opts.resume, skip_preflight=skip_preflight,
             shown_as=opts.shown_as, on_note=lambda note: err.print(f"note: {note}"),
             on_start=on_start, redo_invalid=redo_invalid, lane=opts.lane,
-            fail_on=opts.fail_on)
+            fail_on=opts.fail_on, sign_key=opts.sign_key)
     finally:
         close = getattr(rt.progress, "close", None)
         if close:
@@ -176,4 +185,9 @@ def _print_summary(run_dir: Path, fail_on: list[str]) -> int:
         err.print(f"[yellow]no verdict yet:[/] {escape(str(exc))}")
         code = EXIT_INCOMPLETE if fail_on else 0
     out.print(f"\nresults: {run_dir}\nreport:  spec-ab report {run_dir}")
+    head = chain.head(run_dir / "journal.jsonl")
+    # the run's digest vouches for every journal line: kept in the CI log, it is an
+    # anchor outside the folder (`spec-ab verify RUN --digest D`)
+    out.print(f"verify:  spec-ab verify {run_dir} --digest {head}\n"
+              f"digest=sha256:{head}", markup=False)
     return code

@@ -75,7 +75,8 @@ def _decision_html(report: Report) -> list[str]:
     v = run.verdict
     parts = [f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>"]
     if report.exploratory:
-        parts.append(f"<p class='exploratory'>{EXPLORATORY}: --rule overrides in use.</p>")
+        parts.append(f"<p class='exploratory'>{EXPLORATORY}: "
+                     f"{html.escape(report.why_exploratory)}.</p>")
     parts.append("<ul>" + "".join(
         f"<li class='note'>{e(line)}</li>" if line.startswith("note:")
         else f"<li>{e(line[2:])}</li>" for line in decision_lines(run)) + "</ul>")

@@ -69,6 +69,7 @@ def run_dict(run: RunReport) -> dict[str, Any]:
         "reasons": list(v.reasons),
         "notes": [*run.notes, *v.notes],
         "exploratory": run.exploratory,
+        **({"running": run.running} if run.running else {}),
         **({"never_ready_arms": [{"arm": n.arm, "pair": n.pair, "status": n.status,
                                   "error": n.error or None} for n in run.never_ready]}
            if run.never_ready else {}),
@@ -85,6 +86,12 @@ def run_dict(run: RunReport) -> dict[str, Any]:
             **({"registration_intact": False,
                 "registration_edited": list(run.registration_edits)}
                if run.registration_edits else {}),
+        },
+        "integrity": {
+            "journal_sha256": run.journal_sha256,
+            "chained": run.journal_chained,
+            "copies_agree": not run.disagreements,
+            "disagreements": list(run.disagreements),
         },
         "metrics_shown": (None if run.shown_metrics is None
                           else sorted(run.shown_metrics)),

@@ -39,7 +39,7 @@ def render_markdown(report: Report) -> str:
     lead = [f"**{_md_escape(line)}**" for line in lead_lines(run)]
     lines: list[str] = [*lead, *([""] if lead else []), f"# {headline(run)}", ""]
     if report.exploratory:
-        lines += [f"> **{EXPLORATORY}**: these verdicts use `--rule` overrides.", ""]
+        lines += [f"> **{EXPLORATORY}**: {_md_escape(report.why_exploratory)}.", ""]
     lines += [_md_escape(line if line.startswith("- ") else "- " + line)
               for line in decision_lines(run)]
     lines += ["", "## Decision cells", "", _row(decision_headers(run)),

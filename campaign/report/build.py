@@ -32,7 +32,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import bootfail, pool, redos
+from campaign.results import bootfail, chain, pool, redos, running
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
@@ -120,9 +120,12 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
                 raise ResultsError(
                     "; ".join(n.line for n in never) + f" (nothing measured in {run.run_dir})",
                     hint=f"fix the campaign file and start a new run: spec-ab run {source}")
+            live = _live(run)
             raise ResultsError(
-                f"{run.run_dir / 'passes.csv'}: no measured passes yet",
-                hint=f"spec-ab run --resume {run.run_dir}",
+                f"{run.run_dir / 'passes.csv'}: no measured passes yet"
+                + (f" ({live.line(run.run_dir)})" if live is not None else ""),
+                hint=(live.settle(run.run_dir) if live is not None
+                      else f"spec-ab run --resume {run.run_dir}"),
             )
         frames.append(df)
     return frames
@@ -136,12 +139,14 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     rule_dict, rule = prep.rule_dict, prep.rule
     arms = _arms(run)
     never = _never_ready(run, arms) if pooled is None else ()
+    live = _live(run) if pooled is None else None
     try:
         verdict = vd.judge_run(
             table, rule, arms, level_order=_level_order(run.campaign),
             levels=_levels(run), guard_cells=_guard_cells(run),
             metrics=shown or (),
-            resume_command=_resume_command(run, pooled, never))
+            resume_command=(live.settle(run.run_dir) if live is not None
+                            else _resume_command(run, pooled, never)))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
@@ -168,6 +173,10 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         aa=_aa_band(run, arms, verdict, table),
         notes=(*run.notes, *prep.notes, *_redone(run)),
         registration_edits=run.registration_edits,
+        disagreements=run.disagreements,
+        journal_sha256=chain.head(run.run_dir / "journal.jsonl"),
+        journal_chained=run.chained,
+        running=None if live is None else live.line(run.run_dir),
         results_schema_version=run.schema_version,
         shown_metrics=None if picked is None else frozenset(picked),
         slots={p: dict(a) for p, a in table.slots.items()} if newest else {},
@@ -203,6 +212,11 @@ def _pooled_rule(prep: PreparedRule, pooled: pool.Pooled) -> PreparedRule:
             "assumes lanes of equal noise (`spec-ab plan` shows what a lane twice as noisy "
             "costs)")
     return dataclasses.replace(prep, rule=rule, notes=(note, *prep.notes))
+
+
+def _live(run: RunDir) -> running.Session | None:
+    """The session still measuring an unfinished run (its journal is read only then)."""
+    return None if run.complete else running.in_progress(run.journal)
 
 
 def _resume_command(run: RunDir, pooled: pool.Pooled | None,
@@ -355,8 +369,8 @@ def _prepare(
     edited = _edited_keys(registered, run.campaign, run.campaign_problems)
     if edited:
         notes.append(
-            "campaign.yaml's rule was edited after registration (" + ", ".join(edited)
-            + "): the registered rule is used"
+            "campaign.yaml's rule differs from preregistration.json's (" + ", ".join(edited)
+            + "): the registration's rule is used"
         )
     elif run.campaign is None:
         notes.append(
@@ -477,7 +491,8 @@ def fail_on_held(report: Report, fail_on: Sequence[str]) -> list[str]:
     - `incomplete`: pairs are missing or left out, or the run did not finish;
     - `unstable`: a decision cell is flagged `window-drift`, `high-variance` or (pooled
       lanes) `lanes-disagree`;
-    - `undecided`: a sequential design has not decided (continue or inconclusive).
+    - `undecided`: a sequential design has not decided (continue or inconclusive);
+    - `not-preregistered`: `--rule` overrides, or the run's copies disagree.
     """
     check_fail_on(tuple(fail_on))
     run = report.latest
@@ -502,6 +517,7 @@ def fail_on_held(report: Report, fail_on: Sequence[str]) -> list[str]:
         "undecided": ", ".join(f"{cv.arm} {cv.sequential.state}" for cv in v.candidates
                                if cv.sequential is not None and not cv.sequential.decided)
                      or None,
+        "not-preregistered": run.why_exploratory if run.exploratory else None,
     }
     return [f"fail-on: {cond} ({held[cond]})" for cond in dict.fromkeys(fail_on)
             if held[cond] is not None]

@@ -57,6 +57,9 @@ FAIL_ON: dict[str, str] = {
                 "different changes)",
     "undecided": "a sequential design has not decided: still going on, or inconclusive at "
                  "max_pairs",
+    "not-preregistered": "the verdict is not pre-registered: the run's copies of its "
+                         "registration disagree (an edit after the first boot), or --rule "
+                         "overrides are in use",
 }
 """`--fail-on` conditions (each exits 4 when it holds for the newest run)."""
 

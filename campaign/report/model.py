@@ -90,6 +90,14 @@ class RunReport:
     registration_edits: tuple[str, ...] = ()
     """Values edited in preregistration.json after registration (the registered ones,
     recovered through their hash, are used)."""
+    disagreements: tuple[str, ...] = ()
+    """Where the run's copies of its registration or campaign disagree with the journal's
+    first line (`results.integrity`): then nothing of the run is pre-registered."""
+    journal_sha256: str | None = None
+    """The run's digest (`results.chain`): the SHA-256 of the journal's last line."""
+    journal_chained: bool = False
+    running: str | None = None
+    """The run is still being measured (`results.running`): the line that says so."""
     shown_metrics: frozenset[str] | None = None
     """Metrics whose cells the report shows beside the decision and guardrail metrics
     (`--metrics`); None: every metric judged."""
@@ -115,7 +123,14 @@ class RunReport:
 
     @property
     def exploratory(self) -> bool:
-        return bool(self.overrides)
+        """Not pre-registered: judged under `--rule` overrides, or its copies disagree."""
+        return bool(self.overrides) or bool(self.disagreements)
+
+    @property
+    def why_exploratory(self) -> str:
+        if self.disagreements:
+            return "the run's copies of its registration disagree (see the notes)"
+        return "these verdicts use --rule overrides"
 
     @property
     def decision(self) -> Decision:
@@ -152,3 +167,7 @@ class Report:
     @property
     def exploratory(self) -> bool:
         return any(r.exploratory for r in self.runs)
+
+    @property
+    def why_exploratory(self) -> str:
+        return "; ".join(dict.fromkeys(r.why_exploratory for r in self.runs if r.exploratory))

@@ -74,7 +74,10 @@ def overrides_text(run: RunReport) -> str:
 
 
 def rule_line(run: RunReport) -> str:
-    if run.exploratory:
+    if run.disagreements:
+        src = (f"NOT pre-registered — the run's copies disagree; registered sha256 "
+               f"{run.registered_sha256[:12]}")
+    elif run.exploratory:
         src = (f"{EXPLORATORY} — overrides {overrides_text(run)} on the registered rule "
                f"sha256 {run.registered_sha256[:12]}; used rule sha256 {run.rule_sha256[:12]}")
     else:
@@ -151,8 +154,9 @@ decision-relevant line once)."""
 
 
 def lead_lines(run: RunReport) -> list[str]:
-    """What a report leads with, before its decision: each arm that never became ready."""
-    return [n.line for n in run.never_ready]
+    """What a report leads with, before its decision: a run still being measured, each
+    arm that never became ready."""
+    return [*([run.running] if run.running else []), *(n.line for n in run.never_ready)]
 
 
 LOOK_LINE = re.compile(r"(^|— )look \d+ of ≤ \d+ ")

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 
 from campaign import secrets
 from campaign.errors import ResultsError
+from campaign.results import chain
 from campaign.textfiles import JOURNAL_CAP, open_regular, read_capped
 
 FILE_NAME = "journal.jsonl"
@@ -115,17 +116,18 @@ def dumps(obj: Any) -> str:
 
 def append(path: Path, event: Event, t: str, **data: Any) -> dict[str, Any]:
     """Append one event at time `t` (flushed and fsynced: a crash loses at most this
-    line); the record written."""
-    record = {"t": t, "event": event, **data}
-    line = secrets.scrub(json.dumps(record, default=str)) + "\n"
-    raw = line.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    line), chained to the line before it (`prev`: `results.chain`); the record written.
+    A line torn by a crash is first ended with a newline, so the new line does not glue
+    onto it (the torn line stays, damaged and chained to)."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        prev, torn = chain.prev_for_append(fd, path)
+        record = {"t": t, "event": event, **({"prev": prev} if prev else {}), **data}
+        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
+        raw = line.encode("utf-8")
         size = os.fstat(fd).st_size
         try:
-            written = 0
-            while written < len(raw):
-                written += os.write(fd, raw[written:])
+            _write_all(fd, b"\n" + raw if torn else raw)
             os.fsync(fd)
         except OSError as exc:
             # A full disk: cut the half line off, so the next line (after the cause is
@@ -137,9 +139,16 @@ def append(path: Path, event: Event, t: str, **data: Any) -> dict[str, Any]:
             if exc.filename is None:
                 exc.filename = str(path)
             raise
+        chain.appended(path, size + len(raw) + torn, raw)
     finally:
         os.close(fd)
     return record
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    written = 0
+    while written < len(raw):
+        written += os.write(fd, raw[written:])
 
 
 # --------------------------------------------------------------------------- reading
@@ -251,16 +260,18 @@ def registered(events: Events) -> Mapping[str, Any]:
     return next((ev for ev in events if ev.get("event") == "registered"), {})
 
 
-def registered_base_dir(run_dir: Path) -> Path | None:
-    """The campaign's own folder at registration: the journal's first event says it (the
-    frozen copy's relative paths are relative to it). Reads the first line only."""
+def first_event(run_dir: Path) -> dict[str, Any]:
+    """The journal's first event, `registered` ({} when there is none or it does not
+    parse). Reads the first line only: it says the campaign's own folder at registration
+    (the frozen copy's relative paths are relative to it) and the digests the run's copies
+    are checked against (`results.integrity`)."""
     try:
         with open_regular(run_dir / FILE_NAME, "journal") as f:
             first = f.readline(TAIL_BYTES)
         ev = json.loads(first)
     except (OSError, ValueError, ResultsError):
-        return None
-    return base_dir_of([ev]) if isinstance(ev, dict) else None
+        return {}
+    return ev if isinstance(ev, dict) else {}
 
 
 def base_dir_of(events: Events) -> Path | None:

@@ -214,5 +214,7 @@ def _pooled(shards: Sequence[tuple[RunDir, str]], lanes: tuple[str, ...]) -> Poo
         notes=tuple(notes),
         registration_edits=tuple(dict.fromkeys(e for r, _ in shards
                                                for e in r.registration_edits)),
+        disagreements=tuple(f"{lane}: {d}" for r, lane in shards for d in r.disagreements),
+        chained=all(r.chained for r, _ in shards),
     )
     return Pooled(run, tuple(out_shards), lanes, lane_of)

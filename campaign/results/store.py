@@ -44,6 +44,7 @@ from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.campaignfile.yamlread import MAX_FILE_BYTES
 from campaign.errors import ResultsError, SpecError
+from campaign.results import chain, integrity
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
 from campaign.results.journal import (
@@ -154,6 +155,16 @@ class RunStore:
         most this line)."""
         return jr.append(self.journal_path, event, iso(self.clock()), **data)
 
+    def journal_registered(self, **data: Any) -> dict[str, Any]:
+        """The journal's first line, `registered`: it starts the hash chain (`chain`) and
+        holds the SHA-256 of preregistration.json and of the frozen campaign.yaml as
+        written before the first boot, so the registration, its time, the campaign, its
+        launches and its hypothesis are all under the run's digest (`results.chain`)."""
+        return self.journal(
+            "registered", **data, chain=chain.CHAIN_VERSION,
+            registration_sha256=chain.file_digest(self.run_dir / "preregistration.json"),
+            campaign_sha256=chain.file_digest(self.run_dir / "campaign.yaml"))
+
     def read_journal(self) -> list[dict[str, Any]]:
         return read_journal(self.run_dir)
 
@@ -253,6 +264,12 @@ class RunDir:
     registration_edits: tuple[str, ...] = ()
     """Values of preregistration.json edited after registration (the registered ones,
     recovered through `values_sha256`, are in `registration`)."""
+    disagreements: tuple[str, ...] = ()
+    """Where preregistration.json or campaign.yaml differs from what the journal's first
+    line registered before the first boot (`integrity.copies_disagree`): no verdict of
+    the run is then pre-registered."""
+    chained: bool = False
+    """The journal is hash-chained (its first line says so: `results.chain`)."""
     _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
     batch: Batch | None = field(default=None, repr=False)
     """Where `passes` was cut from, when `load_runs` read a history in one parse."""
@@ -275,14 +292,15 @@ _CAMPAIGN_CACHE: dict[tuple[bytes, str], tuple[Campaign | None, tuple[str, ...]]
 share one file, parsed and validated once."""
 
 
-def _frozen_campaign(run_dir: Path) -> tuple[Campaign | None, tuple[str, ...]]:
-    """The frozen campaign.yaml as the campaign model, or None and why it is not one."""
+def _frozen_campaign(run_dir: Path, base: Path | None
+                     ) -> tuple[Campaign | None, tuple[str, ...]]:
+    """The frozen campaign.yaml as the campaign model, or None and why it is not one;
+    `base`: the campaign's own folder at registration (its relative paths)."""
     path = run_dir / "campaign.yaml"
     try:
         raw = read_capped(path, MAX_FILE_BYTES, "frozen campaign.yaml")
     except FileNotFoundError:
         return None, (f"{path.name} is missing",)
-    base = jr.registered_base_dir(run_dir)
     key = (raw, str(base))
     if key not in _CAMPAIGN_CACHE:
         try:
@@ -350,7 +368,10 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         events, notes = jr.journal_problems(run_dir)
         passes, more = pc.reconcile(run_dir, csv, events)
         notes += more
-    campaign, problems = _frozen_campaign(run_dir)
+    first = jr.first_event(run_dir)
+    campaign, problems = _frozen_campaign(run_dir, jr.base_dir_of([first]))
+    disagree = integrity.copies_disagree(run_dir, registration, first)
+    notes[:0] = [*disagree, integrity.NOT_PREREGISTERED] if disagree else []
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
         verified = registration.verify(
@@ -365,7 +386,8 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     return RunDir(run_dir=run_dir, run_id=run_dir.name, passes=passes,
                   registration=registration, campaign=campaign, campaign_problems=problems,
                   manifest=manifest, complete=end.complete,
-                  notes=tuple(notes), registration_edits=edits, _journal=events)
+                  notes=tuple(notes), registration_edits=edits, disagreements=disagree,
+                  chained=first.get("chain") == chain.CHAIN_VERSION, _journal=events)
 
 
 def load_run(run_dir: Path | str) -> RunDir:

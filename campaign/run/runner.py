@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from campaign.errors import (
 )
 from campaign.markers import marked_children
 from campaign.results import journal as jr
+from campaign.results import signing
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import design, lanelock, manifest
@@ -69,8 +71,9 @@ class RunResult:
 
 
 def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
-              rt: Runtime) -> RunStore:
-    """Create the run directory, freeze and register the rule, write the manifest."""
+              rt: Runtime, sign_key: Path | None = None) -> RunStore:
+    """Create the run directory, freeze and register the rule, write the manifest; with
+    `sign_key`, sign the registration before anything boots (`results.signing`)."""
     band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
     guardrail_bands = checked_guardrail_bands(campaign)
     facts = manifest.collect(campaign)
@@ -88,10 +91,15 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
                                 drift_band=band, levels=registered_levels(campaign),
                                 guardrail_bands=guardrail_bands)
         store.write_manifest(facts)
-        store.journal("registered", sha256=digest, campaign_path=str(campaign.source),
+        store.journal_registered(sha256=digest, campaign_path=str(campaign.source),
                       base_dir=str(campaign.base_dir), lane=campaign.lane,
                       **({"lanes": campaign.lane_names} if campaign.sharded else {}))
         store.rebuild_passes_csv()
+        if sign_key is not None:
+            signing.sign_registration(store.run_dir, sign_key)
+    except PreflightError:
+        shutil.rmtree(store.run_dir, ignore_errors=True)  # nothing measured: no orphan
+        raise
     except OSError as exc:
         # Nothing is measured yet: a half-registered folder would only be an orphan.
         shutil.rmtree(store.run_dir, ignore_errors=True)
@@ -99,6 +107,13 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
             raise
         raise storage_error(exc, "the run directory", store.run_dir) from exc
     return store
+
+
+def _signed(run_dir: Path) -> dict[str, str]:
+    """`run_start`'s record of the registration's signature: the chain then shows it
+    existed before the session's first boot."""
+    digest = signing.signature_digest(run_dir)
+    return {} if digest is None else {"registration_sig_sha256": digest}
 
 
 def _no_note(text: str) -> None:
@@ -126,6 +141,8 @@ class RunOptions:
     fail_on: Sequence[str] = ()
     """Verdict conditions the caller judges after the run (`--fail-on`): a shard has no
     verdict of its own, so they are refused for one."""
+    sign_key: Path | None = None
+    """Sign the registration with this ssh key before the first boot (`--sign-key`)."""
 
 
 def refuse_unrunnable(campaign: Campaign, opts: RunOptions) -> None:
@@ -169,6 +186,7 @@ def run_campaign(
     redo_invalid: bool = False,
     lane: str | None = None,
     fail_on: Sequence[str] = (),
+    sign_key: Path | None = None,
 ) -> RunResult:
     """Run a campaign behind every guard `spec-ab run` has, in its order:
 
@@ -192,7 +210,7 @@ def run_campaign(
     `preflight` default to the real ones.
     """
     opts = RunOptions(resume, skip_preflight, shown_as, on_note, on_start, find_leftovers,
-                      preflight, redo_invalid, lane, fail_on)
+                      preflight, redo_invalid, lane, fail_on, sign_key)
     refuse_unrunnable(campaign, opts)
     holder = resume.run_id if resume is not None else "(starting)"
     with lanelock.hold(campaign.lane, holder, lock_dir=rt.lock_dir) as name_holder:
@@ -235,7 +253,7 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
             if campaign.source is None:
                 raise ValueError("campaign_text is needed for a campaign without a file")
             campaign_text = campaign.source.read_bytes()
-        store = start_run(campaign, campaign_text, root, rt)
+        store = start_run(campaign, campaign_text, root, rt, opts.sign_key)
         created.append(store)
     else:
         store = opts.resume
@@ -297,7 +315,9 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         # passes.csv follows the journal: a session stopped between the two (a full disk,
         # a kill) left it behind, and it is rebuilt before anything else is measured.
         store.rebuild_passes_csv()
-        store.journal("run_start", pid=os.getpid(), resumed=bool(status), lane=campaign.lane,
+        store.journal("run_start", pid=os.getpid(), host=socket.gethostname(),
+                      resumed=bool(status), lane=campaign.lane,
+                      **_signed(store.run_dir),
                       **({"redo_invalid": True} if redo_invalid else {}))
         if redo_invalid:
             status = _reopened_invalid(events, status)

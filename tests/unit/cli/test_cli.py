@@ -219,7 +219,8 @@ def test_no_nvidia_smi_is_a_warning_when_gpus_are_asked(repo_root: Path,
 @pytest.mark.parametrize("words, expected", [
     ("spec-ab init --template ", ["sim", "gb300", "gb10-pair", "aa"]),
     ("spec-ab report x --format ", ["table", "markdown", "json", "html"]),
-    ("spec-ab run x --fail-on ", ["loss", "keep-default", "incomplete", "unstable", "undecided"]),
+    ("spec-ab run x --fail-on ", ["loss", "keep-default", "incomplete", "unstable", "undecided",
+                                  "not-preregistered"]),
 ])
 def test_choices_complete(words: str, expected: list[str]) -> None:
     result = runner.invoke(app, [], prog_name="spec-ab", env={

@@ -176,7 +176,7 @@ def test_rule_edited_after_registration_uses_the_registered_one(golden_run: Path
     rep = _report([golden_run])
     assert rep.latest.edited_after_registration == ("margin",)
     assert rep.latest.decision == "adopt"  # judged at the registered +10%, not +50%
-    assert "edited after registration" in rp.render(rep, "table")
+    assert "rule differs from preregistration.json" in rp.render(rep, "table")
     assert json.loads(rp.render(rep, "json"))["rule"]["edited_after_registration"] == ["margin"]
 
 

@@ -55,7 +55,7 @@ def make_shard(root: Path, lane: str, values: list[tuple[float, float]], *,
                             short_id=f"{lane}{len(values)}"[:6].ljust(6, "0"))
     rule = doc["preregistration"]
     digest = store.register(rule, campaign="demo", arms=["control", "cand"], drift_band=band)
-    store.journal("registered", sha256=digest, lane=lane)
+    store.journal_registered(sha256=digest, lane=lane)
     if lane_in_manifest:
         store.write_manifest({"campaign": {"name": "demo", "lane": lane}})
     df = frame({C1: list(values)}, run=store.run_id)
@@ -100,6 +100,18 @@ def test_two_shards_pool_into_one_verdict_over_both_lanes(tmp_path: Path) -> Non
     md = rp.render(rep, "markdown")
     assert "a: 2 pair(s) (pooled 1, 3), complete" in md
     assert "by lane: a +14.5% (2 pairs), b +14.5% (2 pairs) — the lanes agree" in md
+
+
+def test_a_shard_whose_copies_disagree_makes_the_pooled_verdict_not_pre_registered(
+        tmp_path: Path) -> None:
+    a = make_shard(tmp_path, "a", gains(0.14, 0.15))
+    b = make_shard(tmp_path, "b", gains(0.13, 0.16), start=T0 + dt.timedelta(minutes=5))
+    path = b / "preregistration.json"
+    path.chmod(0o644)
+    path.write_text(path.read_text().replace('"registered_at"', '"registered_at" ', 1))
+    run = rp.build_report([a, b]).latest
+    assert run.exploratory and run.disagreements
+    assert run.disagreements[0].startswith("b: preregistration.json and journal.jsonl disagree")
 
 
 def test_lanes_that_disagree_are_flagged_not_averaged_away(tmp_path: Path) -> None:

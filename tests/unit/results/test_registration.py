@@ -24,7 +24,7 @@ from campaign.results.registration import (
     values_hash,
 )
 from campaign.results.store import RunStore, load_run
-from tests.runs import SIM_RUN, TPUT, make_run
+from tests.runs import SIM_RUN, TPUT, make_run, unchain
 
 RULE = Preregistration().model_dump(mode="json", by_alias=True)
 FIXED = {k: v for k, v in RULE.items() if k != "sequential"}
@@ -104,6 +104,7 @@ def test_schema_2_directory_is_read_and_verified_as_before(tmp_path: Path) -> No
     """A schema-2 registration (no `levels`; values_sha256 over rule, band and arms) keeps
     its hash, is migrated in memory, and its verdict reads the levels from campaign.yaml."""
     run = make_run(tmp_path, ADOPTS, guardrails=[])
+    unchain(run)  # a schema-2 run's journal recorded no file digests
     path = run / "preregistration.json"
     doc = json.loads(path.read_text())
     del doc["levels"], doc["guardrail_bands"]

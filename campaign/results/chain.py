@@ -1,0 +1,163 @@
+"""The journal's hash chain: every line names the digest of the line before it.
+
+`journal.jsonl` is appended line by line (`journal.append`). From results schema 3 with
+`chain: 1` on its first line (`registered`), every later line carries `prev`, the SHA-256
+of the raw bytes of the line before it (its newline included). The digest of the last
+line therefore vouches for every line before it: the **run's digest**. `spec-ab run`
+prints it when it ends and `spec-ab report --format json` carries it, so a CI log holds
+an outside copy; `spec-ab verify RUN --digest D` walks the chain and compares.
+
+The first line also holds the SHA-256 of `preregistration.json` and of the frozen
+`campaign.yaml` as they were written before the first boot (`registration_sha256`,
+`campaign_sha256`): the registration, its time, the campaign, its launches and its
+hypothesis are all under the chain. A chain is evidence against an edit only with an
+anchor outside the folder (the digest printed in a CI log, or a signature:
+`results.signing`); without one, an editor who rewrites every line consistently is
+caught by nothing but the anchor — which is why the digest is printed.
+
+Appends are cheap: the digest of the last line is kept per path with the file's size,
+and re-read from the file's tail only when the size differs (another process appended).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CHAIN_VERSION = 1
+"""`chain` on the first line: how the lines are chained (1: `prev` = SHA-256 of the
+previous raw line, newline included)."""
+
+_READ_BACK = 65536
+_heads: dict[str, tuple[int, str]] = {}
+"""path → (file size, digest of its last line) after this process's last append."""
+
+
+def line_digest(raw: bytes) -> str:
+    """SHA-256 of one raw journal line (bytes as in the file, its newline included)."""
+    return hashlib.sha256(raw).hexdigest()
+
+
+def file_digest(path: Path) -> str | None:
+    """SHA-256 of a regular file's bytes; None when it is missing, not a regular file (a
+    FIFO would block, a device never end) or cannot be read."""
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def last_line(fd: int, size: int) -> bytes:
+    """The last line of an open file of `size` bytes, newline included (b"" when empty);
+    an unterminated tail (a torn line) is returned as it is."""
+    end = size
+    if end == 0:
+        return b""
+    chunks: list[bytes] = []
+    pos = end
+    # skip the final newline, then read back to the newline before it
+    while pos > 0:
+        step = min(_READ_BACK, pos)
+        pos -= step
+        chunk = os.pread(fd, step, pos)
+        search = chunk if chunks or not chunk.endswith(b"\n") else chunk[:-1]
+        cut = search.rfind(b"\n")
+        if cut >= 0:
+            chunks.append(chunk[cut + 1:])
+            break
+        chunks.append(chunk)
+    return b"".join(reversed(chunks))
+
+
+def prev_for_append(fd: int, path: Path) -> tuple[str | None, bool]:
+    """What the next line of an open journal chains to: (digest of its last line, None
+    for an empty file; whether the file ends unterminated, a line torn by a crash, which
+    the append must end with a newline first)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return None, False
+    cached = _heads.get(str(path))
+    if cached is not None and cached[0] == size:
+        return cached[1], False
+    raw = last_line(fd, size)
+    if raw.endswith(b"\n"):
+        return line_digest(raw), False
+    return line_digest(raw + b"\n"), True
+
+
+def appended(path: Path, size: int, raw: bytes) -> None:
+    """Remember the digest of the line just appended (the file is now `size` bytes)."""
+    _heads[str(path)] = (size, line_digest(raw))
+
+
+def head(path: Path) -> str | None:
+    """The run's digest: SHA-256 of the journal's last complete line (None: no journal,
+    or none complete)."""
+    if not path.is_file():  # a FIFO would block, a device never end
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        raw = last_line(fd, size)
+    finally:
+        os.close(fd)
+    return line_digest(raw) if raw.endswith(b"\n") else None
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A journal's chain, walked from its first line."""
+
+    chained: bool
+    """The first line says the journal is chained (`chain`); older journals are not."""
+    head: str | None
+    """SHA-256 of the last complete line."""
+    lines: int
+    breaks: tuple[str, ...] = ()
+    """Each place the chain does not hold, with its line number."""
+    damaged: tuple[int, ...] = ()
+    """Lines that are not JSON objects but are chained to (a crash while writing one):
+    as written, so not a break, but nothing can be read from them."""
+
+
+def walk(raw: bytes) -> Walk:
+    """Check every line's `prev` against the line before it. A line whose `prev` is not
+    the previous line's digest breaks the chain there: a line was edited, inserted or
+    removed (or the line before it was)."""
+    parts = raw.split(b"\n")
+    lines = [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    complete = [ln for ln in lines if ln.endswith(b"\n")]
+    head_digest = line_digest(complete[-1]) if complete else None
+    first = _record(lines[0]) if lines else None
+    if not (isinstance(first, dict) and first.get("chain") == CHAIN_VERSION):
+        return Walk(False, head_digest, len(lines))
+    breaks: list[str] = []
+    damaged: list[int] = []
+    prev = line_digest(lines[0])
+    for i, ln in enumerate(lines[1:], start=2):
+        rec = _record(ln)
+        if rec is None:
+            damaged.append(i)
+        elif rec.get("prev") != prev:
+            breaks.append(f"line {i} does not follow line {i - 1} (its prev is not the "
+                          "digest of the line before it): a line was edited, inserted or "
+                          "removed")
+        prev = line_digest(ln if ln.endswith(b"\n") else ln + b"\n")
+    return Walk(True, head_digest, len(lines), tuple(breaks), tuple(damaged))
+
+
+def _record(line: bytes) -> dict[str, object] | None:
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) else None

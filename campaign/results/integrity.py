@@ -1,0 +1,176 @@
+"""Is what the folder holds what was measured? The copies a run keeps of one fact, checked
+against each other.
+
+A run folder holds each fact it is judged on more than once: the registration in
+`preregistration.json` and in the journal's first line (its SHA-256, `results.chain`);
+the campaign in `campaign.yaml` and in that line; the measured values in `passes.csv` and
+in the journal's `pass` events; the journal's lines in the hash chain. When two copies
+disagree, this module says which ones and where; it does not guess which was edited.
+
+- `copies_disagree`: the cheap check every report makes (two small files hashed and the
+  journal's first line read), so a history of a thousand nights stays fast;
+- `verify_run`: everything, for `spec-ab verify` — the chain walked line by line, every
+  row of `passes.csv` against the journal, the registration's own hashes, and the run's
+  digest against one kept outside the folder (`--digest`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from campaign.errors import ResultsError
+from campaign.results import chain, signing
+from campaign.results import journal as jr
+from campaign.results import passescsv as pc
+from campaign.results.registration import Registration
+from campaign.textfiles import JOURNAL_CAP, read_capped
+
+
+def copies_disagree(run_dir: Path, registration: Registration,
+                    first: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where the registration or the frozen campaign differs from what the journal's first
+    line recorded before the first boot. Each line names both copies; none guesses which
+    was edited. A journal written before the chain holds the rule's hash only."""
+    if first.get("event") != "registered":
+        return ()
+    out: list[str] = []
+    recorded = first.get("sha256")
+    if isinstance(recorded, str) and recorded != registration.sha256:
+        out.append(f"preregistration.json and journal.jsonl disagree: the registration's rule "
+                   f"sha256 is {registration.sha256[:12]}, the journal registered "
+                   f"{recorded[:12]}")
+    for key, name in (("registration_sha256", "preregistration.json"),
+                      ("campaign_sha256", "campaign.yaml")):
+        want = first.get(key)
+        if not isinstance(want, str):
+            continue
+        got = chain.file_digest(run_dir / name)
+        if got != want and not (out and name == "preregistration.json"):
+            out.append(f"{name} and journal.jsonl disagree: the file's sha256 is "
+                       f"{(got or 'unreadable')[:12]}, the journal registered {want[:12]} "
+                       "before the first boot")
+    return tuple(out)
+
+
+NOT_PREREGISTERED = ("the run's copies disagree, so no verdict of it is pre-registered "
+                     "(`spec-ab verify RUN` runs every check)")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    run_dir: Path
+    digest: str | None
+    """The run's digest: SHA-256 of the journal's last complete line."""
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+
+def verify_run(run_dir: Path, expected_digest: str | None = None, *,
+               allowed_signers: Path | None = None, signer: str | None = None
+               ) -> Verification:
+    """Every copy of the run checked against the others (and the digest against
+    `expected_digest`, a copy kept outside the folder; the registration's signature
+    against `allowed_signers`)."""
+    path = run_dir / jr.FILE_NAME
+    if not run_dir.is_dir() or not path.exists():
+        raise ResultsError(f"{run_dir}: not a run directory (no {jr.FILE_NAME})",
+                           hint="give the folder `spec-ab run` printed")
+    raw = read_capped(path, JOURNAL_CAP, "journal")  # a FIFO or a device is refused
+    walk = chain.walk(raw)
+    checks = [_chain_check(walk)]
+    registration = Registration.load(run_dir / "preregistration.json")
+    checks.append(_registration_check(run_dir, registration))
+    first = jr.first_event(run_dir)
+    disagree = copies_disagree(run_dir, registration, first)
+    checks.append(Check("copies", not disagree,
+                        "; ".join(disagree) if disagree else _copies_ok(first)))
+    checks.append(_rows_check(run_dir))
+    checks.append(_signature_check(run_dir, raw, allowed_signers, signer))
+    if expected_digest is not None:
+        checks.append(_digest_check(walk.head, expected_digest))
+    return Verification(run_dir, walk.head, tuple(checks))
+
+
+def _chain_check(walk: chain.Walk) -> Check:
+    if not walk.chained:
+        return Check("chain", True, "journal.jsonl is not hash-chained (written before "
+                     "spec-ab chained its journal): its lines cannot be checked one by one")
+    if walk.breaks:
+        more = f" (+{len(walk.breaks) - 3} more)" if len(walk.breaks) > 3 else ""
+        return Check("chain", False, "journal.jsonl's chain is broken: "
+                     + "; ".join(walk.breaks[:3]) + more)
+    torn = (f"; line(s) {', '.join(map(str, walk.damaged))} damaged by a crash while "
+            "writing them, chained to as they are" if walk.damaged else "")
+    return Check("chain", True, f"journal.jsonl: {walk.lines} lines, each chained to the "
+                 f"one before it{torn}")
+
+
+def _registration_check(run_dir: Path, registration: Registration) -> Check:
+    try:
+        verified = registration.verify(run_dir / "preregistration.json",
+                                       list(registration.arms))
+    except ResultsError as exc:
+        return Check("registration", False, exc.message)
+    if verified.edits:
+        return Check("registration", False, "preregistration.json was edited after "
+                     "registration: " + ", ".join(verified.edits))
+    return Check("registration", True, "preregistration.json matches its own hashes")
+
+
+def _copies_ok(first: Mapping[str, Any]) -> str:
+    if isinstance(first.get("registration_sha256"), str):
+        return ("preregistration.json and campaign.yaml are the files journal.jsonl "
+                "registered before the first boot")
+    return ("the registered rule matches journal.jsonl's first line (an older journal: "
+            "the files themselves were not recorded)")
+
+
+def _rows_check(run_dir: Path) -> Check:
+    events, _ = jr.journal_problems(run_dir)
+    csv = pc.read_passes(run_dir / "passes.csv")
+    try:
+        _, problems = pc.reconcile(run_dir, csv, events)
+    except ResultsError as exc:
+        return Check("rows", False, exc.message)
+    if problems:
+        return Check("rows", False, "; ".join(problems))
+    return Check("rows", True, f"passes.csv holds the journal's {len(csv.rows)} rows, "
+                 "value by value")
+
+
+def _signature_check(run_dir: Path, raw: bytes, allowed: Path | None,
+                     signer: str | None) -> Check:
+    ok, text = signing.check_signature(run_dir, allowed, signer)
+    digest = signing.signature_digest(run_dir)
+    if not ok or digest is None:
+        return Check("signature", ok, text)
+    events = [json.loads(ln) for ln in raw.splitlines() if ln.strip().startswith(b"{")]
+    firsts = [e for e in events if isinstance(e, dict)
+              and e.get("event") in ("run_start", "slot_start")][:1]
+    if not firsts or firsts[0].get("registration_sig_sha256") != digest:
+        return Check("signature", False, text + f"; but journal.jsonl does not record "
+                     f"{signing.SIG_FILE} before the first boot (made or replaced later)")
+    return Check("signature", True, text + ", before the first boot")
+
+
+def _digest_check(head: str | None, expected: str) -> Check:
+    want = expected.strip().lower().removeprefix("sha256:")
+    if head is not None and len(want) >= 12 and head.startswith(want):
+        return Check("digest", True, f"the run's digest is {head}, as given")
+    return Check("digest", False, f"the run's digest is {head or 'none'}, not {want}: the "
+                 "journal is not the one whose digest was kept (a line was edited, added "
+                 "or removed, or the run went on after the digest was taken)")
