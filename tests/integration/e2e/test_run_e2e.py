@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -228,8 +229,9 @@ def test_aiperf_hang_times_out_and_pass_is_invalid(tmp_path: Path, out: Path) ->
     assert not procs_of(run_dir)
 
 
-def _start_background(path: Path, out: Path, tmp_path: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([*SPEC_AB, "run", str(path), "--out", str(out)], cwd=ROOT,
+def _start_background(path: Path, out: Path, tmp_path: Path,
+                      *more: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*SPEC_AB, "run", str(path), "--out", str(out), *more], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **lock_env(tmp_path)}, start_new_session=True)
 
@@ -242,12 +244,21 @@ def _wait_run_dir(out: Path) -> Path:
 def test_sigint_stops_everything_exit_130_then_resume(tmp_path: Path, out: Path) -> None:
     port = free_port()
     path = write_campaign(tmp_path, campaign_text(port))
-    proc = _start_background(path, out, tmp_path)
+    key = tmp_path / "id_ed25519"  # the lab's ssh key signs the registration
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"lab@example {key.with_suffix('.pub').read_text()}")
+    proc = _start_background(path, out, tmp_path, "--sign-key", str(key))
     try:
         run_dir = _wait_run_dir(out)
         # interrupt while AIPerf measures the control's knee
         wait_for(lambda: any(e["event"] == "server_ready" for e in journal_events(run_dir)),
                  60, "the control to be ready")
+        # a report while it measures says it is running, not "--resume"
+        live = subprocess.run([*SPEC_AB, "report", str(run_dir)], cwd=ROOT, text=True,
+                              capture_output=True, timeout=120)
+        assert "RUNNING" in live.stdout + live.stderr, live.stdout + live.stderr
+        assert "wait for the run to finish" in live.stdout + live.stderr
         wait_for(lambda: any("aiperf" in " ".join(p.cmdline()) for p in procs_of(run_dir)),
                  30, "AIPerf to start")
         proc.send_signal(signal.SIGINT)
@@ -263,6 +274,13 @@ def test_sigint_stops_everything_exit_130_then_resume(tmp_path: Path, out: Path)
     resumed = run_cli("run", "--resume", str(run_dir), env=lock_env(tmp_path))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert load_run(run_dir).complete
+    # both sessions' lines are one chain; the digest the run printed verifies it
+    digest = re.search(r"^digest=sha256:([0-9a-f]{64})$", resumed.stdout, re.M)
+    assert digest is not None, resumed.stdout
+    checked = run_cli("verify", str(run_dir), "--digest", digest.group(1),
+                      "--allowed-signers", str(allowed))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "signed by lab@example (registration.sig), before the first boot" in checked.stdout
 
 
 def test_resume_after_kill_in_the_middle_of_a_pair(tmp_path: Path, out: Path) -> None:
