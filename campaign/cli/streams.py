@@ -3,9 +3,11 @@
 - stdout closed (`spec-ab report RUN >&-`): one line on stderr, exit 3, before anything runs;
 - stdout that cannot be written (`>/dev/full`: ENOSPC, EIO...): one line on stderr naming
   the cause, exit 3 (`StdoutError`, a StorageError);
-- the reader went away (`spec-ab report RUN | head -1`): the reader has what it wanted, so
-  spec-ab stops quietly with exit 0, as documented in docs/reading-a-report.md (not 141:
-  a `set -o pipefail` script that keeps the first line must not fail on it);
+- the reader went away (`spec-ab report RUN | head -1`): the reader has what it wanted;
+  the rest of the output is discarded quietly and the command finishes with its own exit
+  code (a report 0, as docs/reading-a-report.md says; not 141, so a `set -o pipefail`
+  script that keeps the first line does not fail on it). Not stopping matters for `run`:
+  `spec-ab run | head` must not end a night of measurements (it did, exit 1);
 - an encoding that cannot spell the output (`PYTHONIOENCODING=ascii`, a C locale): the
   output is still printed, each unencodable character written as `\\u2026`.
 """
@@ -18,7 +20,7 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from campaign.errors import EXIT_INFRA, EXIT_OK, StorageError
+from campaign.errors import EXIT_INFRA, StorageError
 
 HINT = ("check where the output goes (a full disk, a closed terminal or file), or send it "
         "to a file (`> FILE`, or `spec-ab report -o FILE`)")
@@ -28,17 +30,13 @@ class StdoutError(StorageError):
     """Standard output cannot be written (exit 3)."""
 
 
-class PipeClosed(Exception):
-    """The reader of stdout went away. Not an OSError, so neither click (exit 1) nor rich
-    (its own exit 1) intercepts it on the way to `finish`."""
-
-
-def _translated(exc: OSError) -> Exception:
-    """The failure as the user's; fd 1 is silenced at once, so the rest of the command's
-    output (and the interpreter's last flush) cannot fail a second time."""
+def _translated(exc: OSError) -> StdoutError | None:
+    """The failure as the user's (None: a closed pipe, not an error); fd 1 is silenced at
+    once, so the rest of the command's output (and the interpreter's last flush) goes to
+    /dev/null instead of failing again."""
     _silence()
     if exc.errno == errno.EPIPE:
-        return PipeClosed()
+        return None
     return StdoutError(f"cannot write to standard output: {exc.strerror or exc}", hint=HINT)
 
 
@@ -56,7 +54,10 @@ class GuardedStdout:
         try:
             return int(self._stream.write(text))
         except OSError as exc:
-            raise _translated(exc) from None
+            failure = _translated(exc)
+            if failure is not None:
+                raise failure from None
+            return len(text)  # the reader is gone: discarded
 
     def writelines(self, lines: Any) -> None:
         for line in lines:
@@ -66,7 +67,13 @@ class GuardedStdout:
         try:
             self._stream.flush()
         except OSError as exc:
-            raise _translated(exc) from None
+            failure = _translated(exc)
+            if failure is not None:
+                raise failure from None
+            try:
+                self._stream.flush()  # what was buffered, to /dev/null now
+            except OSError:
+                pass
 
 
 def _say(text: str) -> None:
@@ -109,10 +116,8 @@ def finish(code: int | str | None, failure: BaseException | None = None) -> NoRe
         try:
             if sys.stdout is not None:
                 sys.stdout.flush()
-        except (PipeClosed, StdoutError) as exc:
+        except StdoutError as exc:
             failure = exc
-    if isinstance(failure, PipeClosed):
-        sys.exit(EXIT_OK)
     if isinstance(failure, StdoutError):
         _say(f"error: {failure}")
         sys.exit(EXIT_INFRA)

@@ -228,6 +228,13 @@ CASES = [
          "| head -1", 0, ("plan sim-adaptive",)),
     Case("stdout-broken-pipe-report", lambda t: f"set -o pipefail; {{py}} report "
          f"{_run_dir(t)} -f markdown | head -1", 0, ("# Decision",)),
+    # `| true`: the reader is gone before the first line; the command still finishes
+    Case("stdout-reader-gone-run", lambda t: f"set -o pipefail; {{py}} run {SIM_YAML} "
+         "--dry-run | true", 0),
+    Case("stdout-reader-gone-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
+         "| true", 0),
+    Case("stdout-reader-gone-report-json", lambda t: f"set -o pipefail; {{py}} report "
+         f"{_run_dir(t)} -f json | true", 0),
     # 6. one run given twice
     Case("report-run-twice", _report_twice(str), 2, ("is given twice",)),
     Case("report-run-twice-slash", _report_twice(lambda r: f"{r}/"), 2, ("is given twice",)),
