@@ -32,7 +32,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import bootfail, chain, pool, redos, running
+from campaign.results import bootfail, pool, redos, running
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
@@ -174,7 +174,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         notes=(*run.notes, *prep.notes, *_redone(run)),
         registration_edits=run.registration_edits,
         disagreements=run.disagreements,
-        journal_sha256=chain.head(run.run_dir / "journal.jsonl"),
+        journal_sha256=run.journal_sha256,
         journal_chained=run.chained,
         running=None if live is None else live.line(run.run_dir),
         results_schema_version=run.schema_version,

@@ -30,8 +30,8 @@ from campaign.results.registration import Registration
 from campaign.textfiles import JOURNAL_CAP, read_capped
 
 
-def copies_disagree(run_dir: Path, registration: Registration,
-                    first: Mapping[str, Any]) -> tuple[str, ...]:
+def copies_disagree(run_dir: Path, registration: Registration, first: Mapping[str, Any],
+                    *, campaign_sha256: str | None = None) -> tuple[str, ...]:
     """Where the registration or the frozen campaign differs from what the journal's first
     line recorded before the first boot. Each line names both copies; none guesses which
     was edited. A journal written before the chain holds the rule's hash only."""
@@ -48,7 +48,9 @@ def copies_disagree(run_dir: Path, registration: Registration,
         want = first.get(key)
         if not isinstance(want, str):
             continue
-        got = chain.file_digest(run_dir / name)
+        # the bytes the reader already hashed, else the file read again
+        got = (registration.file_sha256 if name == "preregistration.json"
+               else campaign_sha256) or chain.file_digest(run_dir / name)
         if got != want and not (out and name == "preregistration.json"):
             out.append(f"{name} and journal.jsonl disagree: the file's sha256 is "
                        f"{(got or 'unreadable')[:12]}, the journal registered {want[:12]} "

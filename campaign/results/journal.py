@@ -214,6 +214,9 @@ class Ending:
     undigested: bool = False
     """The journal is intact but its `finished` event predates `passes_sha256` (a run of an
     older spec-ab): only the row count can vouch for passes.csv unread."""
+    head: str | None = None
+    """The run's digest (`results.chain.head`: SHA-256 of the last complete line), from
+    the same tail when the last line fits in it."""
 
 
 def ending(run_dir: Path) -> Ending:
@@ -228,6 +231,7 @@ def ending(run_dir: Path) -> Ending:
             raw = f.read()
     except FileNotFoundError:
         return Ending(False, None)
+    head = _tail_head(raw, whole=size <= TAIL_BYTES)
     tail = raw.decode("utf-8", errors="replace")
     last = len(tail.splitlines()) - 1
     for i, line in reversed(list(enumerate(tail.splitlines()))):
@@ -246,8 +250,19 @@ def ending(run_dir: Path) -> Ending:
         return Ending(bool(ev.get("complete")),
                       rows if intact and isinstance(rows, int) else None,
                       digest if intact and isinstance(digest, str) else None,
-                      undigested=intact and "passes_sha256" not in ev)
-    return Ending(False, None)
+                      undigested=intact and "passes_sha256" not in ev, head=head)
+    return Ending(False, None, head=head)
+
+
+def _tail_head(raw: bytes, *, whole: bool) -> str | None:
+    """SHA-256 of the last complete line in a journal's tail (None when the file ends
+    torn, or the last line is longer than the tail)."""
+    if not raw.endswith(b"\n"):
+        return None
+    cut = raw.rfind(b"\n", 0, len(raw) - 1)
+    if cut < 0 and not whole:
+        return None
+    return chain.line_digest(raw[cut + 1:])
 
 
 def finished(events: Events) -> bool:

@@ -216,5 +216,6 @@ def _pooled(shards: Sequence[tuple[RunDir, str]], lanes: tuple[str, ...]) -> Poo
                                                for e in r.registration_edits)),
         disagreements=tuple(f"{lane}: {d}" for r, lane in shards for d in r.disagreements),
         chained=all(r.chained for r, _ in shards),
+        journal_sha256=None,  # each shard has its own (`spec-ab verify SHARD`)
     )
     return Pooled(run, tuple(out_shards), lanes, lane_of)

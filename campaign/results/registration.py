@@ -206,6 +206,9 @@ class Registration(BaseModel):
     )
 
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
+    _file_sha256: str | None = PrivateAttr(None)
+    """SHA-256 of the file's bytes as read (`load`): what the journal's first line is
+    checked against (`results.integrity`)."""
 
     @field_validator("drift_band", mode="before")
     @classmethod
@@ -230,6 +233,11 @@ class Registration(BaseModel):
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
                    values_sha256=values_hash(rule, drift_band, arms, levels, bands),
                    levels=levels, guardrail_bands=bands)
+
+    @property
+    def file_sha256(self) -> str | None:
+        """SHA-256 of preregistration.json as `load` read it (None: not read from a file)."""
+        return self._file_sha256
 
     @property
     def written_version(self) -> int:
@@ -311,12 +319,14 @@ class Registration(BaseModel):
         """Write the file atomically; an existing file is never replaced."""
         text = json.dumps(self.model_dump(mode="json"), indent=2, default=str) + "\n"
         atomic_write(path, text, overwrite=False)
+        self._file_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     @classmethod
     def load(cls, path: Path) -> Registration:
         """Read, migrate (in memory) and validate; `ResultsError` names what is wrong."""
         try:
-            doc = json.loads(read_capped(path, DOC_CAP, "preregistration").decode("utf-8"))
+            raw = read_capped(path, DOC_CAP, "preregistration")
+            doc = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             raise ResultsError(f"{path}: missing; not a spec-ab run",
                                hint="give a folder made by `spec-ab run`") from None
@@ -347,6 +357,7 @@ class Registration(BaseModel):
         if version >= 3 and "levels" not in doc:
             raise ResultsError(f"{path}: 'levels' is missing")
         reg._written_version = version
+        reg._file_sha256 = hashlib.sha256(raw).hexdigest()
         return reg
 
 

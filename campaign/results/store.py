@@ -30,6 +30,7 @@ directories are described in `campaign.results.registration`.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import uuid
 from collections.abc import Callable, Sequence
@@ -270,6 +271,8 @@ class RunDir:
     the run is then pre-registered."""
     chained: bool = False
     """The journal is hash-chained (its first line says so: `results.chain`)."""
+    journal_sha256: str | None = None
+    """The run's digest: SHA-256 of the journal's last complete line (`results.chain`)."""
     _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
     batch: Batch | None = field(default=None, repr=False)
     """Where `passes` was cut from, when `load_runs` read a history in one parse."""
@@ -293,14 +296,16 @@ share one file, parsed and validated once."""
 
 
 def _frozen_campaign(run_dir: Path, base: Path | None
-                     ) -> tuple[Campaign | None, tuple[str, ...]]:
-    """The frozen campaign.yaml as the campaign model, or None and why it is not one;
-    `base`: the campaign's own folder at registration (its relative paths)."""
+                     ) -> tuple[Campaign | None, tuple[str, ...], str | None]:
+    """The frozen campaign.yaml as the campaign model, or None and why it is not one, and
+    the SHA-256 of its bytes (None: missing); `base`: the campaign's own folder at
+    registration (its relative paths)."""
     path = run_dir / "campaign.yaml"
     try:
         raw = read_capped(path, MAX_FILE_BYTES, "frozen campaign.yaml")
     except FileNotFoundError:
-        return None, (f"{path.name} is missing",)
+        return None, (f"{path.name} is missing",), None
+    digest = hashlib.sha256(raw).hexdigest()
     key = (raw, str(base))
     if key not in _CAMPAIGN_CACHE:
         try:
@@ -313,10 +318,10 @@ def _frozen_campaign(run_dir: Path, base: Path | None
         _CAMPAIGN_CACHE[key] = parsed
     campaign, problems = _CAMPAIGN_CACHE[key]
     if campaign is None:
-        return None, problems
+        return None, problems, digest
     own = campaign.model_copy()  # a shallow copy that knows its own file
     own._source = path.resolve()
-    return own, ()
+    return own, (), digest
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -369,8 +374,9 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         passes, more = pc.reconcile(run_dir, csv, events)
         notes += more
     first = jr.first_event(run_dir)
-    campaign, problems = _frozen_campaign(run_dir, jr.base_dir_of([first]))
-    disagree = integrity.copies_disagree(run_dir, registration, first)
+    campaign, problems, campaign_sha = _frozen_campaign(run_dir, jr.base_dir_of([first]))
+    disagree = integrity.copies_disagree(run_dir, registration, first,
+                                         campaign_sha256=campaign_sha)
     notes[:0] = [*disagree, integrity.NOT_PREREGISTERED] if disagree else []
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
@@ -387,7 +393,9 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
                   registration=registration, campaign=campaign, campaign_problems=problems,
                   manifest=manifest, complete=end.complete,
                   notes=tuple(notes), registration_edits=edits, disagreements=disagree,
-                  chained=first.get("chain") == chain.CHAIN_VERSION, _journal=events)
+                  chained=first.get("chain") == chain.CHAIN_VERSION,
+                  journal_sha256=end.head or chain.head(run_dir / jr.FILE_NAME),
+                  _journal=events)
 
 
 def load_run(run_dir: Path | str) -> RunDir:

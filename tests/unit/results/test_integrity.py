@@ -256,3 +256,16 @@ def test_verify_refuses_a_journal_that_is_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(run / "journal.jsonl")
     code, out = _cli("verify", str(run))
     assert code == 2 and "journal.jsonl" in out
+
+
+def test_the_digest_from_the_tail_is_the_chain_head(tmp_path: Path) -> None:
+    """The report reads the run's digest from the tail `ending` already reads; a run whose
+    last line is longer than that tail falls back to reading the last line."""
+    from campaign.results.store import RunStore, load_run
+
+    run = make_run(tmp_path, ADOPTS, guardrails=[])
+    assert jr.ending(run).head == chain.head(run / "journal.jsonl") is not None
+    assert load_run(run).journal_sha256 == chain.head(run / "journal.jsonl")
+    RunStore.open(run).journal("look", pair=1, note="x" * (jr.TAIL_BYTES + 10))
+    assert jr.ending(run).head is None
+    assert load_run(run).journal_sha256 == chain.head(run / "journal.jsonl") is not None
