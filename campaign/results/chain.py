@@ -15,8 +15,9 @@ anchor outside the folder (the digest printed in a CI log, or a signature:
 `results.signing`); without one, an editor who rewrites every line consistently is
 caught by nothing but the anchor — which is why the digest is printed.
 
-Appends are cheap: the digest of the last line is kept per path with the file's size,
-and re-read from the file's tail only when the size differs (another process appended).
+Appends are cheap: the digest of the last line is kept per path with the file's size and
+modification time, and re-read from the file's tail only when either differs (another
+process appended, or the file was replaced).
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ CHAIN_VERSION = 1
 previous raw line, newline included)."""
 
 _READ_BACK = 65536
-_heads: dict[str, tuple[int, str]] = {}
-"""path → (file size, digest of its last line) after this process's last append."""
+_heads: dict[str, tuple[tuple[int, int], str]] = {}
+"""path → ((file size, mtime in ns), digest of its last line) after this process's last
+append: another writer changes the size or the time, and the tail is read again."""
 
 
 def line_digest(raw: bytes) -> str:
@@ -79,11 +81,12 @@ def prev_for_append(fd: int, path: Path) -> tuple[str | None, bool]:
     """What the next line of an open journal chains to: (digest of its last line, None
     for an empty file; whether the file ends unterminated, a line torn by a crash, which
     the append must end with a newline first)."""
-    size = os.fstat(fd).st_size
+    st = os.fstat(fd)
+    size = st.st_size
     if size == 0:
         return None, False
     cached = _heads.get(str(path))
-    if cached is not None and cached[0] == size:
+    if cached is not None and cached[0] == (size, st.st_mtime_ns):
         return cached[1], False
     raw = last_line(fd, size)
     if raw.endswith(b"\n"):
@@ -91,9 +94,10 @@ def prev_for_append(fd: int, path: Path) -> tuple[str | None, bool]:
     return line_digest(raw + b"\n"), True
 
 
-def appended(path: Path, size: int, raw: bytes) -> None:
-    """Remember the digest of the line just appended (the file is now `size` bytes)."""
-    _heads[str(path)] = (size, line_digest(raw))
+def appended(fd: int, path: Path, raw: bytes) -> None:
+    """Remember the digest of the line just appended to the open file `fd`."""
+    st = os.fstat(fd)
+    _heads[str(path)] = ((st.st_size, st.st_mtime_ns), line_digest(raw))
 
 
 def head(path: Path) -> str | None:

@@ -139,7 +139,7 @@ def append(path: Path, event: Event, t: str, **data: Any) -> dict[str, Any]:
             if exc.filename is None:
                 exc.filename = str(path)
             raise
-        chain.appended(path, size + len(raw) + torn, raw)
+        chain.appended(fd, path, raw)
     finally:
         os.close(fd)
     return record

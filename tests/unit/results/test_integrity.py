@@ -269,3 +269,20 @@ def test_the_digest_from_the_tail_is_the_chain_head(tmp_path: Path) -> None:
     RunStore.open(run).journal("look", pair=1, note="x" * (jr.TAIL_BYTES + 10))
     assert jr.ending(run).head is None
     assert load_run(run).journal_sha256 == chain.head(run / "journal.jsonl") is not None
+
+
+def test_a_journal_replaced_with_one_of_the_same_size_is_read_again(tmp_path: Path) -> None:
+    """The cached digest of the last line is keyed by size and modification time: a file
+    replaced behind the writer's back (same size, other bytes) is chained to as it is."""
+    import os
+
+    path = tmp_path / "journal.jsonl"
+    jr.append(path, "registered", "t0", chain=1)
+    jr.append(path, "pair_start", "t1", pair=1)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"pair": 1', b'"pair": 2'))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    jr.append(path, "pair_done", "t2", pair=2)
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[-1])["prev"] == hashlib.sha256(lines[-2]).hexdigest()
