@@ -16,7 +16,6 @@ disagree, this module says which ones and where; it does not guess which was edi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,8 +99,9 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     disagree = copies_disagree(run_dir, registration, first)
     checks.append(Check("copies", not disagree,
                         "; ".join(disagree) if disagree else _copies_ok(first)))
-    checks.append(_rows_check(run_dir))
-    checks.append(_signature_check(run_dir, raw, allowed_signers, signer))
+    events, _ = jr.journal_problems(run_dir)  # parsed once, torn lines left out
+    checks.append(_rows_check(run_dir, events))
+    checks.append(_signature_check(run_dir, events, allowed_signers, signer))
     if expected_digest is not None:
         checks.append(_digest_check(walk.head, expected_digest))
     return Verification(run_dir, walk.head, tuple(checks))
@@ -141,8 +141,7 @@ def _copies_ok(first: Mapping[str, Any]) -> str:
             "the files themselves were not recorded)")
 
 
-def _rows_check(run_dir: Path) -> Check:
-    events, _ = jr.journal_problems(run_dir)
+def _rows_check(run_dir: Path, events: list[dict[str, Any]]) -> Check:
     csv = pc.read_passes(run_dir / "passes.csv")
     try:
         _, problems = pc.reconcile(run_dir, csv, events)
@@ -154,15 +153,13 @@ def _rows_check(run_dir: Path) -> Check:
                  "value by value")
 
 
-def _signature_check(run_dir: Path, raw: bytes, allowed: Path | None,
+def _signature_check(run_dir: Path, events: list[dict[str, Any]], allowed: Path | None,
                      signer: str | None) -> Check:
     ok, text = signing.check_signature(run_dir, allowed, signer)
     digest = signing.signature_digest(run_dir)
     if not ok or digest is None:
         return Check("signature", ok, text)
-    events = [json.loads(ln) for ln in raw.splitlines() if ln.strip().startswith(b"{")]
-    firsts = [e for e in events if isinstance(e, dict)
-              and e.get("event") in ("run_start", "slot_start")][:1]
+    firsts = [e for e in events if e.get("event") in ("run_start", "slot_start")][:1]
     if not firsts or firsts[0].get("registration_sig_sha256") != digest:
         return Check("signature", False, text + f"; but journal.jsonl does not record "
                      f"{signing.SIG_FILE} before the first boot (made or replaced later)")

@@ -105,3 +105,15 @@ def test_sign_key_with_resume_is_a_usage_error(tmp_path: Path, key: tuple[Path, 
     run = make_run(tmp_path, PAIRS, guardrails=[])
     res = CliRunner().invoke(app, ["run", "--resume", str(run), "--sign-key", str(key[0])])
     assert res.exit_code == 2 and "--sign-key signs a new registration" in res.output
+
+
+def test_a_signed_run_torn_by_a_crash_still_verifies(tmp_path: Path,
+                                                    key: tuple[Path, Path]) -> None:
+    """A crash mid-line leaves `{...` unterminated: the signature check reads the
+    journal's events as every reader does (the torn line left out), not line by line."""
+    run = _signed_run(tmp_path, key[0])
+    with open(run / "journal.jsonl", "ab") as f:
+        f.write(b'{"t": "t9", "event": "pass", "rows": [1, 2')
+    code, out = _verify(run, "--allowed-signers", str(key[1]))
+    assert "Traceback" not in out and "before the first boot" in out
+    assert code == 0, out
