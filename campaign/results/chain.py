@@ -28,6 +28,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from campaign.errors import ResultsError
+from campaign.textfiles import open_regular
+
 CHAIN_VERSION = 1
 """`chain` on the first line: how the lines are chained (1: `prev` = SHA-256 of the
 previous raw line, newline included)."""
@@ -46,12 +49,13 @@ def line_digest(raw: bytes) -> str:
 def file_digest(path: Path) -> str | None:
     """SHA-256 of a regular file's bytes; None when it is missing, not a regular file (a
     FIFO would block, a device never end) or cannot be read."""
-    if not path.is_file():
-        return None
     try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except OSError:
+        with open_regular(path) as f:
+            digest = hashlib.sha256()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+            return digest.hexdigest()
+    except (OSError, ResultsError):
         return None
 
 
@@ -103,17 +107,11 @@ def appended(fd: int, path: Path, raw: bytes) -> None:
 def head(path: Path) -> str | None:
     """The run's digest: SHA-256 of the journal's last complete line (None: no journal,
     or none complete)."""
-    if not path.is_file():  # a FIFO would block, a device never end
-        return None
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        with open_regular(path, "journal") as f:  # a FIFO would block, a device never end
+            raw = last_line(f.fileno(), os.fstat(f.fileno()).st_size)
+    except (OSError, ResultsError):
         return None
-    try:
-        size = os.fstat(fd).st_size
-        raw = last_line(fd, size)
-    finally:
-        os.close(fd)
     return line_digest(raw) if raw.endswith(b"\n") else None
 
 
