@@ -217,6 +217,8 @@ class Ending:
     head: str | None = None
     """The run's digest (`results.chain.head`: SHA-256 of the last complete line), from
     the same tail when the last line fits in it."""
+    first: Mapping[str, Any] = field(default_factory=dict)
+    """The journal's first event (`first_event`), read through the same open file."""
 
 
 def ending(run_dir: Path) -> Ending:
@@ -226,6 +228,7 @@ def ending(run_dir: Path) -> Ending:
     path = run_dir / FILE_NAME
     try:
         with open_regular(path, "journal") as f:
+            first = _first(f.readline(TAIL_BYTES))
             size = f.seek(0, os.SEEK_END)
             f.seek(max(0, size - TAIL_BYTES))
             raw = f.read()
@@ -250,8 +253,9 @@ def ending(run_dir: Path) -> Ending:
         return Ending(bool(ev.get("complete")),
                       rows if intact and isinstance(rows, int) else None,
                       digest if intact and isinstance(digest, str) else None,
-                      undigested=intact and "passes_sha256" not in ev, head=head)
-    return Ending(False, None, head=head)
+                      undigested=intact and "passes_sha256" not in ev, head=head,
+                      first=first)
+    return Ending(False, None, head=head, first=first)
 
 
 def _tail_head(raw: bytes, *, whole: bool) -> str | None:
@@ -282,9 +286,16 @@ def first_event(run_dir: Path) -> dict[str, Any]:
     are checked against (`results.integrity`)."""
     try:
         with open_regular(run_dir / FILE_NAME, "journal") as f:
-            first = f.readline(TAIL_BYTES)
-        ev = json.loads(first)
-    except (OSError, ValueError, ResultsError):
+            return _first(f.readline(TAIL_BYTES))
+    except (OSError, ResultsError):
+        return {}
+
+
+def _first(line: bytes) -> dict[str, Any]:
+    """A journal's first line as an event ({} when it does not parse as one)."""
+    try:
+        ev = json.loads(line)
+    except ValueError:
         return {}
     return ev if isinstance(ev, dict) else {}
 

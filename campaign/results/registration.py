@@ -209,6 +209,8 @@ class Registration(BaseModel):
     _file_sha256: str | None = PrivateAttr(None)
     """SHA-256 of the file's bytes as read (`load`): what the journal's first line is
     checked against (`results.integrity`)."""
+    _rule_intact: bool | None = PrivateAttr(None)
+    """`rule_intact`, once asked (None: not yet)."""
 
     @field_validator("drift_band", mode="before")
     @classmethod
@@ -246,8 +248,11 @@ class Registration(BaseModel):
 
     @property
     def rule_intact(self) -> bool:
-        """Does the rule still hash to `sha256` (nobody edited it after registration)?"""
-        return rule_hash(self.rule) == self.sha256
+        """Does the rule still hash to `sha256` (nobody edited it after registration)?
+        Hashed once per object (the model is frozen): loading a run asks twice."""
+        if self._rule_intact is None:
+            self._rule_intact = rule_hash(self.rule) == self.sha256
+        return self._rule_intact
 
     def verify(self, path: Path, campaign_arms: Sequence[str] | None = None, *,
                campaign: Campaign | None = None) -> Verified:

@@ -344,16 +344,16 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
               digest: str | None = None) -> RunDir:
     """One run directory read back; `passes` its rows when already read (`load_runs`),
     `sound` when they are known to parse and hold no duplicated row."""
-    if run_dir.is_file():
-        raise ResultsError(f"{run_dir}: is a file, not a results directory",
-                           hint="give the folder `spec-ab run` printed "
-                           "(results/<date>-<name>-<id>)")
-    if not run_dir.is_dir():
-        raise ResultsError(f"{run_dir}: no such results directory")
-    if not (run_dir / "preregistration.json").is_file():
+    reg_path = run_dir / "preregistration.json"
+    if not reg_path.is_file():  # one stat for a run; what is wrong is looked at only then
+        if run_dir.is_file():
+            raise ResultsError(f"{run_dir}: is a file, not a results directory",
+                               hint="give the folder `spec-ab run` printed "
+                               "(results/<date>-<name>-<id>)")
+        if not run_dir.is_dir():
+            raise ResultsError(f"{run_dir}: no such results directory")
         raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
                            hint="give a folder made by `spec-ab run`")
-    reg_path = run_dir / "preregistration.json"
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
     csv = (pc.read_passes(run_dir / "passes.csv") if passes is None
@@ -373,7 +373,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         events, notes = jr.journal_problems(run_dir)
         passes, more = pc.reconcile(run_dir, csv, events)
         notes += more
-    first = jr.first_event(run_dir)
+    first = end.first
     campaign, problems, campaign_sha = _frozen_campaign(run_dir, jr.base_dir_of([first]))
     disagree = integrity.copies_disagree(run_dir, registration, first,
                                          campaign_sha256=campaign_sha)

@@ -176,9 +176,12 @@ def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
     assert data._journal is None and [e["event"] for e in data.journal] == ["pass", "finished"]
     with open(run / "journal.jsonl", "a") as f:
         f.write('{"t": "2026-11-29T10:00:00.000Z", "event": "run_start"}\n')
-    assert dataclasses.replace(jr.ending(run), head=None) == jr.Ending(True, None)  # read it all
+    end = jr.ending(run)
+    assert end.first == jr.first_event(run)  # the first line, through the same open file
+    assert dataclasses.replace(end, head=None, first={}) == jr.Ending(True, None)  # read it all
     unfinished = make_run(tmp_path, 2, finished=False)
-    assert dataclasses.replace(jr.ending(unfinished), head=None) == jr.Ending(False, None)
+    end = jr.ending(unfinished)
+    assert dataclasses.replace(end, head=None, first={}) == jr.Ending(False, None)
     data = load_run(unfinished)  # counted from the whole journal
     assert not data.complete and list(data.passes.value) == [103.0, 103.0, 104.0]
 
