@@ -56,10 +56,19 @@ REASON_TEXT = {
 }
 
 
+EXPLORATORY_REASON_TEXT = {
+    **REASON_TEXT,
+    "rule-met": "the rule is met, a rule not pre-registered",
+    "below-bar": "the change does not clear the bar of a rule not pre-registered",
+}
+"""The same reasons for an exploratory run (`--rule` overrides, or copies that disagree):
+its headline must not call the rule it was judged on pre-registered."""
+
+
 def headline(run: RunReport) -> str:
     """The first line of every format: the decision and why."""
     v = run.verdict
-    why = REASON_TEXT[v.reason]
+    why = (EXPLORATORY_REASON_TEXT if run.exploratory else REASON_TEXT)[v.reason]
     if v.settle:
         why += f" — to settle it: {v.settle}"
     return f"Decision: {decision_label(run)} ({v.reason}: {why})"

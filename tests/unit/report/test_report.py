@@ -168,6 +168,22 @@ def test_overrides_mark_every_output_exploratory(golden_run: Path) -> None:
         rp.build_report([golden_run], rule_overrides={"seed": "3"})
 
 
+def test_an_exploratory_headline_never_calls_its_rule_pre_registered(golden_run: Path) -> None:
+    """The first line of every format says why; under --rule overrides the rule it was
+    judged on is not the registered one, whichever way the decision goes."""
+    registered = _report([golden_run])
+    assert "the pre-registered rule is met" in rp.render(registered, "table").splitlines()[0]
+    for overrides, decision in (({"margin": "0.05"}, "adopt"), ({"margin": "0.2"}, "keep-default")):
+        rep = _report([golden_run], rule_overrides=overrides)
+        assert rep.latest.decision == decision
+        for fmt in ("table", "markdown", "html"):
+            out = rp.render(rep, fmt)  # type: ignore[arg-type]
+            head = next(line for line in out.splitlines() if "Decision:" in line)
+            assert "pre-registered rule" not in head and "pre-registered bar" not in head, fmt
+            assert "not pre-registered" in head, fmt
+        assert "not pre-registered" in rp.summary_lines(rep)[0] + rp.summary_lines(rep)[1]
+
+
 def test_rule_edited_after_registration_uses_the_registered_one(golden_run: Path) -> None:
     path = golden_run / "campaign.yaml"
     doc = json.loads(path.read_text())
