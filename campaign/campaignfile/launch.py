@@ -379,8 +379,8 @@ class DockerLaunch(_ContainerBase):
     @classmethod
     def _ports(cls, v: list[str]) -> list[str]:
         for p in v:
-            if not re.match(r"^(\d+\.\d+\.\d+\.\d+:)?\d+:\d+(/tcp|/udp)?$", p):
-                raise ValueError(f"'{p}' is not host:container")
+            if not re.fullmatch(r"(\d+\.\d+\.\d+\.\d+:)?\d+:\d+(/tcp|/udp)?", p):
+                raise ValueError(f"{p!r} is not host:container")
         return v
 
     @model_validator(mode="after")

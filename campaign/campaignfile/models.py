@@ -271,8 +271,9 @@ class AgentfixWorkload(Model):
         if not v:
             raise ValueError("give at least one content class")
         for name in v:
-            if not re.match(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
-                raise ValueError(f"class name '{name}' must be lowercase and not like c<N>")
+            if not re.fullmatch(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
+                raise ValueError(f"class name {name!r} must be lowercase letters, digits, "
+                                 "'.', '_' or '-' (at most 63) and not like c<N>")
         return v
 
     @property
@@ -403,8 +404,8 @@ class Campaign(Model):
     @classmethod
     def _lane_names(cls, v: dict[str, LaneSpec]) -> dict[str, LaneSpec]:
         for name in v:
-            if not re.match(NAME_RE, name):
-                raise ValueError(f"lane name '{name}' must match {NAME_RE}")
+            if not re.fullmatch(NAME_RE, name):
+                raise ValueError(f"lane name {name!r} must match {NAME_RE}")
         return v
 
     @model_validator(mode="after")
@@ -426,8 +427,8 @@ class Campaign(Model):
         if len(v) < 2:
             raise ValueError("add at least one candidate arm beside `control`")
         for name in v:
-            if not re.match(NAME_RE, name):
-                raise ValueError(f"arm name '{name}' must match {NAME_RE}")
+            if not re.fullmatch(NAME_RE, name):
+                raise ValueError(f"arm name {name!r} must match {NAME_RE}")
             if re.search(REDO_SUFFIX, name):
                 raise ValueError(
                     f"arm name '{name}' ends in .redo<N>, which names the folder of a redone "

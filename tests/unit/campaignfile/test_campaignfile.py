@@ -163,6 +163,13 @@ CASES: list[tuple[str, str, list[str]]] = [
      ["workloads.agentfix.fixtures.shell", "nope.jsonl does not exist", "(line 32)"]),
     ("tokenizer-missing", sub("tokenizer: tok", "tokenizer: tokz"),
      ["workloads.tokenizer", "does not exist", "(line 26)"]),
+    # a YAML key may hold a newline; `re.match(...$)` let "shell\n" through as a class
+    ("fixture-class-newline", sub("      shell: shell.jsonl", '      "shell\\n": shell.jsonl'),
+     ["workloads.agentfix.fixtures", "class name 'shell\\n'"]),
+    ("arm-name-newline", sub("  depth7:", '  "depth7\\n":'), ["arms", "arm name 'depth7\\n'"]),
+    ("docker-port-newline", docker_base().replace('  ports: ["18999:8000"]',
+                                                  '  ports: ["18999:8000\\n"]'),
+     ["server.ports", "'18999:8000\\n' is not host:container"]),
     ("builtin-unknown", sub("shell: shell.jsonl", "shell: builtin:agentfix/shel"),
      ["workloads.agentfix.fixtures.shell", "builtin:agentfix/shel is not shipped",
       "builtin:agentfix/shell", "(line 32)"]),
