@@ -14,7 +14,10 @@ from campaign.campaignfile import Campaign, DockerLaunch, ExternalLaunch, Launch
 
 AIPERF_STARTUP_S = 9.0
 """Measured with AIPerf 0.13 on 2 cores: 6–7 s idle, 8.5–11 s under load. A concurrency
-sweep restarts AIPerf for every level, so the knee pays it once per level."""
+sweep restarts AIPerf for every level, so the knee pays it once per level (once in all
+with `one_process`)."""
+PAUSE_S = 2.0
+"""`run.phases.PAUSE_S`: a one-process knee's idle pause between two levels."""
 STREAM_TOK_S = 100.0
 BOOT_S = {"docker": 420.0, "process": 5.0, "external": 0.0}
 
@@ -57,8 +60,11 @@ def estimate(campaign: Campaign) -> Estimate:
         for w in campaign.warmups(arm):
             t += AIPERF_STARTUP_S + _decode_s(w.requests, w.concurrency, w.output_tokens, speed)
         if wl.knee:
+            one = wl.knee.one_process and len(wl.knee.concurrency) > 1
+            if one:  # one start-up, a pause between two levels (run.phases)
+                t += AIPERF_STARTUP_S + PAUSE_S * (len(wl.knee.concurrency) - 1)
             for c in wl.knee.concurrency:
-                t += AIPERF_STARTUP_S
+                t += 0.0 if one else AIPERF_STARTUP_S
                 if wl.knee.duration_s:
                     t += wl.knee.duration_s
                 else:

@@ -278,7 +278,7 @@ def _level_cuts(ap: ArmPass, prefix: Path, before: metrics.Snapshot,
     level left its request times; the /metrics text of each inner cut taken while nothing
     moved is kept beside the pass's own scrapes (`<pass>-after-<level>.prom`)."""
     windows = {lv.concurrency: w for lv in outcome.levels
-               if (w := records.request_window(records.records_path(lv))) is not None}
+               if (w := records.request_window(records.records_path(lv), lv.phase)) is not None}
     if set(windows) != set(ap.plan.concurrency):
         return []
     cuts = levelcut.cut(before, after, ticks, windows)

@@ -48,6 +48,7 @@ from campaign import secrets
 from campaign.errors import PassError
 from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
+from campaign.run import phases
 
 EXPORT_NAME = "profile_export_aiperf.json"
 AIPERF_SUBDIR = "aiperf"
@@ -87,6 +88,8 @@ class PassPlan:
     duration_grace_s: float | None = None
     # The aiperf executable; None: the one next to this Python, else `aiperf` on PATH.
     executable: str | None = None
+    # Every level in one AIPerf process (`run.phases`) where `phases.applies`, else a sweep.
+    one_process: bool = False
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -125,6 +128,9 @@ class LevelResult:
     osl_mismatch: int | None
     export_path: Path
     error_summary: list[str] = field(default_factory=list)
+    phase: str | None = None
+    """Its AIPerf phase when the levels ran in one process (`run.phases`): its requests'
+    records are then in the run's one records file, named by this phase."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (for the journal)."""
@@ -195,6 +201,8 @@ def aiperf_command(plan: PassPlan, artifact_dir: Path, *,
     (default `LEAN_STARTUP`) skips start-up work that changes nothing measured."""
     if lean is None:
         lean = LEAN_STARTUP
+    if phases.applies(plan):
+        return phases.command(artifact_dir, plan.executable or default_executable())
     cmd = [
         plan.executable or default_executable(),
         "profile",
@@ -268,18 +276,18 @@ EXPORT_METRICS: dict[str, tuple[str, str]] = {
 }
 
 
-ZERO_IS_NO_MEASUREMENT = ("ttft_p50", "ttft_p99", "request_latency_p50",
-                          "request_latency_p99")
-"""Latency statistics a served request cannot have at 0: a level showing one is invalid."""
-
-
-def _level_concurrency(data: Mapping[str, Any], path: Path) -> int | None:
+def _level_concurrency(data: Mapping[str, Any], path: Path, name: str | None) -> int | None:
+    """The level's concurrency: its phase's (by `name` when the run had several phases,
+    whose exports each list all of them), the sweep's variation, or its folder's name."""
     config = data.get("input_config")
     if isinstance(config, Mapping):
         for phase in config.get("phases") or []:
-            if (isinstance(phase, Mapping) and phase.get("kind") == "profiling"
-                    and isinstance(phase.get("concurrency"), int)):
+            if (isinstance(phase, Mapping) and isinstance(phase.get("concurrency"), int)
+                    and (phase.get("name") == name if name is not None
+                         else phase.get("kind") == "profiling")):
                 return int(phase["concurrency"])
+        if name is not None:
+            return None
     run_info = data.get("run_info")
     if isinstance(run_info, Mapping):
         values = run_info.get("variation_values") or {}
@@ -292,15 +300,26 @@ def _level_concurrency(data: Mapping[str, Any], path: Path) -> int | None:
     return None
 
 
-def parse_export(path: Path) -> LevelResult:
-    """One `profile_export_aiperf.json` → a level. Raises ValueError when unusable."""
+def _profiling_phases(data: Mapping[str, Any]) -> int:
+    config = data.get("input_config")
+    listed = config.get("phases") if isinstance(config, Mapping) else None
+    return sum(isinstance(p, Mapping) and p.get("kind") == "profiling"
+               for p in (listed if isinstance(listed, list) else []))
+
+
+def parse_export(path: Path, phase: str | None = None) -> LevelResult:
+    """One `profile_export_aiperf.json` (of the AIPerf `phase` when the run had several) →
+    a level. Raises ValueError when unusable."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: unreadable AIPerf export ({exc})") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{path}: AIPerf export is not a JSON object")
-    concurrency = _level_concurrency(data, path)
+    if phase is None and _profiling_phases(data) > 1:
+        raise ValueError(f"{path}: the combined export of a run of several phases (stopped "
+                         "before AIPerf exported each phase): no level is read from it")
+    concurrency = _level_concurrency(data, path, phase)
     if concurrency is None:
         raise ValueError(f"{path}: no profiling concurrency in the export")
     completed = int(_stat(data, "request_count", "avg") or 0)
@@ -337,15 +356,20 @@ def parse_export(path: Path) -> LevelResult:
         osl_mismatch=None if mismatch is None else int(mismatch),
         export_path=path,
         error_summary=errors,
+        phase=phase,
     )
 
 
 def parse_exports(artifact_dir: Path, problems: list[str] | None = None) -> list[LevelResult]:
     """Every per-level export under `artifact_dir`, sorted by concurrency.
 
-    Works on a pass directory or on AIPerf's own artifact dir, single level or sweep.
-    Unreadable exports are skipped; their reasons are appended to `problems` if given.
+    Works on a pass directory or on AIPerf's own artifact dir, single level, sweep or one
+    process of several phases (`run.phases`: through its manifest). Unreadable exports are
+    skipped; their reasons are appended to `problems` if given.
     """
+    for folder in (artifact_dir, artifact_dir / AIPERF_SUBDIR):
+        if (folder / phases.MANIFEST_NAME).is_file():
+            return _parse_phases(folder, [] if problems is None else problems)
     levels: list[LevelResult] = []
     for path in sorted(artifact_dir.rglob(EXPORT_NAME)):
         try:
@@ -357,80 +381,16 @@ def parse_exports(artifact_dir: Path, problems: list[str] | None = None) -> list
     return levels
 
 
-def level_problems(
-    level: LevelResult,
-    outcome: PassOutcome,
-    *,
-    max_error_rate: float,
-    min_completed_requests: int,
-    max_osl_mismatch: int | None = None,
-    max_osl_mismatch_share: float | None = None,
-) -> list[str]:
-    """Why this level's numbers cannot be used; [] means valid: how AIPerf ran
-    (`run_problems`), then the server's answers against the gates (`answer_problems`)."""
-    return run_problems(level, outcome) + answer_problems(
-        level, max_error_rate=max_error_rate, min_completed_requests=min_completed_requests,
-        max_osl_mismatch=max_osl_mismatch, max_osl_mismatch_share=max_osl_mismatch_share)
-
-
-def run_problems(level: LevelResult, outcome: PassOutcome) -> list[str]:
-    """Why AIPerf's run of this level cannot be used (the load generator's side).
-
-    The export is the authority (AIPerf exits 0 on cancelled runs). A non-zero exit still
-    invalidates the pass unless it is explained by our own timeout stop of a run whose
-    export for this level was already complete (AIPerf's hang at the very end).
-    """
-    reasons: list[str] = []
-    if outcome.interrupted:
-        reasons.append("pass interrupted (Ctrl-C / stop)")
-    if outcome.returncode not in (0, None) and not outcome.timed_out:
-        reasons.append(f"aiperf exit {outcome.returncode}")
-    if not level.complete:
-        reasons.append("export says incomplete (is_complete=false)")
-    if level.cancelled:
-        reasons.append("export says cancelled (was_cancelled=true)")
-    return reasons
-
-
-def answer_problems(
-    level: LevelResult,
-    *,
-    max_error_rate: float,
-    min_completed_requests: int,
-    max_osl_mismatch: int | None = None,
-    max_osl_mismatch_share: float | None = None,
-) -> list[str]:
-    """Why the server's answers in this level fail the registered gates (the server's
-    side): failed requests, too few completed, another output length than asked, and a
-    TTFT or request-latency statistic of 0, which is no measurement (judged as a ratio it
-    would read as a 100% improvement)."""
-    reasons: list[str] = []
-    error_rate = level.metrics.get("error_rate", 0.0)
-    if error_rate > max_error_rate:
-        reasons.append(
-            f"error rate {error_rate:.1%} > {max_error_rate:.1%} "
-            f"({level.requests_errored} failed)")
-    zero = [name for name in ZERO_IS_NO_MEASUREMENT if level.metrics.get(name) == 0.0]
-    if zero:
-        reasons.append(
-            f"{', '.join(zero)} = 0 ms: a latency of 0 over a pass is no measurement (the "
-            "server answered before it was asked, or AIPerf timed nothing)")
-    if level.requests_completed < min_completed_requests:
-        reasons.append(
-            f"{level.requests_completed} requests completed < {min_completed_requests}")
-    if (max_osl_mismatch is not None and level.osl_mismatch is not None
-            and level.osl_mismatch > max_osl_mismatch):
-        reasons.append(
-            f"{level.osl_mismatch} requests with another output length than asked "
-            "(server ignores ignore_eos/min_tokens, or another tokenizer)")
-    share = level.metrics.get("osl_mismatch_share")
-    if max_osl_mismatch_share is not None and share is not None \
-            and share > max_osl_mismatch_share + 1e-12:
-        reasons.append(
-            f"{share:.0%} of requests with another output length than asked > "
-            f"{max_osl_mismatch_share:.0%} pre-registered (AIPerf's re-tokenized count differs "
-            "from the server's: its throughput would be off)")
-    return reasons
+def _parse_phases(aiperf_dir: Path, problems: list[str]) -> list[LevelResult]:
+    """The levels of a one-process run (`run.phases`), through its phase manifest."""
+    levels: list[LevelResult] = []
+    for path, name in phases.exports(aiperf_dir, problems):
+        try:
+            levels.append(parse_export(path, name))
+        except ValueError as exc:
+            problems.append(str(exc))
+    levels.sort(key=lambda level: level.concurrency)
+    return levels
 
 
 # ---------------------------------------------------------------- running
@@ -524,6 +484,9 @@ def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
             f"{aiperf_dir} already holds AIPerf results",
             hint="give every pass attempt its own artifact directory")
     command = aiperf_command(plan, artifact_dir)
+    if phases.applies(plan):
+        (artifact_dir / phases.CONFIG_NAME).write_text(
+            phases.config_text(plan, artifact_dir / AIPERF_SUBDIR), encoding="utf-8")
     (artifact_dir / COMMAND_NAME).write_text(secrets.scrub(shlex.join(command)) + "\n",
                                              encoding="utf-8")  # a URL's password redacted
     return command

@@ -10,7 +10,7 @@ from typing import Literal
 
 from campaign.campaignfile import CONTROL, Campaign, Gates
 from campaign.results.journal import LevelRows
-from campaign.run import loadgen
+from campaign.run import levelchecks
 from campaign.run.loadgen import PassOutcome, PassPlan
 
 
@@ -49,7 +49,8 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
         plan = PassPlan(name="knee", kind="knee", concurrency=tuple(k.concurrency),
                         requests_per_level=k.requests_each_level, duration_s=k.duration_s,
                         input_tokens=k.input_tokens, output_tokens=k.output_tokens,
-                        input_file=None, seed=seed, **common)  # type: ignore[arg-type]
+                        input_file=None, seed=seed, one_process=k.one_process,
+                        **common)  # type: ignore[arg-type]
         out.append(ArmPass(plan, "knee", tuple(k.levels), "all"))
     if wl.agentfix:
         a = wl.agentfix
@@ -136,11 +137,11 @@ def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
             own.append(server_fault.reason)
     level_problems: dict[int, list[str]] = {}
     for lv in outcome.levels:
-        answers = loadgen.answer_problems(
+        answers = levelchecks.answer_problems(
             lv, max_error_rate=gates.max_error_rate if ap.measured else 1.0,
             min_completed_requests=gates.min_completed_requests if ap.measured else 1,
             max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
-        level_problems[lv.concurrency] = loadgen.run_problems(lv, outcome) + answers
+        level_problems[lv.concurrency] = levelchecks.run_problems(lv, outcome) + answers
         own += answers
         wait = (waits or {}).get(lv.concurrency)
         if ap.measured and wait is not None and wait > gates.max_stall_s:

@@ -30,12 +30,22 @@ RECORDS_NAME = "profile_export.jsonl"
 
 
 def records_path(level: LevelResult) -> Path:
-    """Where AIPerf wrote the level's per-request records: beside its export."""
+    """Where AIPerf wrote the level's per-request records: beside its export, or, for a
+    level of a one-process run (`run.phases`, its export in `phases/<name>/`), in the run's
+    one records file, whose records name their phase."""
+    if level.phase is not None:
+        return level.export_path.parents[2] / RECORDS_NAME
     return level.export_path.parent / RECORDS_NAME
 
 
-def _successful(lines: Iterable[str]) -> Iterable[Mapping[str, Any]]:
-    """The metrics of each successful request of the profiling phase."""
+def _other_phase(meta: Any, phase: str | None) -> bool:
+    """A record of another phase than `phase` (None: every phase counts)."""
+    return phase is not None and (not isinstance(meta, dict) or meta.get("phase_name") != phase)
+
+
+def _successful(lines: Iterable[str], phase: str | None = None) -> Iterable[Mapping[str, Any]]:
+    """The metrics of each successful request of the profiling phase (of `phase`, when
+    the file holds several)."""
     for line in lines:
         if not line.strip():
             continue
@@ -48,19 +58,23 @@ def _successful(lines: Iterable[str]) -> Iterable[Mapping[str, Any]]:
         meta = record.get("metadata")
         if isinstance(meta, dict) and meta.get("benchmark_phase", "profiling") != "profiling":
             continue
+        if _other_phase(meta, phase):
+            continue
         metrics = record.get("metrics")
         if isinstance(metrics, dict):
             yield metrics
 
 
-def request_values(path: Path, tags: Iterable[str]) -> dict[str, np.ndarray]:
-    """AIPerf tag → its values over the successful requests in a records file (tags a
-    request lacks are left out for that request); {} when the file cannot be read."""
+def request_values(path: Path, tags: Iterable[str],
+                   phase: str | None = None) -> dict[str, np.ndarray]:
+    """AIPerf tag → its values over the successful requests in a records file (of `phase`
+    when it holds several; tags a request lacks are left out for that request); {} when the
+    file cannot be read."""
     wanted = list(dict.fromkeys(tags))
     values: dict[str, list[float]] = {tag: [] for tag in wanted}
     try:
         with open(path, encoding="utf-8") as lines:
-            for metrics in _successful(lines):
+            for metrics in _successful(lines, phase):
                 for tag in wanted:
                     entry = metrics.get(tag)
                     value = entry.get("value") if isinstance(entry, dict) else None
@@ -97,7 +111,8 @@ def level_log_se(level: LevelResult) -> dict[str, float]:
     wanted = _statistic_metrics(level.metrics)
     if not wanted:
         return {}
-    values = request_values(records_path(level), (tag for tag, _ in wanted.values()))
+    values = request_values(records_path(level), (tag for tag, _ in wanted.values()),
+                            level.phase)
     out: dict[str, float] = {}
     for name, (tag, statistic) in wanted.items():
         x = values.get(tag)
@@ -121,7 +136,7 @@ def longest_wait_s(level: LevelResult) -> float | None:
     longest: float | None = None
     try:
         with open(records_path(level), encoding="utf-8") as lines:
-            for metrics in _successful(lines):
+            for metrics in _successful(lines, level.phase):
                 for tag in WAIT_TAGS:
                     entry = metrics.get(tag)
                     value = entry.get("value") if isinstance(entry, dict) else None
@@ -134,9 +149,10 @@ def longest_wait_s(level: LevelResult) -> float | None:
     return None if longest is None else float(longest) / 1000.0
 
 
-def request_window(path: Path) -> tuple[float, float] | None:
-    """(first request sent, last response ended) over every request in a records file,
-    failed ones and every phase included (all of them reached the server), in wall-clock
+def request_window(path: Path, phase: str | None = None) -> tuple[float, float] | None:
+    """(first request sent, last response ended) over every request in a records file
+    (of `phase` when it holds several phases, each a level: `run.phases`), failed ones and
+    every phase included (all of them reached the server), in wall-clock
     seconds (AIPerf's `request_start_ns` / `request_end_ns`, `credit_issued_ns` when a
     request has no start); None when no request carries its times or the file cannot be
     read."""
@@ -149,7 +165,7 @@ def request_window(path: Path) -> tuple[float, float] | None:
                 except json.JSONDecodeError:
                     continue
                 meta = record.get("metadata") if isinstance(record, dict) else None
-                if not isinstance(meta, dict):
+                if not isinstance(meta, dict) or _other_phase(meta, phase):
                     continue
                 start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
                 end = meta.get("request_end_ns")

@@ -1,9 +1,10 @@
 """The knee's spec-decode figures per level, for real: one short sim campaign (real sim
-servers, real AIPerf sweeping c1 and c4 in one process, the real CLI). Each level's
-counters are cut from timer scrapes in the idle gap between AIPerf's levels; they must add
-up to the whole pass's before/after delta, and each level's must be its own (the sim
-generates exactly the asked output length, so a level's generated tokens are its requests ×
-output tokens)."""
+servers, real AIPerf over c1 and c4, the real CLI), its knee run either as AIPerf's sweep
+(a process per level) or as one process of phases (`workloads.knee.one_process`). Each
+level's counters are cut from timer scrapes in the idle gap between two levels (AIPerf's
+restart, or the pause phase); they must add up to the whole pass's before/after delta, and
+each level's must be its own (the sim generates exactly the asked output length, so a
+level's generated tokens are its requests × output tokens)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,14 @@ def _whole_pass(arm_dir: Path) -> dict[str, float]:
     return {k: v for k, v in figures.items() if k in COUNTS}
 
 
-def test_knee_figures_per_level_add_up_to_the_pass(tmp_path: Path, out: Path) -> None:  # noqa: F811
-    path = write_campaign(tmp_path, campaign_text(free_port(), name="levels"))
+@pytest.mark.parametrize("one_process", [False, True], ids=["sweep", "one-process"])
+def test_knee_figures_per_level_add_up_to_the_pass(tmp_path: Path, out: Path,  # noqa: F811
+                                                   one_process: bool) -> None:
+    text = campaign_text(free_port(), name="levels")
+    if one_process:
+        text = text.replace("    requests_per_level: 8", "    requests_per_level: 8\n"
+                            "    one_process: true")
+    path = write_campaign(tmp_path, text)
     proc = run_cli("run", str(path), "--out", str(out), env=lock_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run_dir = run_dir_of(out)
@@ -69,6 +76,11 @@ def test_knee_figures_per_level_add_up_to_the_pass(tmp_path: Path, out: Path) ->
     cuts = [e["level_cuts"] for e in journal_events(run_dir)
             if e["event"] == "pass" and e["name"] == "knee"]
     assert len(cuts) == 2 and all(c["exact"] for arm_cuts in cuts for c in arm_cuts)
+    for arm in ("control", "cand"):  # how the knee ran, as the pass folder keeps it
+        knee_dir = run_dir / "pairs" / "01" / arm / "passes" / "knee"
+        command = (knee_dir / "aiperf.command").read_text()
+        assert ("--config" in command) is one_process, command
+        assert (knee_dir / "aiperf-config.yaml").is_file() is one_process
     # the JSON report: tokens per step and acceptance at every knee level, both arms
     rep = run_cli("report", str(run_dir), "--format", "json")
     assert rep.returncode == 0, rep.stderr

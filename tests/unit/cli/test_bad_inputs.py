@@ -301,7 +301,7 @@ HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
     # 4. a capture name becomes a file name
     ("capture-name-path", pair_edit(CAPTURE, '  ../../x: "SpecDecoding metrics:"'),
      ['log_captures["../../x"]: capture name \'../../x\' becomes the file ' + CAPTURE_RULE,
-      "(line 98)"]),
+      "(line 99)"]),
     ("capture-name-backslash", pair_edit(CAPTURE, '  a\\b: "SpecDecoding metrics:"'),
      ["capture name 'a\\b' becomes the file"]),
     ("capture-name-hidden", pair_edit(CAPTURE, '  .x: "SpecDecoding metrics:"'),

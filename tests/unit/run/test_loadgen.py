@@ -28,7 +28,7 @@ import pytest
 
 from campaign import catalog
 from campaign.errors import PassError
-from campaign.run import loadgen
+from campaign.run import levelchecks, loadgen
 from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
 from tests.runs import ROOT, TESTS, require
 
@@ -207,19 +207,19 @@ def outcome_for(levels: list[LevelResult], **changes: Any) -> PassOutcome:
 def test_level_problems_valid_and_gates() -> None:
     levels = loadgen.parse_exports(DATA / "sweep_complete")
     outcome = outcome_for(levels)
-    assert loadgen.level_problems(levels[0], outcome, max_error_rate=0.0,
+    assert levelchecks.level_problems(levels[0], outcome, max_error_rate=0.0,
                                   min_completed_requests=4) == []
-    [reason] = loadgen.level_problems(levels[0], outcome, max_error_rate=0.0,
+    [reason] = levelchecks.level_problems(levels[0], outcome, max_error_rate=0.0,
                                       min_completed_requests=5)
     assert "4 requests completed < 5" in reason
 
 
 def test_level_problems_errors() -> None:
     [level] = loadgen.parse_exports(DATA / "errors")
-    reasons = loadgen.level_problems(level, outcome_for([level]), max_error_rate=0.05,
+    reasons = levelchecks.level_problems(level, outcome_for([level]), max_error_rate=0.05,
                                      min_completed_requests=1)
     assert reasons == ["error rate 33.3% > 5.0% (3 failed)"]
-    assert loadgen.level_problems(level, outcome_for([level]), max_error_rate=0.5,
+    assert levelchecks.level_problems(level, outcome_for([level]), max_error_rate=0.5,
                                   min_completed_requests=1) == []
 
 
@@ -227,9 +227,9 @@ def test_level_problems_cancelled_sweep() -> None:
     first, second = loadgen.parse_exports(DATA / "sweep_cancelled")
     # the real run exited 130 after our SIGINT (timeout) during level 2
     outcome = outcome_for([first, second], returncode=130, timed_out=True)
-    assert loadgen.level_problems(first, outcome, max_error_rate=0.0,
+    assert levelchecks.level_problems(first, outcome, max_error_rate=0.0,
                                   min_completed_requests=10) == []
-    reasons = loadgen.level_problems(second, outcome, max_error_rate=0.0,
+    reasons = levelchecks.level_problems(second, outcome, max_error_rate=0.0,
                                      min_completed_requests=10)
     assert "export says incomplete (is_complete=false)" in reasons
     assert "export says cancelled (was_cancelled=true)" in reasons
@@ -238,19 +238,19 @@ def test_level_problems_cancelled_sweep() -> None:
 def test_level_problems_exit_code_and_interrupt() -> None:
     levels = loadgen.parse_exports(DATA / "sweep_complete")
     failed = outcome_for(levels, returncode=1)
-    assert "aiperf exit 1" in loadgen.level_problems(
+    assert "aiperf exit 1" in levelchecks.level_problems(
         levels[0], failed, max_error_rate=0.0, min_completed_requests=1)
     stopped = outcome_for(levels, interrupted=True, returncode=0)
-    assert any("interrupted" in r for r in loadgen.level_problems(
+    assert any("interrupted" in r for r in levelchecks.level_problems(
         levels[0], stopped, max_error_rate=0.0, min_completed_requests=1))
 
 
 def test_level_problems_output_length_gate_is_optional() -> None:
     [level] = loadgen.parse_exports(DATA / "nonstream")
     outcome = outcome_for([level])
-    assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+    assert levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                   min_completed_requests=1) == []
-    [reason] = loadgen.level_problems(level, outcome, max_error_rate=0.0,
+    [reason] = levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                       min_completed_requests=1, max_osl_mismatch=0)
     assert "6 requests with another output length" in reason
 
@@ -413,7 +413,7 @@ def test_run_pass_cancel_event(tmp_path: Path) -> None:
     assert outcome.wall_s < 4.0
     assert outcome.problems[0] == "interrupted (stopped with SIGINT)"
     first = outcome.levels[0]
-    assert any("interrupted" in r for r in loadgen.level_problems(
+    assert any("interrupted" in r for r in levelchecks.level_problems(
         first, outcome, max_error_rate=0.0, min_completed_requests=1))
 
 
@@ -553,7 +553,7 @@ def test_real_aiperf_sweep_against_sim(tmp_path: Path, tokenizer_dir: Path) -> N
     assert outcome.problems == []
     assert [level.concurrency for level in outcome.levels] == [1, 2]
     for level in outcome.levels:
-        assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+        assert levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                       min_completed_requests=6) == []
         assert level.osl_mismatch == 0  # exact output lengths honoured end to end
         assert level.metrics["output_tokens"] == 6 * 16
@@ -581,7 +581,7 @@ def test_real_aiperf_hang_times_out_with_partial_export(tmp_path: Path,
     assert outcome.problems[0].startswith("timed out after 25 s")
     for level in outcome.levels:  # a partial export, never a valid level
         assert not level.complete and level.cancelled
-        assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+        assert levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                       min_completed_requests=12)
 
 
@@ -600,7 +600,7 @@ def test_real_aiperf_server_death_counts_as_errors(tmp_path: Path,
     assert outcome.returncode == 0 and not outcome.timed_out
     [level] = outcome.levels
     assert level.complete and level.requests_errored > 0
-    reasons = loadgen.level_problems(level, outcome, max_error_rate=0.01,
+    reasons = levelchecks.level_problems(level, outcome, max_error_rate=0.01,
                                      min_completed_requests=12)
     assert any(reason.startswith("error rate") for reason in reasons)
 
@@ -619,7 +619,7 @@ def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
     assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
     [level] = outcome.levels
     assert level.concurrency == 2 and level.osl_mismatch == 0
-    assert loadgen.level_problems(level, outcome, max_error_rate=0.0,
+    assert levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                   min_completed_requests=8) == []
     assert level.metrics["output_tokens"] == 8 * 16
 
@@ -632,8 +632,9 @@ def test_output_length_mismatch_is_measured_and_can_be_gated() -> None:
     level = replace(level, osl_mismatch=6, requests_completed=16,
                     metrics={**level.metrics, "osl_mismatch_share": 6 / 16, "error_rate": 0.0})
     out = outcome_for([level])
-    assert loadgen.level_problems(level, out, max_error_rate=0.0, min_completed_requests=1) == []
-    [reason] = loadgen.level_problems(level, out, max_error_rate=0.0, min_completed_requests=1,
+    assert levelchecks.level_problems(level, out, max_error_rate=0.0,
+                                      min_completed_requests=1) == []
+    [reason] = levelchecks.level_problems(level, out, max_error_rate=0.0, min_completed_requests=1,
                                       max_osl_mismatch_share=0.1)
     assert "38% of requests with another output length" in reason
 
@@ -656,9 +657,9 @@ def test_a_latency_of_zero_is_no_measurement(metric: str) -> None:
     invalid, and the reason says why."""
     levels = loadgen.parse_exports(DATA / "sweep_complete")
     level = replace(levels[0], metrics={**levels[0].metrics, metric: 0.0})
-    [reason] = loadgen.level_problems(level, outcome_for([level]), max_error_rate=0.0,
+    [reason] = levelchecks.level_problems(level, outcome_for([level]), max_error_rate=0.0,
                                       min_completed_requests=1)
     assert reason.startswith(f"{metric} = 0 ms: a latency of 0 over a pass is no measurement")
     fine = replace(levels[0], metrics={**levels[0].metrics, "itl_p50": 0.0})  # one token
-    assert loadgen.level_problems(fine, outcome_for([fine]), max_error_rate=0.0,
+    assert levelchecks.level_problems(fine, outcome_for([fine]), max_error_rate=0.0,
                                   min_completed_requests=1) == []
