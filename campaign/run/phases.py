@@ -118,7 +118,8 @@ def config(plan: Plan, aiperf_dir: Path) -> dict[str, Any]:
                          "extra": {"ignore_eos": True, "min_tokens": plan.output_tokens}},
             # absolute: AIPerf takes a relative name for a Hugging Face hub id
             "tokenizer": {"name": str(Path(plan.tokenizer).absolute())},
-            "dataset": {"type": "synthetic", "sampling": "sequential",
+            # the seed of the prompts themselves (the top-level one seeds the run)
+            "dataset": {"type": "synthetic", "sampling": "sequential", "randomSeed": plan.seed,
                         "entries": plan.requests_per_level * levels + levels - 1,
                         "prompts": {"isl": {"mean": plan.input_tokens, **length},
                                     "osl": {"mean": plan.output_tokens, **length}}},

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,7 +43,8 @@ def test_the_config_has_a_phase_per_level_and_a_pause_between_two(tmp_path: Path
     assert pause["duration"] == phases.PAUSE_S and 1 / pause["rate"] > 10 * phases.PAUSE_S
     # every level draws its own prompts: one entry per request, one per pause, no wrap
     assert bench["dataset"] | {"prompts": None} == {
-        "type": "synthetic", "sampling": "sequential", "entries": 3 * 16 + 2, "prompts": None}
+        "type": "synthetic", "sampling": "sequential", "entries": 3 * 16 + 2, "prompts": None,
+        "randomSeed": 7}
     assert bench["dataset"]["prompts"] == {"isl": {"mean": 128, "stddev": 0},
                                            "osl": {"mean": 64, "stddev": 0}}
     assert bench["endpoint"]["extra"] == {"ignore_eos": True, "min_tokens": 64}
@@ -58,6 +60,38 @@ def test_aiperf_itself_accepts_the_config(tmp_path: Path) -> None:
     proc = subprocess.run([loadgen.default_executable(), "config", "validate", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _resolved(cmd: list[str]) -> list[dict[str, Any]]:
+    """What AIPerf's own parser makes of a command line: one config per run it starts."""
+    from aiperf.cli_commands.profile import app
+    from aiperf.config.flags.resolver import resolve_config
+    from aiperf.config.loader import build_benchmark_plan
+
+    _, bound, _ = app.parse_args(cmd[2:])
+    cli_config = bound.arguments["cli_config"]
+    plan = build_benchmark_plan(resolve_config(cli_config, cli_config.config_file))
+    return [config.model_dump(mode="json") for config in plan.configs]
+
+
+def test_aiperf_reads_the_config_as_the_sweeps_runs_in_one(tmp_path: Path) -> None:
+    """AIPerf's own parser: the one-process config and the sweep's command line resolve
+    to the same server, model, tokenizer, prompts (lengths, seed) and exact output, and the
+    config's profiling phases are the sweep's runs, level by level; what differs is the
+    number of prompt entries (one per request of every level, and per pause)."""
+    (tmp_path / phases.CONFIG_NAME).write_text(phases.config_text(knee(), tmp_path / "a"))
+    [one] = _resolved(loadgen.aiperf_command(knee(), tmp_path))
+    sweep = _resolved(loadgen.aiperf_command(knee(one_process=False), tmp_path))
+    assert len(sweep) == 3
+    levels = [p for p in one["phases"] if p["kind"] == "profiling"]
+    assert [(p["concurrency"], p["requests"]) for p in levels] == [
+        (p["concurrency"], p["requests"]) for run in sweep for p in run["phases"]]
+    for run in sweep:
+        for key in ("endpoint", "models", "tokenizer", "server_metrics", "gpu_telemetry"):
+            assert one[key] == run[key], key
+        [ours], [theirs] = one["datasets"], run["datasets"]
+        assert {**ours, "entries": 0, "name": ""} == {**theirs, "entries": 0, "name": ""}
+        assert ours["random_seed"] == 7 and ours["entries"] == 3 * 16 + 2
 
 
 @pytest.mark.parametrize("changes, one", [
