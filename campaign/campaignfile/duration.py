@@ -79,5 +79,6 @@ def estimate(campaign: Campaign) -> Estimate:
     boots = ", ".join(f"{v:.0f} s ({k})" for k, v in BOOT_S.items() if v)
     return Estimate(per_arm, total,
                     f"boot {boots}; AIPerf start-up {AIPERF_STARTUP_S:.0f} s per invocation "
-                    f"and knee level; {STREAM_TOK_S:.0f} tok/s per stream (× "
+                    f"(a knee sweep: per level; one_process: once, {PAUSE_S:.0f} s between "
+                    f"two levels); {STREAM_TOK_S:.0f} tok/s per stream (× "
                     "SPECAB_SIM_TIME_SCALE on the sim)")
