@@ -150,9 +150,10 @@ def longest_wait_s(level: LevelResult) -> float | None:
 
 
 def request_window(path: Path, phase: str | None = None) -> tuple[float, float] | None:
-    """(first request sent, last response ended) over every request in a records file
-    (of `phase` when it holds several phases, each a level: `run.phases`), failed ones and
-    every phase included (all of them reached the server), in wall-clock
+    """(first request sent, last response ended) over every request in a records file,
+    failed ones included (all of them reached the server): of every phase, or of `phase`
+    only (a one-process run's file holds every level, each its phase: `run.phases`), in
+    wall-clock
     seconds (AIPerf's `request_start_ns` / `request_end_ns`, `credit_issued_ns` when a
     request has no start); None when no request carries its times or the file cannot be
     read."""

@@ -72,7 +72,8 @@ def test_module_default_selects_the_command_line(monkeypatch: pytest.MonkeyPatch
     assert "--prompt-corpus" in loadgen.aiperf_command(plan, tmp_path, lean=True)
 
 
-def _resolved(cmd: list[str]) -> list[dict[str, Any]]:
+def aiperf_resolved(cmd: list[str]) -> list[dict[str, Any]]:
+    """What AIPerf's own parser makes of a command line: one config per run it starts."""
     from aiperf.cli_commands.profile import app
     from aiperf.config.flags.resolver import resolve_config
     from aiperf.config.loader import build_benchmark_plan
@@ -89,8 +90,8 @@ def test_aiperf_reads_the_lean_file_pass_as_the_same_run(tmp_path: Path) -> None
     the corpus, which a single-turn file does not use."""
     pytest.importorskip("aiperf")
     plan = file_plan()
-    lean = _resolved(loadgen.aiperf_command(plan, tmp_path, lean=True))
-    old = _resolved(loadgen.aiperf_command(plan, tmp_path, lean=False))
+    lean = aiperf_resolved(loadgen.aiperf_command(plan, tmp_path, lean=True))
+    old = aiperf_resolved(loadgen.aiperf_command(plan, tmp_path, lean=False))
     assert len(lean) == len(old) == 1
     assert lean[0]["datasets"][0]["prompts"]["corpus"] == "random"
     assert old[0]["datasets"][0]["prompts"] is None  # AIPerf's default corpus

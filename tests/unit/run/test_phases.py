@@ -10,7 +10,6 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,7 @@ from campaign.campaignfile import duration, load_campaign
 from campaign.run import levelcut, loadgen, phases, records
 from campaign.run.loadgen import PassPlan
 from tests.runs import TESTS
+from tests.unit.run.test_loadgen_startup import aiperf_resolved
 
 DATA = TESTS / "data" / "aiperf" / "phases"
 
@@ -62,26 +62,14 @@ def test_aiperf_itself_accepts_the_config(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def _resolved(cmd: list[str]) -> list[dict[str, Any]]:
-    """What AIPerf's own parser makes of a command line: one config per run it starts."""
-    from aiperf.cli_commands.profile import app
-    from aiperf.config.flags.resolver import resolve_config
-    from aiperf.config.loader import build_benchmark_plan
-
-    _, bound, _ = app.parse_args(cmd[2:])
-    cli_config = bound.arguments["cli_config"]
-    plan = build_benchmark_plan(resolve_config(cli_config, cli_config.config_file))
-    return [config.model_dump(mode="json") for config in plan.configs]
-
-
 def test_aiperf_reads_the_config_as_the_sweeps_runs_in_one(tmp_path: Path) -> None:
     """AIPerf's own parser: the one-process config and the sweep's command line resolve
     to the same server, model, tokenizer, prompts (lengths, seed) and exact output, and the
     config's profiling phases are the sweep's runs, level by level; what differs is the
     number of prompt entries (one per request of every level, and per pause)."""
     (tmp_path / phases.CONFIG_NAME).write_text(phases.config_text(knee(), tmp_path / "a"))
-    [one] = _resolved(loadgen.aiperf_command(knee(), tmp_path))
-    sweep = _resolved(loadgen.aiperf_command(knee(one_process=False), tmp_path))
+    [one] = aiperf_resolved(loadgen.aiperf_command(knee(), tmp_path))
+    sweep = aiperf_resolved(loadgen.aiperf_command(knee(one_process=False), tmp_path))
     assert len(sweep) == 3
     levels = [p for p in one["phases"] if p["kind"] == "profiling"]
     assert [(p["concurrency"], p["requests"]) for p in levels] == [
