@@ -41,7 +41,6 @@ def check(
     from campaign.run import checkview, launchcheck
     from campaign.run.preflight import preflight as run_preflight
     from campaign.run.vllmengine import Engines
-    from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
     if metrics:
         _print_metrics()
@@ -52,8 +51,7 @@ def check(
                          hint="spec-ab check examples/sim-pair.yaml")
     campaign = load_campaign(campaign_file, lane=lane)
     _warn_unset_references(campaign)
-    checked_drift_band(campaign)
-    checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
+    _check_aa_bands(campaign)
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
     engines = Engines(on_introspect=lambda where: err.print(
         f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",
@@ -79,6 +77,22 @@ def check(
                                  f"run `spec-ab check {campaign_file}` again")
     if boot:
         _boot(campaign, campaign_file)
+
+
+def _check_aa_bands(campaign: Campaign) -> None:
+    """A band measured on an A/A run (`drift_band: {from: RUN}`, the run's or a
+    guardrail's) must come out of that run; a band written as a number needs nothing, so
+    the results stack (pandas, scipy) loads only for a campaign that names an A/A run."""
+    from campaign.campaignfile import DriftFrom
+
+    rule = campaign.preregistration
+    if not any(isinstance(band, DriftFrom)
+               for band in [rule.drift_band, *(g.drift_band for g in rule.guardrails)]):
+        return
+    from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
+
+    checked_drift_band(campaign)
+    checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
 
 
 def _warn_unset_references(campaign: Campaign) -> None:

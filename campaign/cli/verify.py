@@ -10,7 +10,6 @@ from rich.markup import escape
 
 from campaign.cli.app import app, guarded, out
 from campaign.errors import EXIT_USAGE
-from campaign.results.integrity import verify_run
 
 
 @app.command()
@@ -29,6 +28,8 @@ def verify(
         "--allowed-signers).")] = None,
 ) -> None:
     """Check a run folder against itself and an outside copy: the journal's hash chain line by line, preregistration.json and campaign.yaml against what the journal registered before the first boot, the registration's own hashes, every row of passes.csv against the journal, and the run's digest against --digest, and the registration's signature (--allowed-signers). Exit 0 when every check holds, 2 when one fails (each failing check is named)."""
+    from campaign.results.integrity import verify_run  # the results stack: not for --help
+
     result = verify_run(run_dir, digest, allowed_signers=allowed_signers, signer=signer)
     for c in result.checks:
         mark = "[green]ok[/]  " if c.ok else "[bold red]FAIL[/]"

@@ -15,7 +15,6 @@ from campaign.campaignfile.duration import estimate
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
 from campaign.markers import run_labels
-from campaign.run import fidelity
 from campaign.run.bootcheck import Boot
 from campaign.run.launchcheck import Findings
 from campaign.run.loadgen import aiperf_command
@@ -244,6 +243,8 @@ def print_dry_run(console: Console, campaign: Campaign) -> None:
             console.print(f"  # {ap.plan.name} ({tag})", markup=False)
             console.print(f"  {' '.join(cmd)}", markup=False, soft_wrap=True)
         if (fid := campaign.workloads.fidelity) is not None:
+            from campaign.run import fidelity  # httpx and the results stack: a dry run's only
+
             console.print(f"  # fidelity (the lossless check, not AIPerf): "
                           f"{len(fidelity.prompts(campaign))} prompts × {fid.output_tokens} "
                           "tokens, temperature 0, one at a time, not streamed"

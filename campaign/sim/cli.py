@@ -16,7 +16,6 @@ import typer
 
 from campaign.errors import EXIT_INFRA, EXIT_USAGE
 from campaign.sim.config import ConfigError, load_config
-from campaign.sim.server import boot, serve_async
 from campaign.sim.vllmlog import Log
 
 sim_app = typer.Typer(help="The simulated speculative-decoding lane (no GPU needed).",
@@ -55,6 +54,8 @@ def serve(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(EXIT_USAGE) from exc
+    from campaign.sim.server import boot, serve_async  # aiohttp: only when serving
+
     log = Log()
     try:
         sim = boot(cfg, log)
