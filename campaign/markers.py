@@ -30,6 +30,8 @@ LABEL_HOST = "spec-ab.runner-host"
 """The host the runner runs on."""
 LABEL_LANE = "spec-ab.lane"
 """The campaign's lane (a leftover of another lane does not hold this one)."""
+LABEL_SCOPE = "spec-ab.scope"
+"""The runner's `SPECAB_SCOPE`, when it has one (`SCOPE_ENV`)."""
 
 # ------------------------------------------------------------------ environment markers
 
@@ -40,9 +42,19 @@ ones whose runner is gone)."""
 ARM_ENV = "SPECAB_ARM"
 PAIR_ENV = "SPECAB_PAIR"
 LANE_ENV = "SPECAB_LANE"
+SCOPE_ENV = "SPECAB_SCOPE"
+"""A namespace for leftovers on a machine whose runs share no GPU (parallel CI jobs on the
+simulated lane, a test suite): a runner with `SPECAB_SCOPE` set judges, and `spec-ab clean`
+removes, only the leftovers carrying the same value (children inherit it; containers get
+`LABEL_SCOPE`). Unset, the default, every leftover on the machine counts."""
 TMPDIR_PREFIX = "spec-ab-aiperf-"
 """AIPerf's private TMPDIR is `<tmp>/spec-ab-aiperf-<runner pid>-<random>`: a runner killed
 with SIGKILL cannot remove it, `spec-ab clean` does once that pid is gone."""
+
+
+def scope() -> str:
+    """This process's leftover scope (`SCOPE_ENV`): "" when unset, i.e. the whole machine."""
+    return os.environ.get(SCOPE_ENV, "")
 
 
 def run_labels(run_id: str, pair: int | str, arm: str) -> dict[str, str]:
@@ -80,11 +92,14 @@ __all__ = [
     "LABEL_PID_START",
     "LABEL_ROLE",
     "LABEL_RUN",
+    "LABEL_SCOPE",
     "LANE_ENV",
     "PAIR_ENV",
     "RUNNER_PID_ENV",
     "RUN_ENV",
+    "SCOPE_ENV",
     "TMPDIR_PREFIX",
     "marked_children",
     "run_labels",
+    "scope",
 ]

@@ -11,6 +11,10 @@ by a runner on another host are never judged from here: they are reported as not
 cleaned on that host. AIPerf's private temp folders (`<tmp>/spec-ab-aiperf-<runner pid>-*`)
 of dead runners are leftovers of `spec-ab clean` too (`include_tmpdirs`).
 
+A runner with a leftover scope (`SPECAB_SCOPE`, `campaign.markers.SCOPE_ENV`) judges only the
+containers and processes of its own scope: parallel jobs on one machine that share no GPU
+(a test suite, CI jobs on the simulated lane) never take each other's runs for leftovers.
+
 Each leftover says whose it is (run id, lane) and which TCP ports it listens on or
 publishes: `spec-ab run` only says a leftover holds its lane when it is of that lane, or on
 the lane's ports or remote docker hosts (`Leftover.on_lane`).
@@ -43,11 +47,14 @@ from campaign.markers import (
     LABEL_PID,
     LABEL_PID_START,
     LABEL_RUN,
+    LABEL_SCOPE,
     LANE_ENV,
     PAIR_ENV,
     RUN_ENV,
     RUNNER_PID_ENV,
+    SCOPE_ENV,
     TMPDIR_PREFIX,
+    scope,
 )
 from campaign.procgroup import stop_group
 from campaign.servers.docker.engine import ClientFactory, default_client
@@ -168,6 +175,7 @@ def find_leftovers(
     hostname: str | None = None,
     quiet_hosts: Sequence[str | None] = (),
     tmp_root: Path | None = None,
+    in_scope: str | None = None,
 ) -> Scan:
     """Containers (on each docker host) and processes of runs whose runner is gone.
 
@@ -175,17 +183,20 @@ def find_leftovers(
     hosts come from `campaign_docker_hosts(campaign)`. An unreachable engine
     is a note, not an error, so `spec-ab clean` still handles process leftovers; hosts in
     `quiet_hosts` are looked at but their unreachability goes unsaid (the local engine of a
-    campaign that uses no Docker: a machine without Docker is no news).
+    campaign that uses no Docker: a machine without Docker is no news). `in_scope` (default:
+    this process's `SPECAB_SCOPE`): when not empty, only the containers and processes of
+    that scope are judged.
     """
     scan = Scan()
     me = hostname or socket.gethostname()
+    want = scope() if in_scope is None else in_scope
     for host in docker_hosts:
         notes = len(scan.notes)
-        _scan_containers(client_factory, host, me, alive, scan)
+        _scan_containers(client_factory, host, me, alive, scan, want)
         if host in quiet_hosts:
             del scan.notes[notes:]
     if include_processes:
-        _scan_processes(processes, alive, scan)
+        _scan_processes(processes, alive, scan, want)
     if include_tmpdirs:
         _scan_tmpdirs(tmp_root or Path(tempfile.gettempdir()), alive, scan)
     return scan
@@ -219,6 +230,7 @@ def _scan_containers(
     me: str,
     alive: Callable[[int, float | None], bool],
     scan: Scan,
+    want: str,
 ) -> None:
     where = host or "the local docker engine"
     try:
@@ -229,6 +241,8 @@ def _scan_containers(
         return
     for c in found:
         labels: dict[str, str] = dict(c.labels or {})
+        if want and labels.get(LABEL_SCOPE, "") != want:
+            continue  # another scope's run: not ours to judge
         run_id = labels.get(LABEL_RUN, "?")
         runner_host = labels.get(LABEL_HOST)
         if runner_host and runner_host != me:
@@ -257,6 +271,7 @@ def _scan_processes(
     processes: Callable[[], Iterable[Any]] | None,
     alive: Callable[[int, float | None], bool],
     scan: Scan,
+    want: str,
 ) -> None:
     mine = {os.getpid()}
     try:
@@ -288,7 +303,7 @@ def _scan_processes(
                 sid = _sid(info["pid"])
                 env = by_session.get(sid, {}) if sid is not None else {}
             run_id = env.get(RUN_ENV)
-            if not run_id or info["pid"] in mine:
+            if not run_id or info["pid"] in mine or (want and env.get(SCOPE_ENV, "") != want):
                 continue
             runner_text = env.get(RUNNER_PID_ENV, "")
             if runner_text.isdigit():

@@ -30,6 +30,8 @@ from campaign.markers import (
     LABEL_PID_START,
     LABEL_ROLE,
     LABEL_RUN,
+    LABEL_SCOPE,
+    scope,
 )
 from campaign.servers.base import ArmContext
 
@@ -125,13 +127,17 @@ def safe_name(text: str) -> str:
 
 def runner_labels(pid: int | None = None) -> dict[str, str]:
     """Labels that let `spec-ab clean` tell whether the run that started a container lives:
-    the runner's pid, its start time (pids are reused) and the host it runs on."""
+    the runner's pid, its start time (pids are reused) and the host it runs on; its
+    leftover scope when it has one (`campaign.markers.SCOPE_ENV`)."""
     pid = os.getpid() if pid is None else pid
     try:
         started = f"{psutil.Process(pid).create_time():.2f}"
     except psutil.Error:
         started = ""
-    return {LABEL_PID: str(pid), LABEL_PID_START: started, LABEL_HOST: socket.gethostname()}
+    labels = {LABEL_PID: str(pid), LABEL_PID_START: started, LABEL_HOST: socket.gethostname()}
+    if scope():
+        labels[LABEL_SCOPE] = scope()
+    return labels
 
 
 def plan_containers(

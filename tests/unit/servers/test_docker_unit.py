@@ -13,7 +13,14 @@ import pytest
 from docker.errors import DockerException, ImageNotFound, NotFound
 
 from campaign.campaignfile import DockerLaunch, parse_volume
-from campaign.markers import LABEL_HOST, LABEL_PID, LABEL_PID_START, LABEL_RUN
+from campaign.markers import (
+    LABEL_HOST,
+    LABEL_PID,
+    LABEL_PID_START,
+    LABEL_RUN,
+    LABEL_SCOPE,
+    SCOPE_ENV,
+)
 from campaign.run import cleanup
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import (
@@ -27,6 +34,7 @@ from campaign.servers.docker import (
     plan_containers,
     preflight,
     resolve_volume,
+    runner_labels,
 )
 
 GB300 = {
@@ -347,6 +355,30 @@ def test_find_leftovers_judges_by_runner_pid_and_host() -> None:
     assert len(scan.notes) == 1 and "other-box" in scan.notes[0]
 
 
+def test_a_scoped_runner_judges_only_its_own_scope(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPECAB_SCOPE set: only containers labelled with the same scope are judged (parallel
+    jobs that share no GPU); unset, every container on the engine is, as before."""
+    dead = {LABEL_PID: "200", LABEL_PID_START: "5.0", LABEL_HOST: "me"}
+    client = FakeClient(containers=[
+        FakeContainer("1", {LABEL_RUN: "mine", LABEL_SCOPE: "job-a", **dead}),
+        FakeContainer("2", {LABEL_RUN: "theirs", LABEL_SCOPE: "job-b", **dead}),
+        FakeContainer("3", {LABEL_RUN: "unscoped", **dead})])
+
+    def find(**kw: str) -> list[str]:
+        return [x.run_id for x in cleanup.find_leftovers(
+            lambda h: client, include_processes=False, alive=lambda p, s: False,
+            hostname="me", **kw)]
+
+    assert find(in_scope="job-a") == ["mine"]
+    assert find(in_scope="") == ["mine", "theirs", "unscoped"]
+    monkeypatch.setenv(SCOPE_ENV, "job-b")
+    assert find() == ["theirs"]
+    assert runner_labels()[LABEL_SCOPE] == "job-b"  # what a scoped runner's containers carry
+    monkeypatch.delenv(SCOPE_ENV)
+    assert find() == ["mine", "theirs", "unscoped"]
+    assert LABEL_SCOPE not in runner_labels()
+
+
 def test_find_leftovers_survives_an_unreachable_engine() -> None:
     scan = cleanup.find_leftovers(_unreachable, include_processes=False)
     assert list(scan) == [] and "connection refused" in scan.notes[0]
@@ -383,6 +415,27 @@ def test_process_leftovers_of_dead_runners_are_found_and_stopped() -> None:
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+def test_a_scoped_runner_leaves_another_scopes_orphan_alone() -> None:
+    """A process left by a dead runner of scope job-a: job-b's runner does not judge it,
+    job-a's and an unscoped one do (the marker is the inherited SPECAB_SCOPE)."""
+    dead_pid = subprocess.Popen(["true"])
+    dead_pid.wait()
+    env = {**os.environ, "SPECAB_RUN_ID": "r-scoped", "SPECAB_RUNNER_PID": str(dead_pid.pid),
+           SCOPE_ENV: "job-a"}
+    orphan = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
+    try:
+        def seen(scope: str) -> bool:
+            scan = cleanup.find_leftovers(_unreachable, include_processes=True,
+                                          in_scope=scope)
+            return any(x.run_id == "r-scoped" for x in scan)
+
+        assert not seen("job-b")
+        assert seen("job-a") and seen("")
+    finally:
+        orphan.kill()
+        orphan.wait()
 
 
 def test_second_ctrl_c_during_stop_still_removes_everything(tmp_path: Path) -> None:
