@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from campaign.cli import app
+from tests.cli import invoke
 from tests.runs import ROOT, SIM_RUN, TPUT, make_run
 from tests.unit.campaignfile.test_campaignfile import BASE, DATA, docker_base, sub, write
 from tests.unit.campaignfile.test_campaignfile import CASES as SPEC_CASES
@@ -50,32 +48,14 @@ class Case:
     """Run `python -m campaign` in a subprocess (real streams, real exit)."""
 
 
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    def hang(signum: int, frame: object) -> None:
-        raise TimeoutError(f"no answer in {seconds} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def run_cli(args: list[str], *, in_subprocess: bool) -> tuple[int, str]:
     if in_subprocess:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
         proc = subprocess.run([sys.executable, "-m", "campaign", *args], capture_output=True,
                               text=True, timeout=DEADLINE_S, env=env, check=False)
         return proc.returncode, proc.stdout + proc.stderr
-    with deadline(DEADLINE_S):
-        result = runner.invoke(app, args)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(f"uncaught {type(result.exception).__name__}: "
-                             f"{result.exception}") from result.exception
-    return result.exit_code, result.output
+    result = invoke(*args, seconds=DEADLINE_S)
+    return result.code, result.output
 
 
 # ------------------------------------------------------------------ campaign files
@@ -200,10 +180,10 @@ CAMPAIGN_CASES: list[Case] = [spec_case(*c) for c in SPEC_CASES] + [
     Case("arm-named-like-a-redo-folder", campaign(sub("  depth7:", "  control.redo1:")), 2,
          ("arm name 'control.redo1' ends in .redo<N>",)),
     Case("name-pattern-shown-whole", campaign(sub("name: base", "name: Base X")), 2,
-         ("'^[a-z0-9][a-z0-9._-]{0,62}$'",), subprocess=True),
+         ("'^[a-z0-9][a-z0-9._-]{0,62}$'",)),
     Case("arm-blamed-by-name", campaign(docker_base().replace(
         "  depth7:\n", "  depth7:\n    network: host\n")), 2,
-         ("[after merging arm 'depth7']",), subprocess=True),
+         ("[after merging arm 'depth7']",)),
     Case("did-you-mean-only-valid-keys", campaign(sub("  port: 18999", "  ports: [1]")), 2,
          ("server.ports: unknown key 'ports' (did you mean 'port'?)",),
          ("did you mean 'ports'",)),
@@ -397,12 +377,12 @@ CLI_CASES: list[Case] = [
     Case("report-output-is-a-folder", lambda t: ["report", str(_run_dir(t)), "-o", str(t)], 2,
          ("is a folder",)),
     Case("init-output-missing-folder", lambda t: ["init", "-o", "/missing/dir/c.yaml"], 2,
-         ("/missing/dir", "does not exist"), subprocess=True),
+         ("/missing/dir", "does not exist")),
     Case("init-output-is-a-folder", lambda t: ["init", "-o", str(t)], 2, ("is a folder",)),
     Case("init-unknown-template", lambda t: ["init", "--template", "x", "-o", str(t / "c.yaml")],
          2, ("sim", "gb300", "gb10-pair", "aa")),
     Case("sim-port-out-of-range", lambda t: ["sim", "serve", "--port", "70000"], 2,
-         ("--port",), subprocess=True),
+         ("--port",)),
     Case("run-out-is-a-file", lambda t: ["run", str(write(t, BASE)), "--out",
                                          str(t / "shell.jsonl")], 2,
          ("--out", "is a file, not a folder")),
@@ -419,7 +399,7 @@ CLI_CASES: list[Case] = [
     Case("run-resume-missing", lambda t: ["run", "--resume", str(t / "nope")], 2,
          ("does not exist",)),
     Case("rule-band-not-a-fraction", _report("--rule", "drift_band=5"), 2,
-         ("--rule drift_band=5", "fraction in [0, 1)"), subprocess=True),
+         ("--rule drift_band=5", "fraction in [0, 1)")),
     Case("rule-band-over-margin", _report("--rule", "drift_band=0.5"), 2,
          ("larger than the margin",)),
     Case("rule-margin-below-band", _report("--rule", "margin=0.01"), 2,
@@ -580,8 +560,7 @@ def _no_rows(run: Path) -> None:
 
 RESULTS_CASES: list[Case] = [
     Case("csv-pair-one-no-journal", _damaged(_pair_one, sim=True), 2,
-         ("passes.csv", "1 row(s) that do not parse (line 2)", "no pass events"),
-         subprocess=True),
+         ("passes.csv", "1 row(s) that do not parse (line 2)", "no pass events")),
     Case("csv-pair-one-with-journal", _damaged(_pair_one), 0,
          ("row(s) that do not parse (line 2)", "the journal's rows are used")),
     Case("csv-duplicate-decision-row", _damaged(_duplicate_decision_row), 0,

@@ -1,10 +1,11 @@
-"""Inputs and outputs that must not crash (issue 26, "Also:"), each through the real
-command line in a subprocess (`python -m campaign`: real streams, real exit codes).
+"""Inputs and outputs that must not crash (issue 26, "Also:").
 
-Each case builds its input under a temporary folder and gives the shell command to run
-(`{py}` is `python -m campaign`); it checks the documented exit code (2 usage/results,
-3 infrastructure/storage) and fragments of the one message, and that no traceback, no
-exit 1 and no hang ever happens.
+Each case builds its input under a temporary folder and gives the command to run (`{py}`
+is `spec-ab`); it checks the documented exit code (2 usage/results, 3
+infrastructure/storage) and fragments of the one message, and that no traceback, no exit 1
+and no hang ever happens. Cases about the input run the command in this process
+(tests/cli.py); cases about standard output itself (closed, full, a reader that goes away,
+an encoding) need real streams and run `python -m campaign` in a shell.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.runs import ROOT, SIM_RUN, TPUT, make_run
 
 DEADLINE_S = 60
@@ -30,7 +32,7 @@ STRING_LINE = b'"finished"\n'
 
 
 def _sh(cmd: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    """Run `cmd` in bash; {py} is `python -m campaign`."""
+    """Run `cmd` in bash; {py} is `python -m campaign` (real streams, a real exit)."""
     py = f"{shlex.quote(sys.executable)} -m campaign"
     full = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
     full.update({"PYTHONPATH": str(ROOT), "COLUMNS": "200", **(env or {})})
@@ -64,6 +66,8 @@ class Case:
     code: int
     fragments: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    streams: bool = False
+    """The case is about standard output itself: a real shell, a real process."""
 
 
 def _replaced(name: str, how: str) -> Callable[[Path], str]:
@@ -211,30 +215,30 @@ CASES = [
          ("--invalid-rate 150%: out of range", "0% to 100% (excluded)")),
     # 5. standard output that fails
     Case("stdout-closed", lambda t: f"{{py}} report {_run_dir(t)} >&-", 3,
-         ("standard output is closed",)),
+         ("standard output is closed",), streams=True),
     Case("stdout-full", lambda t: f"{{py}} report {_run_dir(t)} >/dev/full", 3,
-         ("cannot write to standard output: No space left on device",)),
+         ("cannot write to standard output: No space left on device",), streams=True),
     Case("stdout-full-json", lambda t: f"{{py}} report {_run_dir(t)} -f json >/dev/full", 3,
-         ("cannot write to standard output",)),
+         ("cannot write to standard output",), streams=True),
     Case("stdout-full-plan-json", lambda t: f"{{py}} plan {SIM_YAML} --format json "
-         ">/dev/full", 3, ("cannot write to standard output",)),
+         ">/dev/full", 3, ("cannot write to standard output",), streams=True),
     Case("stdout-full-help", lambda t: "{py} --help >/dev/full", 3,
-         ("cannot write to standard output",)),
+         ("cannot write to standard output",), streams=True),
     Case("stdout-ascii", lambda t: f"{{py}} report {_run_dir(t)}", 0,
-         ("Decision: ADOPT", "spec-ab report"), env=(("PYTHONIOENCODING", "ascii"),)),
+         ("Decision: ADOPT", "spec-ab report"), env=(("PYTHONIOENCODING", "ascii"),), streams=True),
     Case("stdout-ascii-markdown", lambda t: f"{{py}} report {_run_dir(t)} -f markdown", 0,
-         ("# Decision: ADOPT",), env=(("PYTHONIOENCODING", "ascii"),)),
+         ("# Decision: ADOPT",), env=(("PYTHONIOENCODING", "ascii"),), streams=True),
     Case("stdout-broken-pipe-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
-         "| head -1", 0, ("plan sim-adaptive",)),
+         "| head -1", 0, ("plan sim-adaptive",), streams=True),
     Case("stdout-broken-pipe-report", lambda t: f"set -o pipefail; {{py}} report "
-         f"{_run_dir(t)} -f markdown | head -1", 0, ("# Decision",)),
+         f"{_run_dir(t)} -f markdown | head -1", 0, ("# Decision",), streams=True),
     # `| true`: the reader is gone before the first line; the command still finishes
     Case("stdout-reader-gone-run", lambda t: f"set -o pipefail; {{py}} run {SIM_YAML} "
-         "--dry-run | true", 0),
+         "--dry-run | true", 0, streams=True),
     Case("stdout-reader-gone-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
-         "| true", 0),
+         "| true", 0, streams=True),
     Case("stdout-reader-gone-report-json", lambda t: f"set -o pipefail; {{py}} report "
-         f"{_run_dir(t)} -f json | true", 0),
+         f"{_run_dir(t)} -f json | true", 0, streams=True),
     # 6. one run given twice
     Case("report-run-twice", _report_twice(str), 2, ("is given twice",)),
     Case("report-run-twice-slash", _report_twice(lambda r: f"{r}/"), 2, ("is given twice",)),
@@ -243,10 +247,19 @@ CASES = [
 ]
 
 
+def _in_process(cmd: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """`{py} ARGS` (no shell syntax) through the CLI in this process."""
+    words = shlex.split(cmd)
+    assert words[0] == "{py}" and not set(words) & {"|", ">", ">&-", ";"}, cmd
+    result = invoke(*words[1:], env=env)
+    return result.code, result.stdout, result.stderr
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_robust(tmp_path: Path, case: Case) -> None:
     cmd = case.setup(tmp_path)
-    code, out, err = _sh(cmd, dict(case.env))
+    run = _sh if case.streams else _in_process
+    code, out, err = run(cmd, dict(case.env))
     both = out + err
     assert "Traceback" not in both, both
     assert "Exception ignored" not in both, both

@@ -3,20 +3,17 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
 from campaign.cli import hoist_global_options
-from tests.runs import ROOT
+from tests.cli import Result, invoke
+from tests.runs import ROOT, SIM_RUN
 
-GOLDEN_RUN = ROOT / "tests" / "golden" / "sim-run" / "2026-11-29-sim-depth7-f06adb"
+GOLDEN_RUN = SIM_RUN
 
 
-def spec_ab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "campaign", *args], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300, check=False)
+def spec_ab(*args: str) -> Result:
+    return invoke(*args)
 
 
 def test_quiet_and_verbose_after_the_subcommand_move_before_it() -> None:
@@ -33,23 +30,23 @@ def test_fail_on_names_the_condition_that_held_on_stderr() -> None:
     # an exploratory margin no change clears: the decision is keep-default (below the bar)
     proc = spec_ab("report", str(GOLDEN_RUN), "--rule", "margin=0.9", "-f", "json",
                    "--fail-on", "loss", "--fail-on", "keep-default", "-q")
-    assert proc.returncode == 4, proc.stderr
+    assert proc.code == 4, proc.stderr
     assert proc.stderr.splitlines() == ["fail-on: keep-default (below-bar)"]
     assert proc.stdout.startswith("{")
     clean = spec_ab("report", str(GOLDEN_RUN), "-f", "json", "--fail-on", "loss")
-    assert clean.returncode == 0 and "fail-on" not in clean.stderr
+    assert clean.code == 0 and "fail-on" not in clean.stderr
     # this run has a change that rounds to a negative zero: JSON writes it 0.0
     assert not re.search(r"-0\.0+[,\n]", clean.stdout) and '"change": 0.0' in clean.stdout
 
 
 def test_metrics_with_an_unknown_name_is_an_error_with_a_did_you_mean() -> None:
     proc = spec_ab("report", str(GOLDEN_RUN), "--metrics", "acceptance_rate,tokens_per_stp")
-    assert proc.returncode == 2
+    assert proc.code == 2
     assert "--metrics tokens_per_stp: not a metric spec-ab measures; did you mean " \
         "tokens_per_step?" in proc.stderr
     # a known name no run given measured would show nothing: refused, the closest named
     proc = spec_ab("report", str(GOLDEN_RUN), "--metrics", "tokens_per_drafted_step")
-    assert proc.returncode == 2
+    assert proc.code == 2
     assert "no run given measured it; did you mean tokens_per_step?" in proc.stderr
 
 
@@ -57,19 +54,17 @@ def test_check_metrics_lists_every_metric_name_the_files_cite() -> None:
     from campaign.catalog import METRICS
 
     proc = spec_ab("check", "--metrics")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     names = {line.split()[0] for line in proc.stdout.splitlines()}
     assert {m for m in METRICS if not m.startswith("acceptance_pos")} <= names
     assert "ttft_p99" in names and "acceptance_pos0" in names
-    assert spec_ab("check").returncode == 2
+    assert spec_ab("check").code == 2
 
 
 def plan_at(columns: int) -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "campaign", "plan",
-                           str(ROOT / "examples" / "sim-pair.yaml"), "--sims", "100"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300, check=False,
-                          env={**os.environ, "COLUMNS": str(columns)})
-    assert proc.returncode == 0, proc.stderr
+    proc = invoke("plan", str(ROOT / "examples" / "sim-pair.yaml"), "--sims", "100",
+                  env={"COLUMNS": str(columns)})
+    assert proc.code == 0, proc.stderr
     return proc.stdout.splitlines()
 
 

@@ -21,6 +21,7 @@ from campaign import report as rp
 from campaign.errors import EXIT_INCOMPLETE, ResultsError, UsageError
 from campaign.results.store import load_run
 from campaign.verdict import aa
+from tests.cli import Result, invoke
 from tests.runs import ROOT, SIM_RUN, T0, TESTS, TPUT, frame, golden_spec, make_run
 
 GOLDEN = TESTS / "golden" / "report"
@@ -346,16 +347,15 @@ def test_real_simulated_lane_run(tmp_path: Path, fmt: rp.Format, suffix: str) ->
 # ----------------------------------------------------------------- the command line
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "campaign", "report", *args],
-                          capture_output=True, text=True, env=full, timeout=120)
+def _cli(*args: str, env: dict[str, str] | None = None) -> Result:
+    """`spec-ab report ARGS`, in this process."""
+    return invoke("report", *args, env=env)
 
 
 def test_cli_table_respects_columns(golden_run: Path) -> None:
     """Piped, the table is as wide as COLUMNS says: at 80 no line is wider."""
     proc = _cli(str(golden_run), env={"COLUMNS": "80"})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("Decision: ADOPT")
     assert max(len(line) for line in lines) <= 80
@@ -364,25 +364,24 @@ def test_cli_table_respects_columns(golden_run: Path) -> None:
 
 
 def test_cli_closed_pipe_is_not_an_error(golden_run: Path) -> None:
-    """`spec-ab report RUN | head -1`: the reader closes the pipe after the first line."""
-    for fmt in ("table", "markdown", "json"):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "campaign", "report", str(golden_run), "--format", fmt],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "COLUMNS": "120"})
-        assert proc.stdout is not None and proc.stderr is not None
-        first = proc.stdout.readline()
-        proc.stdout.close()  # what `head -1` does
-        err = proc.stderr.read()
-        proc.stderr.close()
-        assert proc.wait(timeout=120) == 0, err
-        assert err == b"", err
-        assert first.strip(), fmt
+    """`spec-ab report RUN | head -1`: the reader closes the pipe after the first line (a
+    real process and pipe; Markdown and JSON: tests/unit/cli/test_robust_io.py)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "campaign", "report", str(golden_run), "--format", "table"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "120"})
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what `head -1` does
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=120) == 0, err
+    assert err == b"", err
+    assert first.strip()
 
 
 def test_cli_metrics_picks_what_is_shown(golden_run: Path) -> None:
     proc = _cli(str(golden_run), "--format", "json", "--metrics", "acceptance_rate")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["metrics_shown"] == ["acceptance_rate"]
     # decision and guardrail metrics always, and the one asked for
@@ -391,7 +390,7 @@ def test_cli_metrics_picks_what_is_shown(golden_run: Path) -> None:
     table = _cli(str(golden_run), "--metrics", "acceptance_rate", env={"COLUMNS": "160"})
     assert "acceptance_rate" in table.stdout and "tokens_per_step" not in table.stdout
     bad = _cli(str(golden_run), "--metrics", "tput")
-    assert bad.returncode == 2 and "--metrics tput" in bad.stderr
+    assert bad.code == 2 and "--metrics tput" in bad.stderr
 
 
 # ----------------------------------------------------------------- the JSON schema

@@ -9,13 +9,13 @@ import io
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from campaign import report as rp
 from campaign.report import plots
+from tests.cli import invoke
 from tests.runs import SIM_RUN, T0, golden_spec, make_run, require
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -104,10 +104,8 @@ def test_history_plot_and_plot_files(tmp_path: Path) -> None:
 def test_cli_html_writes_plots_beside_the_page(golden_run_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "site" / "report.html"
     out.parent.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "campaign", "report", str(golden_run_dir),
-                           "--format", "html", "-o", str(out)], capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    proc = invoke("report", str(golden_run_dir), "--format", "html", "-o", str(out))
+    assert proc.code == 0, proc.stderr
     files = sorted(p.name for p in (out.parent / "plots").iterdir())
     # no guardrail decided, and a fixed design has no sequential path
     drawn = [name for name, _, _ in plots.PLOTS if name not in ("guardrails", "sequential")]
