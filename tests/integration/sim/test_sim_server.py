@@ -16,8 +16,6 @@ from campaign.sim.config import OVERRIDES_PATH, read_yaml
 from campaign.sim.testing import SimHandle, running_sim, sim_env
 from tests.runs import ROOT
 
-pytestmark = pytest.mark.integration
-
 TOKENIZER = Tokenizer.from_file(str(ROOT / "fixtures" / "tokenizer" / "tokenizer.json"))
 FAST = sim_env(time_scale=50, seed=5, log_interval=0.3, drift_sigma=0)
 SHELL = "$ ls -la /var/log | grep nginx\nGive me the command that tails the newest log."

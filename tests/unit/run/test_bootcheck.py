@@ -1,7 +1,7 @@
 """`spec-ab check --boot` with fake servers: each distinct launch booted once up to ready
 (the runner's readiness, with its 1-token request), every one tried, each stopped, the
 lane held, nothing left behind. The real thing on the simulated lane:
-tests/integration/e2e/test_check_boot.py."""
+tests/e2e/test_check_boot.py."""
 
 from __future__ import annotations
 

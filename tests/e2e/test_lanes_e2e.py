@@ -16,16 +16,18 @@ import pytest
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.timing  # verdicts on measured speed
 
 SPEC_AB = [sys.executable, "-m", "campaign"]
 
 
 def campaign(*, lanes: dict[str, dict[str, str]] | None, pairs: int, candidate_env: str,
-             control_depth: int = 5, name: str = "lanes", scale: int = 3,
+             control_depth: int = 5, name: str = "lanes", scale: int = 1,
              requests: int = 16) -> str:
     """A small campaign deciding on knee c1; `lanes` maps a lane to its sim env (each lane
-    gets its own free port), None makes it a plain one-lane campaign."""
+    gets its own free port), None makes it a plain one-lane campaign. The sim runs at real
+    time (`scale` 1): a host running the suite in parallel then delays its tokens by a
+    small share, where at 3× it took a third of the candidate's 30%."""
     port = free_port()
     if lanes is None:
         where = "lane: one\n"

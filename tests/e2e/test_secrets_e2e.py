@@ -19,12 +19,8 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
-
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
-
-pytestmark = pytest.mark.integration
 
 SPEC_AB = [sys.executable, "-m", "campaign"]
 

@@ -2,8 +2,9 @@
 after each from the 2nd) on the simulated lane with real AIPerf and the real CLI.
 
 To keep the night short the copies keep only the decision pass (agent-fixture prose, the
-demo's 32 requests at 4 streams) and the warm-up, at the example's own time scale (a faster
-one shrinks the latencies until a loaded host's jitter moves the TTFT guardrail). The
+demo's 32 requests at 4 streams; no warm-up: the simulated lane has nothing to warm), at
+the example's own time scale (a faster one shrinks the latencies until a loaded host's
+jitter moves the TTFT guardrail). The
 demo's candidate (adaptive verification, +25% there) must stop with ADOPT before its 6th
 pair; an A/A copy (the candidate is the control's launch) must not adopt."""
 
@@ -22,7 +23,7 @@ from campaign.results import journal as jr
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.timing  # verdicts on measured speed
 
 EXAMPLE = ROOT / "examples" / "sim-sequential.yaml"
 
@@ -36,6 +37,7 @@ def _campaign(tmp_path: Path, *, aa: bool) -> Path:
     server["port"] = port
     doc["lane"] = f"seq-{port}"
     del doc["workloads"]["knee"]
+    doc["workloads"]["warmup"] = []
     del doc["workloads"]["agentfix"]["fixtures"]["shell"]
     if aa:
         doc["arms"]["adaptive"] = {"description": "the control's launch (A/A)"}

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from campaign.sim.testing import free_port
-from tests.integration.e2e.test_run_e2e import (
+from tests.e2e.test_run_e2e import (
     campaign_text,
     journal_events,
     lock_env,
@@ -22,7 +20,6 @@ from tests.integration.e2e.test_run_e2e import (
     write_campaign,
 )
 
-pytestmark = pytest.mark.integration
 __all__ = ["out"]  # the fixture, imported from test_run_e2e
 
 ERROR = "error: environment variable SPECAB_SIM_DEPHT: unknown knob 'depht'"

@@ -17,7 +17,7 @@ import pytest
 from campaign.results.store import load_run
 from campaign.run import metrics
 from campaign.sim.testing import free_port
-from tests.integration.e2e.test_run_e2e import (
+from tests.e2e.test_run_e2e import (
     campaign_text,
     journal_events,
     lock_env,
@@ -26,8 +26,6 @@ from tests.integration.e2e.test_run_e2e import (
     run_dir_of,
     write_campaign,
 )
-
-pytestmark = pytest.mark.integration
 
 COUNTS = ("drafts", "draft_tokens", "accepted_tokens", "generation_tokens")
 
@@ -43,10 +41,10 @@ def _whole_pass(arm_dir: Path) -> dict[str, float]:
 @pytest.mark.parametrize("one_process", [False, True], ids=["sweep", "one-process"])
 def test_knee_figures_per_level_add_up_to_the_pass(tmp_path: Path, out: Path,  # noqa: F811
                                                    one_process: bool) -> None:
-    text = campaign_text(free_port(), name="levels")
-    if one_process:
-        text = text.replace("    requests_per_level: 8", "    requests_per_level: 8\n"
-                            "    one_process: true")
+    text = campaign_text(free_port(), name="levels")  # the knee in one process
+    if not one_process:
+        assert "    one_process: true\n" in text
+        text = text.replace("    one_process: true\n", "")  # a sweep: a process per level
     path = write_campaign(tmp_path, text)
     proc = run_cli("run", str(path), "--out", str(out), env=lock_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -22,7 +22,7 @@ import pytest
 
 from campaign.run import portguard
 from campaign.sim.testing import free_port
-from tests.integration.e2e.test_run_e2e import (
+from tests.e2e.test_run_e2e import (
     SPEC_AB,
     campaign_text,
     journal_events,
@@ -36,7 +36,6 @@ from tests.integration.e2e.test_run_e2e import (
 )
 from tests.runs import ROOT
 
-pytestmark = pytest.mark.integration
 __all__ = ["out"]  # the fixture, imported from test_run_e2e
 
 
@@ -171,6 +170,7 @@ def wait_port(port: int, timeout_s: float = 60) -> None:
     raise AssertionError(f"nothing listens on port {port} after {timeout_s} s")
 
 
+@pytest.mark.timing  # a loaded host must not stall the retry beyond max_stall_s
 def test_a_server_frozen_mid_pass_gives_a_stalled_pass_retried_not_measured(
         tmp_path: Path, out: Path) -> None:
     """SIGSTOP of the candidate's server for 6 s while its knee requests are in flight,

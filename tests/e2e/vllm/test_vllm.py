@@ -59,7 +59,7 @@ def ngram(k: int) -> list[str]:
          "prompt_lookup_min": 2})]
 
 
-def campaign_text(name: str, port: int, arms: dict[str, list[str]], *, warmup: bool,
+def campaign_text(name: str, port: int, arms: dict[str, list[str]], *,
                   knee: str, agentfix: bool, pair_retries: int = 0,
                   decision_level: str = "c1") -> str:
     command = [str(VENV_PY), "-m", "vllm.entrypoints.openai.api_server", "--model",
@@ -68,8 +68,6 @@ def campaign_text(name: str, port: int, arms: dict[str, list[str]], *, warmup: b
                "--enforce-eager", "--override-generation-config", '{"temperature": 0.0}']
     arm_lines = "\n".join(f"  {arm}: {{args: {json.dumps(args)}}}" for arm, args in arms.items())
     fix = ROOT / "fixtures"
-    warm = ("[{concurrency: 2, requests: 4, input_tokens: 64, output_tokens: 16}]"
-            if warmup else "[]")
     agent = (f"\n  agentfix:\n    fixtures: {{prose: {fix}/agentfix/prose.jsonl}}\n"
              "    concurrency: 4\n    requests: 8\n    output_tokens: 48" if agentfix else "")
     return f"""
@@ -98,7 +96,7 @@ workloads:
   model: {SERVED}
   tokenizer: {fix}/tokenizer
   endpoint_type: chat
-  warmup: {warm}
+  warmup: []
   knee: {knee}{agent}
 log_captures:
   spec_decoding: "SpecDecoding metrics:"
@@ -225,7 +223,7 @@ def three_arms(tmp_path_factory: pytest.TempPathFactory) -> Run:
     path = tmp / "campaign.yaml"
     path.write_text(campaign_text(
         "vllm-cpu-ab", port, {"control": [], "k2": ngram(2), "k4": ngram(4)},
-        warmup=True, knee="{concurrency: [4], input_tokens: 128, output_tokens: 48, "
+        knee="{concurrency: [4], input_tokens: 128, output_tokens: 48, "
         "requests_per_level: 8}", agentfix=True, decision_level="c4"))
     check = spec_ab("check", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
@@ -236,6 +234,11 @@ def three_arms(tmp_path_factory: pytest.TempPathFactory) -> Run:
     return Run(run_dir_of(tmp / "results", deadline_s=1), check, run, took)
 
 
+THREE_ARMS = pytest.mark.xdist_group("vllm-three-arms")
+"""Tests a and b read one run: one worker builds it."""
+
+
+@THREE_ARMS
 def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -> None:
     assert three_arms.run.returncode == 0, three_arms.run.stdout + three_arms.run.stderr
     report = spec_ab("report", str(three_arms.dir))
@@ -290,6 +293,7 @@ def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -
             "tokens_per_decode_step")))
 
 
+@THREE_ARMS
 def test_b_spec_decoding_off_is_not_applicable_not_incomplete(three_arms: Run) -> None:
     assert three_arms.run.returncode == 0, three_arms.run.stdout + three_arms.run.stderr
     text = spec_ab("report", str(three_arms.dir), "--fail-on", "incomplete")
@@ -320,7 +324,7 @@ def test_c_enginecore_killed_mid_pass_redoes_the_pair(tmp_path: Path) -> None:
     port = free_port()
     path = tmp_path / "campaign.yaml"
     path.write_text(campaign_text(
-        "vllm-cpu-kill", port, {"control": ngram(2), "k4": ngram(4)}, warmup=False,
+        "vllm-cpu-kill", port, {"control": ngram(2), "k4": ngram(4)},
         knee="{concurrency: [2], input_tokens: 128, output_tokens: 64, "
         "requests_per_level: 24}", agentfix=False, pair_retries=1, decision_level="c2"))
     proc = start_run(path, tmp_path / "results")
@@ -359,7 +363,7 @@ def booting(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, int]]
     port = free_port()
     path = tmp_path / "campaign.yaml"
     path.write_text(campaign_text(
-        "vllm-cpu-stop", port, {"control": ngram(2), "k4": ngram(4)}, warmup=False,
+        "vllm-cpu-stop", port, {"control": ngram(2), "k4": ngram(4)},
         knee="{concurrency: [1], requests_per_level: 8}", agentfix=False))
     proc = start_run(path, tmp_path / "results")
     sid = -1
@@ -423,7 +427,7 @@ def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
     change in the pooled report is the one that shard shows on its own."""
     ports = {"cpu-a": free_port(), "cpu-b": free_port()}
     text = campaign_text("vllm-cpu-lanes", ports["cpu-a"], {"control": [], "k2": ngram(2)},
-                         warmup=False, knee="{concurrency: [2], input_tokens: 128, "
+                         knee="{concurrency: [2], input_tokens: 128, "
                          "output_tokens: 48, requests_per_level: 8}", agentfix=False,
                          decision_level="c2")
     text = text.replace(f', "--port", "{ports["cpu-a"]}"', "")  # each lane gives its own

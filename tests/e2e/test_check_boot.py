@@ -11,13 +11,10 @@ import sys
 from pathlib import Path
 
 import psutil
-import pytest
 
-from campaign.markers import RUN_ENV
+from campaign.markers import RUN_ENV, SCOPE_ENV
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
-
-pytestmark = pytest.mark.integration
 
 
 def campaign(port: int) -> str:
@@ -46,11 +43,15 @@ workloads:
 
 
 def leftovers() -> list[int]:
-    """Processes a boot check started that still run."""
+    """Processes this test's boot check started that still run (its leftover scope: a boot
+    check of another test beside it is not this one's)."""
     out = []
+    scope = os.environ[SCOPE_ENV]
     for p in psutil.process_iter(["pid", "environ"]):
         try:
-            if ((p.info.get("environ") or {}).get(RUN_ENV) or "").startswith("check-boot-"):
+            env = p.info.get("environ") or {}
+            if (env.get(RUN_ENV) or "").startswith("check-boot-") and \
+                    env.get(SCOPE_ENV) == scope:
                 out.append(p.pid)
         except (psutil.Error, OSError):
             continue

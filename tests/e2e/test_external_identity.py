@@ -11,10 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 from campaign.sim.testing import free_port
-from tests.integration.e2e.test_run_e2e import (
+from tests.e2e.test_run_e2e import (
     journal_events,
     lock_env,
     out,
@@ -25,7 +23,6 @@ from tests.integration.e2e.test_run_e2e import (
 )
 from tests.runs import ROOT
 
-pytestmark = pytest.mark.integration
 __all__ = ["out"]  # the fixture, imported from test_run_e2e
 
 START = """#!/bin/sh

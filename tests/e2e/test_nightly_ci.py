@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
-
-pytestmark = pytest.mark.integration
 
 WORKFLOW = ROOT / "examples" / "ci" / "nightly-github-actions.yml"
 
@@ -48,7 +45,8 @@ workloads:
   model: ci-model
   tokenizer: builtin:tokenizer
   warmup: []
-  knee: {{concurrency: [1, 2], input_tokens: 64, output_tokens: 32, requests_per_level: 6}}
+  knee: {{concurrency: [1, 2], input_tokens: 64, output_tokens: 32, requests_per_level: 6,
+         one_process: true}}
 """
 
 

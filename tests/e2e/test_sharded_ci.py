@@ -10,15 +10,14 @@ rules (the least common ancestor of the paths is the artifact's root; `pattern` 
 artifacts; `merge-multiple` unpacks them side by side, else one folder per artifact).
 The Slurm script runs with plain bash, SLURM_ARRAY_TASK_ID set by hand.
 
-The two end-to-end tests are `integration`; the check that both files parse and name
-`--lane` where they must is not (it starts nothing)."""
+The check that both files parse and name `--lane` where they must starts nothing: it is
+tests/unit/scripts/test_ci_examples.py."""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +31,7 @@ import pytest
 import yaml
 
 from campaign.sim.testing import free_port
-from tests.integration.e2e.test_nightly_ci import (
+from tests.e2e.test_nightly_ci import (
     StepRun,
     _expr,
     _runs,
@@ -41,9 +40,8 @@ from tests.integration.e2e.test_nightly_ci import (
     stop_group,
 )
 from tests.runs import ROOT
+from tests.unit.scripts.test_ci_examples import SLURM, WORKFLOW, slurm_lanes
 
-WORKFLOW = ROOT / "examples" / "ci" / "sharded-github-actions.yml"
-SLURM = ROOT / "examples" / "ci" / "sharded-slurm.sh"
 CAMPAIGN = "campaigns/sharded.yaml"
 CONDITIONS = {"incomplete", "unstable", "loss", "keep-default"}
 STEP_TIMEOUT = 300.0
@@ -191,7 +189,6 @@ def _overlap(a: StepRun, b: StepRun) -> bool:
     return a.start < b.end and b.start < a.end
 
 
-@pytest.mark.integration
 def test_sharded_workflow_matrix_then_pool(tmp_path: Path, cleanup: list[Path]) -> None:
     flow: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text())
     shard_job, pool_job = flow["jobs"]["shard"], flow["jobs"]["pool"]
@@ -275,15 +272,8 @@ def _wait(proc: subprocess.Popen[str], deadline: float) -> int:
         raise
 
 
-def _slurm_lanes() -> list[str]:
-    hit = re.search(r"^LANES=\(([^)]*)\)", SLURM.read_text(), re.M)
-    assert hit, "no LANES=(...) array in the Slurm script"
-    return hit.group(1).split()
-
-
-@pytest.mark.integration
 def test_slurm_array_tasks_then_pool(tmp_path: Path, cleanup: list[Path]) -> None:
-    lanes = _slurm_lanes()
+    lanes = slurm_lanes()
     work = _checkout(tmp_path / "work", sharded_campaign({lane: free_port() for lane in lanes}))
     cleanup.append(work)
     shards = tmp_path / "shards"
@@ -315,77 +305,3 @@ def test_slurm_array_tasks_then_pool(tmp_path: Path, cleanup: list[Path]) -> Non
     verdict = (pooled / "verdict.txt").read_text().removeprefix("verdict:").split()
     _verdict_matches_json(verdict, rep)
     assert code == (0 if verdict == ["adopt"] else 4), text
-
-
-# ---------------------------------------------------------------- the files themselves
-
-
-def _commands(script: str, tool: str) -> list[str]:
-    """Every command line of `script` that calls `tool` (continuations joined)."""
-    joined = re.sub(r"\\\n\s*", " ", script)
-    return [line.strip() for line in joined.splitlines()
-            if re.search(rf"{re.escape(tool)}\s+(-q\s+)?\w", line)
-            and not line.lstrip().startswith("#")]
-
-
-def _subcommand(line: str, tool: str) -> str:
-    hit = re.search(rf"{re.escape(tool)}\s+(?:-q\s+)?(\w+)", line)
-    assert hit, line
-    return hit.group(1)
-
-
-def test_example_files_parse_and_name_the_lane() -> None:
-    flow: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text())
-    shard_job, pool_job = flow["jobs"]["shard"], flow["jobs"]["pool"]
-    assert shard_job["strategy"]["fail-fast"] is False
-    lanes = shard_job["strategy"]["matrix"]["lane"]
-    assert isinstance(lanes, list) and len(lanes) >= 2
-    assert "${{ matrix.lane }}" in shard_job["runs-on"]
-    assert pool_job["needs"] == "shard" and pool_job["if"] == "always()"
-    uses = {s["uses"].split("@")[0]: s for job in (shard_job, pool_job)
-            for s in job["steps"] if "uses" in s}
-    assert "actions/upload-artifact" in uses and "actions/download-artifact" in uses
-    upload = next(s for s in shard_job["steps"] if "upload-artifact" in s.get("uses", ""))
-    download = next(s for s in pool_job["steps"] if "download-artifact" in s.get("uses", ""))
-    assert "${{ matrix.lane }}" in upload["with"]["name"]
-    assert fnmatch.fnmatchcase(upload["with"]["name"].replace("${{ matrix.lane }}", lanes[0]),
-                               download["with"]["pattern"])
-    seen: dict[str, set[str]] = {"shard": set(), "pool": set()}
-    for job_name, job in (("shard", shard_job), ("pool", pool_job)):
-        for step in job["steps"]:
-            for line in _commands(step.get("run", ""), "spec-ab"):
-                sub = _subcommand(line, "spec-ab")
-                seen[job_name].add(sub)
-                if sub in ("run", "check"):
-                    assert '--lane "$LANE"' in line, line
-                if sub == "report":
-                    assert "--lane" not in line, line
-    assert seen["shard"] == {"clean", "check", "run"}
-    assert seen["pool"] == {"report"}
-
-    script = SLURM.read_text()
-    assert _slurm_lanes() == lanes, "the two examples name different lanes"
-    assert "set -euo pipefail" in script and "--dependency=afterany:" in script
-    subs = set()
-    for line in _commands(script, '"$SPEC_AB"'):
-        sub = _subcommand(line, '"$SPEC_AB"')
-        subs.add(sub)
-        if sub in ("run", "check"):
-            assert '--lane "$lane"' in line, line
-    assert subs == {"clean", "check", "run", "report"}
-    proc = subprocess.run(["bash", "-n", str(SLURM)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-
-
-@pytest.mark.parametrize("task", [None, "2"])
-def test_slurm_script_refuses_a_task_without_a_lane(tmp_path: Path, task: str | None) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    env.update(SHARDS=str(tmp_path / "shards"), SPEC_AB="false")
-    if task is not None:
-        env["SLURM_ARRAY_TASK_ID"] = task
-    proc = subprocess.run(["bash", str(SLURM)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=30)
-    assert proc.returncode == 2 and "array" in proc.stderr, proc.stderr
-    proc = subprocess.run(["bash", str(SLURM), "pool"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 2 and "usage" in proc.stderr, proc.stderr
