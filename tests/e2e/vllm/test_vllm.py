@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -422,9 +423,10 @@ def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
 
 
 def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
-    """A sharded campaign on a real vLLM: each lane's shard runs on its own port, the two
-    pool into one verdict whose decision cell holds both lanes' pairs, and each lane's
-    change in the pooled report is the one that shard shows on its own."""
+    """A sharded campaign on a real vLLM: each lane's shard runs on its own port, both at
+    once, as on two boxes; the two pool into one verdict whose decision cell holds both
+    lanes' pairs, and each lane's change in the pooled report is the one that shard shows
+    on its own."""
     ports = {"cpu-a": free_port(), "cpu-b": free_port()}
     text = campaign_text("vllm-cpu-lanes", ports["cpu-a"], {"control": [], "k2": ngram(2)},
                          knee="{concurrency: [2], input_tokens: 128, "
@@ -436,10 +438,12 @@ def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
     text = re.sub(r"lane: .*\n", "lanes:\n" + lanes, text, count=1)
     path = tmp_path / "campaign.yaml"
     path.write_text(text)
+    with ThreadPoolExecutor(len(ports)) as pool:  # the lanes' shards at the same time
+        runs = list(pool.map(lambda lane: spec_ab(
+            "run", str(path), "--lane", lane, "--out", str(tmp_path / lane), timeout=600),
+            ports))
     shards = []
-    for lane in ports:
-        run = spec_ab("run", str(path), "--lane", lane, "--out", str(tmp_path / lane),
-                      timeout=600)
+    for lane, run in zip(ports, runs, strict=True):
         assert run.returncode == 0, run.stdout + run.stderr
         assert f"Shard of lane {lane}: 1 of 1 pairs, complete" in run.stdout, run.stdout
         shards.append(run_dir_of(tmp_path / lane, deadline_s=1))
