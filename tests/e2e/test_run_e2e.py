@@ -217,15 +217,21 @@ def test_sigint_stops_everything_exit_130_then_resume(tmp_path: Path, out: Path)
     proc = _start_background(path, out, tmp_path, "--sign-key", str(key))
     try:
         run_dir = _wait_run_dir(out)
-        # interrupt while AIPerf measures the control's knee
+        # interrupt while AIPerf measures the control (pair 1)
         wait_for(lambda: any(e["event"] == "server_ready" for e in journal_events(run_dir)),
                  60, "the control to be ready")
-        # a report while it measures says it is running, not "--resume"
-        live = subprocess.run([*SPEC_AB, "report", str(run_dir)], cwd=ROOT, text=True,
-                              capture_output=True, timeout=120)
+        wait_for(lambda: runs_aiperf(run_dir), 120, "AIPerf to start")
+        # the runner held where it is (a loaded host may take a while to report): the
+        # night cannot move past pair 1 meanwhile, and its process is still alive
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            # a report while it measures says it is running, not "--resume"
+            live = subprocess.run([*SPEC_AB, "report", str(run_dir)], cwd=ROOT, text=True,
+                                  capture_output=True, timeout=120)
+        finally:
+            proc.send_signal(signal.SIGCONT)
         assert "RUNNING" in live.stdout + live.stderr, live.stdout + live.stderr
         assert "wait for the run to finish" in live.stdout + live.stderr
-        wait_for(lambda: runs_aiperf(run_dir), 30, "AIPerf to start")
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=90)
     finally:
