@@ -7,11 +7,18 @@ campaign's candidate is the control launch plus env, as on a lab lane. One campa
 candidates (run once, read by both tests), real AIPerf, the real CLI:
 
 - `faster` streams 30% faster (a token every 21 ms instead of 30) with the first token
-  configured identical: the throughput gain clears the default rule and the p99 TTFT
+  configured identical: the throughput gain clears the default rule and the median-TTFT
   guardrail (judged on the passes' own requests) does not stop it — it adopts;
 - `late`, as fast, whose first token comes 150 ms later (60 → 210 ms): the rule is met,
   but it keeps the default, reason `guardrail`, the guardrail broken with its CI wholly
   beyond the limit.
+
+The guardrail is the median TTFT, not the p99 the examples register: a p99 of 32 requests
+is its slowest request or two, and on a host running the suite beside it one stalled
+request in a control pass moved one pair's p99 ratio enough for 3 pairs to say `unclear`
+(CI-like run, 1 of 3). What a p99 guardrail can resolve with so few requests is the
+verdict's own question (docs/verdict.md, "Guardrails"), tested without a loaded host in
+tests/unit/verdict.
 
 Loaded hosts shaped both figures. At a first token 25 ms later than 20 ms (+20% to +45%
 per pair), a CI host stalled one candidate pass enough that 3 pairs could not tell
@@ -51,6 +58,9 @@ preregistration:
   drift_band: 0.03
   pairs: 3
   decision_cells: [{{workload: knee, level: c4}}]
+  guardrails:
+    - {{metric: ttft_p50, max_worsening: 0.05}}
+    - {{metric: error_rate, max_worsening: 0.0, absolute: true}}
   # what is tested is the verdict on a foreign server, not the window: a CI host running
   # the suite beside it moves the control by more than 3% between pairs of such short passes
   gates: {{retries: 1, pair_retries: 0, min_completed_requests: 8, pass_timeout_s: 120,
@@ -107,7 +117,7 @@ def verdict(doc: dict[str, Any], arm: str) -> dict[str, Any]:
 
 
 def ttft_guardrails(doc: dict[str, Any], arm: str) -> list[dict[str, Any]]:
-    return [g for g in doc["guardrails"] if g["metric"] == "ttft_p99" and g["arm"] == arm]
+    return [g for g in doc["guardrails"] if g["metric"] == "ttft_p50" and g["arm"] == arm]
 
 
 def test_a_candidate_that_streams_faster_adopts(report: dict[str, Any]) -> None:
