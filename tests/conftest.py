@@ -111,18 +111,15 @@ def _isolated_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 
 
 @pytest.fixture(autouse=True)
-def _isolated(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+def _isolated(tmp_path_factory: pytest.TempPathFactory,
               monkeypatch: pytest.MonkeyPatch) -> None:
     """This test's own lane-lock folder (two tests never contend for one lane's lock, and
-    nothing is written to the machine-wide folder) and, above the unit tier, its own
-    leftover scope: the runs it starts judge, and `spec-ab clean` removes, only the
-    leftovers of this test (`SPECAB_SCOPE`), never another test's run going on beside it.
-    Every command a test starts inherits both (a test that sets its own wins)."""
+    nothing is written to the machine-wide folder) and its own leftover scope: the runs it
+    starts judge, and `spec-ab clean` removes, only the leftovers of this test
+    (`SPECAB_SCOPE`), never another test's run going on beside it. Every command a test
+    starts inherits both (a test that sets its own wins)."""
     monkeypatch.setenv("SPECAB_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
-    if request.node.get_closest_marker("unit") is None:
-        monkeypatch.setenv(SCOPE_ENV, f"test-{uuid.uuid4().hex[:12]}")
-    else:  # a unit test judges leftovers it makes up, unscoped as a user's machine
-        monkeypatch.delenv(SCOPE_ENV, raising=False)
+    monkeypatch.setenv(SCOPE_ENV, f"test-{uuid.uuid4().hex[:12]}")
 
 
 @pytest.fixture(scope="session")

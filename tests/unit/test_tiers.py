@@ -62,11 +62,19 @@ def test_a_test_over_its_budget_fails_with_its_name(pytester: pytest.Pytester,
     result.stdout.fnmatch_lines(["*test_slow.py::test_slow took 1 s, over the 0 s*"])
 
 
-def test_each_test_has_its_own_lock_folder_and_no_scope_in_the_unit_tier(
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+SEEN: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_each_test_has_its_own_lock_folder_and_leftover_scope(
+        tmp_path_factory: pytest.TempPathFactory, n: int) -> None:
+    """Unit tests too: a unit test whose command scans for leftovers (an in-process
+    `spec-ab run`) must not see an e2e test's orphaned server on another worker."""
     locks = os.environ["SPECAB_LOCK_DIR"]
     assert locks.startswith(str(tmp_path_factory.getbasetemp()))
-    assert SCOPE_ENV not in os.environ  # the unit tier judges made-up leftovers unscoped
+    scope = os.environ[SCOPE_ENV]
+    assert scope.startswith("test-") and scope not in SEEN.values()
+    SEEN[f"{n}"] = scope
 
 
 def test_an_e2e_test_that_judges_no_speed_yields_the_cpu(pytester: pytest.Pytester,

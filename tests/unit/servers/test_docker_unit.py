@@ -348,7 +348,7 @@ def test_find_leftovers_judges_by_runner_pid_and_host() -> None:
         return pid == 100 and (started is None or started == 5.0)
 
     scan = cleanup.find_leftovers(lambda h: client, include_processes=False, alive=alive,
-                                  hostname="me")
+                                  hostname="me", in_scope="")  # unscoped: a user's machine
     assert [x.run_id for x in scan] == ["r2", "r3", "r4"]
     assert "runner pid 200 is not running" in str(scan[0])
     assert "no runner pid label" in scan[2].why
