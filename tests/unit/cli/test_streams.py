@@ -186,22 +186,23 @@ def test_finish_keeps_the_commands_exit_code(monkeypatch: pytest.MonkeyPatch,
     assert stderr.getvalue() == ""
 
 
-def test_finish_after_a_reader_went_away_is_the_commands_exit(
-        monkeypatch: pytest.MonkeyPatch, stderr: Stderr, fd1: Fd1) -> None:
-    monkeypatch.setattr(sys, "stdout", streams.GuardedStdout(Failing(errno.EPIPE,
-                                                                      on_flush=True)))
+def _finish_when_the_last_flush_fails(monkeypatch: pytest.MonkeyPatch, code: int) -> object:
+    """`finish(0)`'s exit code when stdout's last flush fails with `code`."""
+    monkeypatch.setattr(sys, "stdout", streams.GuardedStdout(Failing(code, on_flush=True)))
     with pytest.raises(SystemExit) as exc:
         streams.finish(0)
-    assert _exit_code(exc) == 0 and stderr.getvalue() == ""  # not 141, not a message
+    return _exit_code(exc)
+
+
+def test_finish_after_a_reader_went_away_is_the_commands_exit(
+        monkeypatch: pytest.MonkeyPatch, stderr: Stderr, fd1: Fd1) -> None:
+    code = _finish_when_the_last_flush_fails(monkeypatch, errno.EPIPE)
+    assert code == 0 and stderr.getvalue() == ""  # not 141, not a message
 
 
 def test_finish_when_the_last_flush_fails_is_exit_3_with_one_message(
         monkeypatch: pytest.MonkeyPatch, stderr: Stderr, fd1: Fd1) -> None:
-    monkeypatch.setattr(sys, "stdout", streams.GuardedStdout(Failing(errno.ENOSPC,
-                                                                      on_flush=True)))
-    with pytest.raises(SystemExit) as exc:
-        streams.finish(0)
-    assert _exit_code(exc) == EXIT_INFRA
+    assert _finish_when_the_last_flush_fails(monkeypatch, errno.ENOSPC) == EXIT_INFRA
     assert stderr.getvalue().splitlines() == [
         "error: cannot write to standard output: No space left on device",
         f"  → {streams.HINT}"]
