@@ -1,5 +1,5 @@
 """The campaign file's `workloads.fidelity`: the lossless check's settings (what runs it:
-`campaign.run.fidelity`)."""
+`campaign.run.measure.fidelity`)."""
 
 from __future__ import annotations
 

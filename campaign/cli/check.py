@@ -38,9 +38,9 @@ def check(
     """Validate a campaign file (with the simulator's knobs and vLLM's own flag parser), show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready) and, with --boot, boot each launch once."""
     from campaign.campaignfile import load_campaign
     from campaign.campaignfile.checks import refuse_thin_tails
-    from campaign.run import checkview, launchcheck
-    from campaign.run.preflight import preflight as run_preflight
-    from campaign.run.vllmengine import Engines
+    from campaign.run.checks import checkview, launchcheck
+    from campaign.run.checks.preflight import preflight as run_preflight
+    from campaign.run.checks.vllmengine import Engines
 
     if metrics:
         _print_metrics()
@@ -121,7 +121,7 @@ def _print_metrics() -> None:
 
 def _boot(campaign: Campaign, campaign_file: Path) -> None:
     """`check --boot`: every distinct launch booted once; exit 3 when one fails."""
-    from campaign.run import bootcheck, checkview
+    from campaign.run.checks import bootcheck, checkview
 
     checkview.print_boot_header(out)
     try:
@@ -150,7 +150,7 @@ def clean(
                                           "nothing.")] = False,
 ) -> None:
     """Remove containers and processes left by runs that are no longer alive."""
-    from campaign.run import cleanup
+    from campaign.run.guards import cleanup
 
     hosts: list[str | None] = [None]
     if campaign_file is not None:

@@ -52,7 +52,8 @@ def run(
         "first boot; `spec-ab verify --allowed-signers` checks it.")] = None,
 ) -> None:
     """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
-    from campaign.run import checkview, runner
+    from campaign.run import runner
+    from campaign.run.checks import checkview
 
     _check_options(campaign_file, out_dir, resume, run_dir_file, redo_invalid)
     if sign_key is not None and resume is not None:
@@ -107,7 +108,8 @@ def _campaign(campaign_file: Path | None, resume: Path | None, lane: str | None,
               rt: runner.Runtime) -> tuple[RunStore | None, Campaign]:
     """The run to resume (its frozen campaign) or the campaign file, on `lane`."""
     from campaign.campaignfile import load_campaign
-    from campaign.run import launchcheck, runner
+    from campaign.run import runner
+    from campaign.run.checks import launchcheck
 
     if resume is not None:
         store, campaign = runner.reopen_run(resume, rt)
@@ -126,7 +128,7 @@ def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
          opts: runner.RunOptions, run_dir_file: Path | None, *, skip_preflight: bool,
          redo_invalid: bool) -> runner.RunResult:
     """`run_campaign` with the live status and the Ctrl-C handler while it runs."""
-    from campaign.run import runner, stopping
+    from campaign.run import interrupt, runner
     from campaign.run.progress import make_progress
 
     previous: dict[int, Any] = {}
@@ -135,7 +137,7 @@ def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
         out.print(f"run directory: {run.run_dir}")
         _announce_run_dir(run.run_dir, run_dir_file)
         rt.progress = make_progress(out, campaign, run.run_dir)
-        previous.update(stopping.install(rt.cancel, lambda: rt.doing, _say_stopping))
+        previous.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_stopping))
 
     try:
         return runner.run_campaign(
@@ -147,7 +149,7 @@ def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
         close = getattr(rt.progress, "close", None)
         if close:
             close()
-        stopping.restore(previous)
+        interrupt.restore(previous)
 
 
 def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:

@@ -6,7 +6,7 @@ stops paying depends on the concurrency. The left panel puts each knee level of 
 at (step cost, tokens per step):
 
 - tokens per step = `tokens_per_decode_step` (generated ÷ decode steps, drafted or not),
-  the level's own counters (the knee cut at its level boundaries, `run/levelcut.py`);
+  the level's own counters (the knee cut at its level boundaries, `run/measure/levelcut.py`);
 - step cost = `itl_p50` × tokens per step: the median time between two tokens of a stream
   times the tokens a step gives it, i.e. how long one decode step takes as a stream sees it.
 

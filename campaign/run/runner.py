@@ -40,15 +40,17 @@ from campaign.results import journal as jr
 from campaign.results import signing
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
-from campaign.run import design, lanelock, manifest
-from campaign.run.arm import PairInvalid
-from campaign.run.launcherror import run_slot_guarded
-from campaign.run.passes import Fault, InvalidPass
+from campaign.run import sequential
+from campaign.run.guards import lanelock
+from campaign.run.measure import manifest
+from campaign.run.measure.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
+from campaign.run.slot.launcherror import run_slot_guarded
+from campaign.run.slot.lifecycle import PairInvalid
 from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
 if TYPE_CHECKING:
-    from campaign.run.cleanup import Scan
+    from campaign.run.guards.cleanup import Scan
 
 __all__ = ["ProgressSink", "RunOptions", "RunResult", "RunStore", "Runtime", "execute",
            "refuse_leftovers", "refuse_unrunnable", "reopen_run", "run_campaign", "start_run"]
@@ -233,7 +235,7 @@ def _guards(campaign: Campaign, opts: RunOptions) -> None:
         return
     preflight = opts.preflight
     if preflight is None:
-        from campaign.run.preflight import preflight as real_preflight
+        from campaign.run.checks.preflight import preflight as real_preflight
 
         preflight = real_preflight
     _, problems = preflight(campaign)
@@ -273,7 +275,7 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
                      find: Callable[[Campaign], Scan] | None = None) -> None:
     """PreflightError when containers or processes of dead runs are still around
     (`cleanup.refuse_leftovers`; imported here late, with docker)."""
-    from campaign.run import cleanup
+    from campaign.run.guards import cleanup
 
     cleanup.refuse_leftovers(campaign, on_note=on_note, find=find)
 
@@ -325,7 +327,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
                                        if st != "started"))
         measured: dict[int, _PairOutcome] = {}
         looked = jr.looks_of(events)
-        result.stopped_after = design.decided_before(events)
+        result.stopped_after = sequential.decided_before(events)
         for pair, pair_slots in by_pair.items():
             if result.stopped_after is not None and pair > result.stopped_after:
                 break
@@ -344,7 +346,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
                 _settle(result, pair, measured[pair])
             # a look due after this pair and not yet taken (a session may have stopped
             # between the pair and its look) is taken now, in order
-            if pair not in looked and design.take_look(campaign, store, rt, pair):
+            if pair not in looked and sequential.take_look(campaign, store, rt, pair):
                 result.stopped_after = pair
         budget = pre.gates.redo_budget - len(jr.of_kind(events, "pair_redo"))
         if result.stopped_after is None:

@@ -20,7 +20,7 @@ import httpx
 from campaign.campaignfile import LaunchModel
 from campaign.errors import Interrupted
 from campaign.results.journal import utcnow
-from campaign.run import loadgen
+from campaign.run.measure import loadgen
 from campaign.servers import ArmContext, Server, make_server
 
 

@@ -3,7 +3,7 @@
 A backend only launches, watches and stops. `with serving(server):` (any `Server`) or
 `with server:` (the backends here, through `ServerContext`) starts it and always stops it,
 also when the start or the body fails. Readiness (port, /health, /v1/models, a
-1-token request) is generic and lives in `campaign.run.readiness`; it polls `alive()` so a
+1-token request) is generic and lives in `campaign.run.slot.readiness`; it polls `alive()` so a
 server that dies while booting fails fast with `exit_status()` and the last `logs()`.
 """
 

@@ -178,7 +178,7 @@ KNOWN_VARIABLES: tuple[str, ...] = _knob_variables()
 """Every `SPECAB_SIM_*` environment variable the simulator reads: one per knob (nested
 ones as `SPECAB_SIM_COST_<PARAM>`, `SPECAB_SIM_ACCEPTANCE_<CLASS>`) and the two knob
 sources. Any other `SPECAB_SIM_*` name makes `spec-ab sim serve` exit 2 at boot, and
-`spec-ab check` refuses it before the night (`campaign.run.launchcheck`)."""
+`spec-ab check` refuses it before the night (`campaign.run.checks.launchcheck`)."""
 
 
 def env_knobs(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign.run import portguard
+from campaign.run.guards import portguard
 from campaign.sim.testing import free_port
 from tests.e2e.test_run_e2e import (
     SPEC_AB,

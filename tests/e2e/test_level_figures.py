@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from campaign.results.store import load_run
-from campaign.run import metrics
+from campaign.run.measure import metrics
 from campaign.sim.testing import free_port
 from tests.e2e.test_run_e2e import (
     campaign_text,

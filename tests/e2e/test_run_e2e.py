@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from campaign.results.store import load_run
-from campaign.run import loadgen
+from campaign.run.measure import loadgen
 from campaign.sim.testing import free_port
 from tests.runs import ROOT
 

@@ -10,8 +10,8 @@ import pytest
 
 from campaign import secrets
 from campaign.campaignfile import ExternalLaunch
-from campaign.run import manifest
-from campaign.run.serverwatch import captures_after
+from campaign.run.measure import manifest
+from campaign.run.slot.serverwatch import captures_after
 from campaign.servers.base import ArmContext
 from campaign.servers.docker.plan import ContainerPlan, create_kwargs, docker_run_line
 from campaign.servers.external import ExternalServer

@@ -28,7 +28,7 @@ def preflight(
 ) -> list[str]:
     """Problems that would stop this launch, each with what to do. Starts nothing.
 
-    Bind-mount sources are files of the campaign: `campaign.run.preflight` checks them with
+    Bind-mount sources are files of the campaign: `campaign.run.checks.preflight` checks them with
     every other file (`spec.files`).
     """
     problems: list[str] = []

@@ -7,7 +7,7 @@ docker hosts for a two-machine pair).
 - Everything started carries the run markers (`campaign.markers`: run, pair, arm, the
   runner's pid + its start time and host) and a per-arm launch id. `stop()` removes what
   it created *and* anything carrying its launch id, so a Ctrl-C that lands between
-  "create" and its reply still leaves nothing behind; `campaign.run.cleanup` uses the pid
+  "create" and its reply still leaves nothing behind; `campaign.run.guards.cleanup` uses the pid
   labels to tell leftovers of dead runs from containers of a live one.
 - Logs are followed by a thread per container (`campaign.servers.docker.logs`).
 - A slow edge (the docker client per docker host, the clock, sleeping) is passed in.
@@ -228,7 +228,7 @@ class DockerServer(ServerContext):
 
     def server_attrs(self) -> dict[str, Any] | None:
         """The server container as its engine reports it now (`docker inspect`), None
-        when it is gone or the engine cannot say (`campaign.run.portguard`)."""
+        when it is gone or the engine cannot say (`campaign.run.guards.portguard`)."""
         server = self._server()
         if server is None:
             return None

@@ -396,7 +396,7 @@ def test_d_ctrl_c_exits_130_and_leaves_no_vllm_process(
 
 def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
         booting: tuple[subprocess.Popen[str], Path, int]) -> None:
-    from campaign.run import cleanup
+    from campaign.run.guards import cleanup
 
     proc, run, sid = booting
     titles = renamed(sid)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.run.vllmargs import check_argv
+from campaign.run.checks.vllmargs import check_argv
 from tests.e2e.vllm.test_vllm import MODEL, VENV_PY, vllm_installed  # noqa: F401
 from tests.runs import ROOT
 

@@ -26,7 +26,8 @@ from docker.models.containers import ContainerCollection
 from campaign.campaignfile import DockerLaunch, merge
 from campaign.errors import ServerError
 from campaign.markers import LABEL_RUN
-from campaign.run import cleanup, readiness
+from campaign.run.guards import cleanup
+from campaign.run.slot import readiness
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import DockerServer, describe_state, runner_labels
 from campaign.textfiles import tail_lines

@@ -10,7 +10,7 @@ import pytest
 
 from campaign.campaignfile import DockerLaunch
 from campaign.markers import LABEL_ROLE
-from campaign.run.vllmengine import Engines
+from campaign.run.checks.vllmengine import Engines
 from campaign.servers.docker.oneshot import PROBE_ROLE, OneShotError, image_info, run_python
 from tests.runs import ROOT, SIM_IMAGE
 

@@ -1,4 +1,4 @@
-"""campaign.run.loadgen against real AIPerf and the simulated lane: a sweep's levels and
+"""campaign.run.measure.loadgen against real AIPerf and the simulated lane: a sweep's levels and
 exact output lengths, a hang cut by the pass's timeout, a server death counted as errors,
 an agent-fixture pass (the fakes of tests/unit/run/test_loadgen.py, for real)."""
 
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from campaign.run import levelchecks, loadgen
-from campaign.run.loadgen import PassPlan
+from campaign.run.measure import levelchecks, loadgen
+from campaign.run.measure.loadgen import PassPlan
 from tests.runs import require
 from tests.unit.run.test_loadgen import make_plan
 
@@ -43,7 +43,7 @@ def _sim_plan(base_url: str, tokenizer_dir: Path, **changes: Any) -> PassPlan:
 def test_real_aiperf_sweep_against_sim(tmp_path: Path, tokenizer_dir: Path) -> None:
     import httpx
 
-    from campaign.run import metrics
+    from campaign.run.measure import metrics
     from campaign.sim.testing import sim_env
 
     running_sim = _sim_or_skip()

@@ -20,8 +20,8 @@ from campaign.campaignfile import (
     parse_volume,
 )
 from campaign.errors import SpecError
-from campaign.run.manifest import bind_mount_hashes
-from campaign.run.preflight import _files as preflight_files
+from campaign.run.checks.preflight import _files as preflight_files
+from campaign.run.measure.manifest import bind_mount_hashes
 from tests.runs import TESTS
 
 DATA = TESTS / "data" / "campaigns"

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from campaign.cli import app
-from campaign.run import vllmdump
+from campaign.run.checks import vllmdump
 from tests.runs import ROOT, TESTS
 
 runner = CliRunner()

@@ -79,7 +79,7 @@ def test_init_template_checks_clean_in_an_empty_folder(tmp_path: Path, template:
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Written into an empty folder (not the repository), every template is valid as it
     stands; the preflight finds only what belongs to the lane (GPU templates)."""
-    from campaign.run.preflight import preflight
+    from campaign.run.checks.preflight import preflight
 
     monkeypatch.chdir(tmp_path)
     code, out = invoke("init", "--template", template, "-o", "campaign.yaml")
@@ -154,7 +154,7 @@ def test_campaign_file_reference_is_current(repo_root: Path) -> None:
 
 def test_clean_prints_the_pid_of_a_process_leftover(monkeypatch: pytest.MonkeyPatch) -> None:
     # The leftover's "[pid 4242]" used to be read as a rich style tag and vanish.
-    from campaign.run import cleanup
+    from campaign.run.guards import cleanup
 
     item = cleanup.Leftover(kind="process", ident="4242", name="VLLM::EngineCore",
                             run_id="r1", why="runner pid 1 is not running")
@@ -202,7 +202,7 @@ def test_verbose_and_quiet_set_the_log_level() -> None:
 
 def test_no_nvidia_smi_is_a_warning_when_gpus_are_asked(repo_root: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import campaign.run.preflight as pf
+    import campaign.run.checks.preflight as pf
 
     monkeypatch.setattr(pf.shutil, "which",
                         lambda name, path=None: None if name == "nvidia-smi" else "/bin/" + name)

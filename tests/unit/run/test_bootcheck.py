@@ -14,8 +14,8 @@ import pytest
 
 from campaign.campaignfile import LaunchModel, load_campaign
 from campaign.errors import PreflightError
-from campaign.run import lanelock
-from campaign.run.bootcheck import Boot, boot_all, distinct_launches
+from campaign.run.checks.bootcheck import Boot, boot_all, distinct_launches
+from campaign.run.guards import lanelock
 from campaign.servers import ArmContext
 from tests.unit.run.test_launchcheck import SIM, write
 from tests.unit.run.test_runner import FakeServer

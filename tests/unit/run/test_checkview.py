@@ -1,4 +1,4 @@
-"""What `spec-ab check` and `spec-ab run --dry-run` print (`campaign.run.checkview`),
+"""What `spec-ab check` and `spec-ab run --dry-run` print (`campaign.run.checks.checkview`),
 rendered to a recording console: every section, the differences between arms in words,
 the preflight's three kinds of line, the launch checks and the boot check."""
 
@@ -11,10 +11,10 @@ import pytest
 from rich.console import Console
 
 from campaign.campaignfile import load_campaign
-from campaign.run import checkview
-from campaign.run.bootcheck import Boot
-from campaign.run.launchcheck import Findings
-from campaign.run.preflight import Caution
+from campaign.run.checks import checkview
+from campaign.run.checks.bootcheck import Boot
+from campaign.run.checks.launchcheck import Findings
+from campaign.run.checks.preflight import Caution
 from tests.runs import ROOT
 from tests.unit.run.test_launchcheck import write
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from campaign.campaignfile import load_campaign
-from campaign.run.launchcheck import check_launches, engine_findings, knob_problems
-from campaign.run.vllmengine import Engines
+from campaign.run.checks.launchcheck import check_launches, engine_findings, knob_problems
+from campaign.run.checks.vllmengine import Engines
 from campaign.sim.config import KNOWN_VARIABLES, SOURCE_VARIABLES, ConfigError, env_knobs
 from tests.unit.run.test_vllm_flags import FakePython
 

@@ -1,5 +1,5 @@
-"""campaign.run.levelcut: a knee sweep's counters cut at its level boundaries, and the
-request times of a level (campaign.run.records.request_window)."""
+"""campaign.run.measure.levelcut: a knee sweep's counters cut at its level boundaries, and the
+request times of a level (campaign.run.measure.records.request_window)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from campaign.run import arm, levelcut, loadgen, metrics, records
+from campaign.run.measure import levelcut, loadgen, metrics, records
+from campaign.run.slot import lifecycle
 from tests.runs import TESTS
 
 
@@ -163,12 +164,12 @@ def test_server_throughput_per_level_when_every_level_is_cut_exactly() -> None:
     whole = metrics.pass_delta(S0, S2)
     cuts = levelcut.cut(S0, S2, [tick(22.0, S1)], {1: (10.0, 20.0), 4: (25.0, 35.0)})
     levels = [_level(1, 100.0, 500.0), _level(4, 300.0, 1000.0)]
-    arm.server_throughput(levels, whole, cuts)
+    lifecycle.server_throughput(levels, whole, cuts)
     assert [lv.metrics["output_token_throughput_server"] for lv in levels] == pytest.approx(
         [100.0 * 400 / 500, 300.0 * 500 / 1000])
     # a boundary not cut exactly: one ratio for the whole pass (900 ÷ 1500)
     inexact = levelcut.cut(S0, S2, [tick(20.01, S1)], {1: (10.0, 20.0), 4: (25.0, 35.0)})
     levels = [_level(1, 100.0, 500.0), _level(4, 300.0, 1000.0)]
-    arm.server_throughput(levels, whole, inexact)
+    lifecycle.server_throughput(levels, whole, inexact)
     assert [lv.metrics["output_token_throughput_server"] for lv in levels] == pytest.approx(
         [100.0 * 900 / 1500, 300.0 * 900 / 1500])

@@ -1,4 +1,4 @@
-"""campaign.run.loadgen: AIPerf command lines, exports, validity, and the process handling.
+"""campaign.run.measure.loadgen: AIPerf command lines, exports, validity, and the process handling.
 
 Export samples in tests/data/aiperf/ are real AIPerf 0.13 outputs captured against a small
 OpenAI-compatible server: `sweep_complete` (--concurrency 1,2,4, 4 requests each),
@@ -26,8 +26,8 @@ import pytest
 
 from campaign import catalog
 from campaign.errors import PassError
-from campaign.run import levelchecks, loadgen
-from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.run.measure import levelchecks, loadgen
+from campaign.run.measure.loadgen import LevelResult, PassOutcome, PassPlan
 from tests.runs import ROOT, TESTS
 
 DATA = TESTS / "data" / "aiperf"

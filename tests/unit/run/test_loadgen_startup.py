@@ -1,4 +1,4 @@
-"""campaign.run.loadgen: the lean AIPerf command line (issue 24 part 2).
+"""campaign.run.measure.loadgen: the lean AIPerf command line (issue 24 part 2).
 
 AIPerf 0.13 tokenizes its default prompt corpus at every start of every level; the lean
 command line turns that off where the corpus shapes no measured request (a pass whose
@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from campaign.run import loadgen
+from campaign.run.measure import loadgen
+from tests.runs import ROOT
 from tests.unit.run.test_loadgen import flag, make_plan
 
-FIXTURE = Path(loadgen.__file__).resolve().parent.parent / "fixtures" / "agentfix" / "prose.jsonl"
+FIXTURE = ROOT / "campaign" / "fixtures" / "agentfix" / "prose.jsonl"
 
 
 def file_plan(**changes: Any) -> loadgen.PassPlan:

@@ -1,4 +1,4 @@
-"""campaign.run.metrics: parsing vLLM /metrics text, deltas, derived spec-decode figures.
+"""campaign.run.measure.metrics: parsing vLLM /metrics text, deltas, derived spec-decode figures.
 
 The samples in tests/data/metrics/ were rendered by prometheus_client (the library vLLM
 uses) with vLLM's metric names and labels (`model_name`, `engine`, `position`), two
@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from campaign import catalog
-from campaign.run import metrics as m
+from campaign.run.measure import metrics as m
 from tests.runs import TESTS
 
 DATA = TESTS / "data" / "metrics"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from campaign.campaignfile import duration, load_campaign
-from campaign.run import levelcut, loadgen, phases, records
-from campaign.run.loadgen import PassPlan
+from campaign.run.measure import levelcut, loadgen, phases, records
+from campaign.run.measure.loadgen import PassPlan
 from tests.runs import TESTS
 from tests.unit.run.test_loadgen_startup import aiperf_resolved
 

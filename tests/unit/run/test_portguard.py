@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from campaign.campaignfile import DockerLaunch, ExternalLaunch, ProcessLaunch
-from campaign.run import portguard
+from campaign.run.guards import portguard
 from campaign.servers.process import ProcessServer
 from campaign.sim.testing import free_port
 from tests.unit.servers.test_server_context import ctx

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.run import loadgen, records
+from campaign.run.measure import loadgen, records
 from campaign.verdict import sampling
 from tests.runs import TESTS
 

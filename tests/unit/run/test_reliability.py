@@ -27,7 +27,9 @@ from campaign.cli import app
 from campaign.errors import PreflightError, SpecError, StorageError
 from campaign.results.journal import read_journal
 from campaign.results.store import load_run
-from campaign.run import cleanup, lanelock, loadgen, runner, stopping
+from campaign.run import interrupt, runner
+from campaign.run.guards import cleanup, lanelock
+from campaign.run.measure import loadgen
 from campaign.servers import ArmContext
 from campaign.servers.docker.plan import docker_run_line, plan_containers
 from campaign.servers.process import ProcessServer, child_env
@@ -393,13 +395,13 @@ def test_ctrl_c_says_at_once_what_it_waits_for(campaign: Campaign, tmp_path: Pat
         campaign, campaign.source.read_bytes(), tmp_path / "r", rt), rt)  # type: ignore[union-attr]
     assert doing[0].startswith("AIPerf (warmup-1, control, pair 1; up to 15 s")
     cancel = threading.Event()
-    previous = stopping.install(cancel, lambda: doing[0], cli._say_stopping)
+    previous = interrupt.install(cancel, lambda: doing[0], cli._say_stopping)
     try:
         handler = signal.getsignal(signal.SIGINT)
         assert callable(handler)
         handler(signal.SIGINT, None)
     finally:
-        stopping.restore(previous)
+        interrupt.restore(previous)
     assert cancel.is_set()
     err = capsys.readouterr().err
     assert "stopping: waiting for AIPerf (warmup-1, control, pair 1" in err

@@ -21,10 +21,11 @@ from campaign.campaignfile import Campaign, LaunchModel, load_campaign
 from campaign.errors import Interrupted, PreflightError, ServerError
 from campaign.results.bootfail import first_error
 from campaign.results.store import load_run, rule_hash
-from campaign.run import lanelock, runner
-from campaign.run.cleanup import Scan
-from campaign.run.launcherror import LaunchError
-from campaign.run.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.run import runner
+from campaign.run.guards import lanelock
+from campaign.run.guards.cleanup import Scan
+from campaign.run.measure.loadgen import LevelResult, PassOutcome, PassPlan
+from campaign.run.slot.launcherror import LaunchError
 from campaign.servers import ArmContext
 
 CAMPAIGN = """
@@ -483,7 +484,7 @@ def test_multi_candidate_abba_blocks(tmp_path: Path, listener: int) -> None:
 
 
 def _scan(items: list[Any] | None = None, notes: list[str] | None = None) -> Any:
-    from campaign.run.cleanup import Scan
+    from campaign.run.guards.cleanup import Scan
 
     scan = Scan(items or [])
     scan.notes.extend(notes or [])
@@ -492,7 +493,7 @@ def _scan(items: list[Any] | None = None, notes: list[str] | None = None) -> Any
 
 def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_path: Path,
                                                         listener: int) -> None:
-    from campaign.run.cleanup import Leftover
+    from campaign.run.guards.cleanup import Leftover
 
     leftover = Leftover(kind="process", ident="4242", name="vllm serve", run_id="old",
                         why="runner pid 1 is not running", lane="fake-lane")
@@ -593,7 +594,7 @@ def test_throughput_on_the_servers_token_count(campaign: Campaign, tmp_path: Pat
     store = start(campaign, tmp_path, rt)
     runner.execute(campaign, store, rt)
     arm_dir = store.run_dir / "pairs" / "01" / "control"
-    from campaign.run import metrics as m
+    from campaign.run.measure import metrics as m
     before = m.parse((arm_dir / "metrics" / "knee-before.prom").read_text())
     after = m.parse((arm_dir / "metrics" / "knee-after.prom").read_text())
     generated = m.token_delta(before, after).generation_tokens
@@ -674,7 +675,7 @@ def test_a_pass_row_carries_its_sampling_error_from_the_records(
         campaign: Campaign, tmp_path: Path, listener: int) -> None:
     """Each level's per-request records (AIPerf's profile_export.jsonl beside its export)
     give its latency statistics their sampling error, once, in passes.csv."""
-    from campaign.run import records
+    from campaign.run.measure import records
     from tests.runs import TESTS
 
     source = TESTS / "data" / "aiperf" / "records_errors" / records.RECORDS_NAME
@@ -703,7 +704,7 @@ def test_a_server_that_froze_mid_pass_is_a_stalled_pass_retried_never_measured(
     lane's fault; its retry measures the server."""
     import json
 
-    from campaign.run import records
+    from campaign.run.measure import records
 
     def write(artifact_dir: Path, gap_ms: float) -> None:
         rec = {"metrics": {"time_to_first_token": {"value": 20.0},

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from campaign.campaignfile import DockerLaunch, ProcessLaunch
-from campaign.run import vllmdump
-from campaign.run.vllmargs import check_argv, rewrite, unknown_env
-from campaign.run.vllmengine import (
+from campaign.run.checks import vllmdump
+from campaign.run.checks.vllmargs import check_argv, rewrite, unknown_env
+from campaign.run.checks.vllmengine import (
     EngineError,
     Engines,
     default_cache_dir,

@@ -21,7 +21,7 @@ from campaign.markers import (
     LABEL_SCOPE,
     SCOPE_ENV,
 )
-from campaign.run import cleanup
+from campaign.run.guards import cleanup
 from campaign.servers.base import ArmContext
 from campaign.servers.docker import (
     DockerServer,

@@ -15,8 +15,9 @@ import pytest
 
 from campaign.campaignfile import ExternalLaunch, ProcessLaunch, Readiness
 from campaign.errors import PreflightError, ServerError
-from campaign.run import lanelock, manifest
-from campaign.run.readiness import wait_ready
+from campaign.run.guards import lanelock
+from campaign.run.measure import manifest
+from campaign.run.slot.readiness import wait_ready
 from campaign.servers import ArmContext
 from campaign.servers.external import ExternalServer
 from campaign.servers.process import ProcessServer
@@ -218,7 +219,7 @@ def test_wrong_model_is_named(open_port: int) -> None:
 def test_preflight_runs_aiperf() -> None:
     import subprocess
 
-    from campaign.run.preflight import aiperf_runs
+    from campaign.run.checks.preflight import aiperf_runs
 
     def ok(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         assert argv[1] == "--version"
@@ -257,7 +258,7 @@ def test_models_route_404_is_skipped_not_waited_for(open_port: int) -> None:
 
 def test_preflight_fails_when_process_command_is_missing(tmp_path: Path) -> None:
     from campaign.campaignfile import load_campaign
-    from campaign.run.preflight import preflight
+    from campaign.run.checks.preflight import preflight
 
     text = (ROOT / "examples" / "sim-pair.yaml").read_text()
     text = text.replace("command: [spec-ab, sim, serve,", "command: [./no-such-server, sim, serve,")
@@ -299,7 +300,7 @@ def test_clean_finds_processes_whose_environment_reads_empty(tmp_path: Path) -> 
     import subprocess
 
     from campaign.markers import RUN_ENV, RUNNER_PID_ENV
-    from campaign.run import cleanup
+    from campaign.run.guards import cleanup
 
     pidfile = tmp_path / "child.pid"
     code = ("import subprocess, sys, time\n"

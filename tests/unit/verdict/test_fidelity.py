@@ -11,7 +11,7 @@ import pytest
 
 from campaign.results import journal as jr
 from campaign.results.store import RunStore
-from campaign.run import fidelity as fd
+from campaign.run.measure import fidelity as fd
 from tests.runs import TPUT, frame
 from tests.unit.verdict.test_verdict import judge, rule
 

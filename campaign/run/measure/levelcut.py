@@ -33,7 +33,7 @@ from types import TracebackType
 
 import httpx
 
-from campaign.run import metrics
+from campaign.run.measure import metrics
 
 TICK_S = 0.5
 """Seconds between two timer scrapes: ~10 inside AIPerf's ~5 s between two levels."""

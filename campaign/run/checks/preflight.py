@@ -21,8 +21,7 @@ from campaign.campaignfile import (
     file_problems,
     format_yaml_path,
 )
-from campaign.run.portguard import remote_engine
-from campaign.run.readiness import port_open
+from campaign.run.guards.portguard import port_open, remote_engine
 
 
 class Caution(str):
@@ -38,7 +37,7 @@ GPU_BUSY_UTIL_PCT = 10
 def aiperf_runs(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run
                 ) -> tuple[str | None, str | None]:
     """(version, problem): runs this environment's `aiperf --version`, as the runner will."""
-    from campaign.run.loadgen import default_executable
+    from campaign.run.measure.loadgen import default_executable
 
     exe = default_executable()
     try:

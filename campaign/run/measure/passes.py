@@ -10,8 +10,8 @@ from typing import Literal
 
 from campaign.campaignfile import CONTROL, Campaign, Gates
 from campaign.results.journal import LevelRows
-from campaign.run import levelchecks
-from campaign.run.loadgen import PassOutcome, PassPlan
+from campaign.run.measure import levelchecks
+from campaign.run.measure.loadgen import PassOutcome, PassPlan
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
-from campaign.run import fidelity, levelcut, loadgen, metrics, portguard, records
-from campaign.run.passes import (
+from campaign.run.guards import portguard
+from campaign.run.measure import fidelity, levelcut, loadgen, metrics, records
+from campaign.run.measure.passes import (
     ArmPass,
     Fault,
     InvalidPass,
@@ -35,9 +36,9 @@ from campaign.run.passes import (
     arm_passes,
     check_pass,
 )
-from campaign.run.readiness import wait_ready
 from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
-from campaign.run.serverwatch import captures_after, scrape, unhealthy
+from campaign.run.slot.readiness import wait_ready
+from campaign.run.slot.serverwatch import captures_after, scrape, unhealthy
 from campaign.servers import ArmContext, Server
 from campaign.servers.base import serving
 from campaign.textfiles import atomic_write

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from campaign.run.loadgen import EXPORT_METRICS, LevelResult
+from campaign.run.measure.loadgen import EXPORT_METRICS, LevelResult
 from campaign.verdict import sampling
 
 RECORDS_NAME = "profile_export.jsonl"

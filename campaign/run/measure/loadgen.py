@@ -48,7 +48,7 @@ from campaign import secrets
 from campaign.errors import PassError
 from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
-from campaign.run import phases
+from campaign.run.measure import phases
 
 EXPORT_NAME = "profile_export_aiperf.json"
 AIPERF_SUBDIR = "aiperf"

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from campaign.campaignfile import DockerLaunch, LaunchModel, ProcessLaunch
-from campaign.run import vllmdump
-from campaign.run.preflight import launch_cwd, resolve_command
-from campaign.run.vllmargs import Entry
+from campaign.run.checks import vllmdump
+from campaign.run.checks.preflight import launch_cwd, resolve_command
+from campaign.run.checks.vllmargs import Entry
 from campaign.textfiles import atomic_write
 
 API_SERVER = re.compile(r"vllm\.entrypoints\.openai\.api_server")

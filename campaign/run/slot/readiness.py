@@ -8,7 +8,6 @@ last log lines.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from urllib.parse import urlparse
@@ -17,18 +16,10 @@ import httpx
 
 from campaign.campaignfile import Readiness
 from campaign.errors import BootExited, ServerError
+from campaign.run.guards.portguard import port_open
 from campaign.servers.base import Server
 
 LOG_LINES_ON_FAILURE = 25
-
-
-def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
-    """True when something accepts TCP connections on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def _failure(server: Server, arm: str, what: str, hint: str) -> ServerError:

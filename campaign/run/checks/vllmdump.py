@@ -1,7 +1,7 @@
 """Run by an engine's own Python, never imported by spec-ab: vLLM's server flags and
 environment variables as one JSON object on stdout, offline, without a model or a GPU.
 
-`campaign.run.vllmengine` sends this file's text to the interpreter of a process launch
+`campaign.run.checks.vllmengine` sends this file's text to the interpreter of a process launch
 (`python -`) or into a docker image (`python3 -c`), once per engine, and caches what it
 prints. It needs only the standard library and vLLM itself, and works with vLLM ≥ 0.6
 (the parser moved from `vllm.entrypoints.openai.cli_args` to

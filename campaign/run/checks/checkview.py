@@ -15,10 +15,10 @@ from campaign.campaignfile.duration import estimate
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
 from campaign.markers import run_labels
-from campaign.run.bootcheck import Boot
-from campaign.run.launchcheck import Findings
-from campaign.run.loadgen import aiperf_command
-from campaign.run.passes import arm_passes
+from campaign.run.checks.bootcheck import Boot
+from campaign.run.checks.launchcheck import Findings
+from campaign.run.measure.loadgen import aiperf_command
+from campaign.run.measure.passes import arm_passes
 from campaign.run.progress import Eta
 from campaign.servers import ArmContext, make_server
 
@@ -185,7 +185,7 @@ def print_differences(console: Console, campaign: Campaign) -> None:
 
 
 def print_preflight(console: Console, facts: list[str], problems: list[str]) -> None:
-    from campaign.run.preflight import Caution
+    from campaign.run.checks.preflight import Caution
 
     console.print("\n[bold]preflight[/]")
     for f in facts:
@@ -243,7 +243,9 @@ def print_dry_run(console: Console, campaign: Campaign) -> None:
             console.print(f"  # {ap.plan.name} ({tag})", markup=False)
             console.print(f"  {' '.join(cmd)}", markup=False, soft_wrap=True)
         if (fid := campaign.workloads.fidelity) is not None:
-            from campaign.run import fidelity  # httpx and the results stack: a dry run's only
+            from campaign.run.measure import (
+                fidelity,  # httpx and the results stack: a dry run's only
+            )
 
             console.print(f"  # fidelity (the lossless check, not AIPerf): "
                           f"{len(fidelity.prompts(campaign))} prompts × {fid.output_tokens} "

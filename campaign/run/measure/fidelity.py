@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,7 +30,6 @@ from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.schedule import Slot
 from campaign.results import journal as jr
 from campaign.results.store import RunStore
-from campaign.run.runtime import Runtime
 from campaign.servers import Server
 from campaign.textfiles import atomic_write
 
@@ -127,15 +126,22 @@ def compare(reference: Sequence[Mapping[str, Any]],
     }
 
 
+class _Edges(Protocol):
+    """What the fidelity pass uses of the runner's edges (`campaign.run.runtime.Runtime`)."""
+
+    @property
+    def progress(self) -> Callable[..., None]: ...
+
+
 class Arm(Protocol):
-    """What the fidelity pass reads of a running arm (`campaign.run.arm.Arm`)."""
+    """What the fidelity pass reads of a running arm (`campaign.run.slot.lifecycle.Arm`)."""
 
     @property
     def campaign(self) -> Campaign: ...
     @property
     def store(self) -> RunStore: ...
     @property
-    def rt(self) -> Runtime: ...
+    def rt(self) -> _Edges: ...
     @property
     def server(self) -> Server: ...
     @property

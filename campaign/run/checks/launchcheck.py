@@ -21,8 +21,8 @@ from typing import Any
 from campaign.campaignfile import Campaign, ExternalLaunch, format_yaml_path
 from campaign.campaignfile.yamlread import line_of, read_yaml
 from campaign.errors import SpecError
-from campaign.run.vllmargs import check_argv, unknown_env
-from campaign.run.vllmengine import EngineError, Engines, Target
+from campaign.run.checks.vllmargs import check_argv, unknown_env
+from campaign.run.checks.vllmengine import EngineError, Engines, Target
 from campaign.sim.config import ENV_PREFIX as SIM_PREFIX
 from campaign.sim.config import KNOWN_VARIABLES
 

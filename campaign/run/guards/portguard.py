@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -41,13 +42,21 @@ import psutil
 
 from campaign.campaignfile import DockerLaunch, ProcessLaunch
 from campaign.campaignfile.launch import LaunchModel
-from campaign.run.readiness import port_open
 
 CONNECT_TIMEOUT_S = 1.0
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "0.0.0.0", "::1", "::"}
 LANE_FAULT = "a lane fault: the pair is redone"
 
 Binding = tuple[str | None, int, int, str]
+
+
+def port_open(host: str, port: int, timeout: float = 0.2) -> bool:
+    """True when something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 """(host ip or None, host port, container port, protocol), as `servers.docker.plan`."""
 Identity = dict[str, Any]
 """An external server's identity: `models` (ids, `id (root)` when the root differs) and,

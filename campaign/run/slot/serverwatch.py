@@ -21,7 +21,7 @@ import httpx
 
 from campaign import secrets
 from campaign.campaignfile import Campaign, LaunchModel
-from campaign.run import metrics
+from campaign.run.measure import metrics
 from campaign.servers import Server
 from campaign.textfiles import atomic_write
 

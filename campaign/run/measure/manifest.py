@@ -22,7 +22,7 @@ from typing import Any
 
 from campaign import __version__, secrets
 from campaign.campaignfile import Campaign, DockerLaunch, local_files
-from campaign.run.loadgen import aiperf_version
+from campaign.run.measure.loadgen import aiperf_version
 from campaign.textfiles import sha256_file
 
 SECRET_RE = secrets.SECRET_RE

@@ -3,7 +3,7 @@ the server's answers against the registered gates (the server's side)."""
 
 from __future__ import annotations
 
-from campaign.run.loadgen import LevelResult, PassOutcome
+from campaign.run.measure.loadgen import LevelResult, PassOutcome
 
 ZERO_IS_NO_MEASUREMENT = ("ttft_p50", "ttft_p99", "request_latency_p50",
                           "request_latency_p99")

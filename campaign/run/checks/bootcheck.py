@@ -27,8 +27,8 @@ import httpx
 from campaign.campaignfile import Campaign, LaunchModel
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
-from campaign.run import lanelock
-from campaign.run.readiness import wait_ready
+from campaign.run.guards import lanelock
+from campaign.run.slot.readiness import wait_ready
 from campaign.servers import ArmContext, Server, make_server
 from campaign.servers.base import serving
 

@@ -17,9 +17,9 @@ from campaign.errors import BootExited, ServerError
 from campaign.results import journal as jr
 from campaign.results.bootfail import first_error, headline
 from campaign.results.store import RunStore
-from campaign.run.arm import run_slot
-from campaign.run.passes import InvalidPass
+from campaign.run.measure.passes import InvalidPass
 from campaign.run.runtime import Runtime, check_cancel
+from campaign.run.slot.lifecycle import run_slot
 
 
 class LaunchError(ServerError):
