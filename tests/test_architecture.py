@@ -192,3 +192,102 @@ def test_the_architecture_page_names_every_folder_and_ground_module() -> None:
     missing += [f"{p.name}/" for p in PKG.iterdir()
                 if p.is_dir() and (p / "__init__.py").exists() and f"`{p.name}/`" not in doc]
     assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+RUN = PKG / "run"
+MAX_RUN_ENTRIES = 10
+MAX_RUN_EDGES = 20
+
+
+def _entries(folder: Path) -> list[str]:
+    """A folder's entries: its modules (the face included) and its sub-folders."""
+    return sorted(p.stem for p in folder.iterdir()
+                  if (p.suffix == ".py") or (p / "__init__.py").exists())
+
+
+def _entry_edges(folder: Path) -> set[tuple[str, str]]:
+    """(entry, entry) for every import between two entries of `folder`."""
+    prefix = _module(folder / "__init__.py") + "."
+    edges = set()
+    for name, deps in _imports().items():
+        if not name.startswith(prefix):
+            continue
+        here = name[len(prefix):].split(".")[0]
+        for dep in deps:
+            if dep.startswith(prefix) and (there := dep[len(prefix):].split(".")[0]) != here:
+                edges.add((here, there))
+    return edges
+
+
+def test_run_is_a_few_rooms_with_few_arrows_between_them() -> None:
+    entries = _entries(RUN)
+    assert len(entries) <= MAX_RUN_ENTRIES, (
+        f"run/ holds {len(entries)} entries (at most {MAX_RUN_ENTRIES}): {entries}; "
+        "put a new module in the room of what it does to one slot")
+    edges = _entry_edges(RUN)
+    assert len(edges) <= MAX_RUN_EDGES, (
+        f"{len(edges)} import edges between run/'s entries (at most {MAX_RUN_EDGES}): "
+        f"{sorted(edges)}")
+
+
+@pytest.mark.parametrize("folder", sorted(
+    p.parent.relative_to(PKG).as_posix() for p in PKG.rglob("__init__.py")))
+def test_the_rooms_of_a_folder_point_one_way(folder: str) -> None:
+    """No two entries of one folder import each other, directly or around a circle:
+    inside a folder too, every arrow points down."""
+    edges = _entry_edges(PKG / folder)
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        if node in path:
+            pytest.fail(f"entries of {folder}/ import each other: " + " → ".join(
+                (*path[path.index(node):], node)))
+        if state.get(node):
+            return
+        for dep in sorted(graph.get(node, ())):
+            visit(dep, (*path, node))
+        state[node] = 1
+
+    for node in sorted(graph):
+        visit(node, ())
+
+
+def test_every_package_face_names_each_of_its_modules() -> None:
+    """Each package's `__init__` docstring names every module and sub-folder it holds
+    (as `name`): a reader opening the folder learns what each entry is."""
+    missing = []
+    for init in sorted(PKG.rglob("__init__.py")):
+        face = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        for name in _entries(init.parent):
+            if name not in ("__init__", "__main__") and f"`{name}`" not in face \
+                    and f"`{name}/`" not in face:
+                missing.append(f"{init.parent.relative_to(PKG.parent)}: {name}")
+    assert not missing, "package faces that do not name a module of theirs:\n" + "\n".join(
+        missing)
+
+
+SAME_NAME_OK = {"__init__", "__main__"}
+
+
+def test_a_module_name_repeats_only_for_one_concept_seen_from_two_stages() -> None:
+    """Two modules of one name in two folders are one concept at two stages (the
+    sequential design registered, run, judged, planned and reported); each then names the
+    others in its docstring. Anything else gets its own name."""
+    by_name: dict[str, list[Path]] = {}
+    for path in PKG.rglob("*.py"):
+        if path.stem not in SAME_NAME_OK:
+            by_name.setdefault(path.stem, []).append(path)
+    unexplained = []
+    for paths in by_name.values():
+        if len(paths) < 2:
+            continue
+        for path in paths:
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            for other in paths:
+                if other != path and _module(other) not in doc:
+                    unexplained.append(f"{_module(path)} does not name {_module(other)}")
+    assert not unexplained, "module names that repeat across folders:\n" + "\n".join(
+        unexplained)

@@ -1,23 +1,26 @@
 """The campaign file: its models, `load_campaign(path)` and the local files it names.
 
-    base     the strict frozen `Model`, `CONTROL`, `NAME_RE`
-    launch   how a server starts: process, external and docker launches, volumes
-    models   rule, workloads, arms, `Campaign`, the arm merge rule
-    files    which local files and folders a campaign names, which are missing, what
-             the existing ones must hold
-    loader   YAML → `Campaign` (load → merge → check), one `SpecError` line per problem
-    problems pydantic's errors in the file's words (YAML path + line)
-    checks   the cross-field checks (files, ports, levels, pairs)
-    yamlread YAML with size and alias limits;  builtin  files shipped with spec-ab
-    design   `preregistration.sequential`: a sequential design and the pairs it looks at
-    schedule the slot order a campaign implies (AB, ABBA, random; per lane)
-    duration the night's estimated length;  reference  docs/campaign-file.md, generated
+    `base`        the strict frozen `Model`, `CONTROL`, `NAME_RE`, the value types
+    `launch`      how a server starts: process, external and docker launches, volumes
+    `models`      rule, workloads, arms, `Campaign`, the arm merge rule
+    `gates`       when a pass counts as valid (`preregistration.gates`)
+    `fidelity`    the fidelity workload and its guardrail, as registered
+    `sequential`  `preregistration.sequential`: a sequential design and the pairs it looks at
+    `files`       which local files and folders a campaign names, which are missing, what
+                  the existing ones must hold
+    `loader`      YAML → `Campaign` (load → merge → check), one `SpecError` line per problem
+    `problems`    pydantic's errors in the file's words (YAML path + line)
+    `checks`      the cross-field checks (files, ports, levels, pairs)
+    `yamlread`    YAML with size and alias limits
+    `builtin`     files shipped with spec-ab (`builtin:` paths)
+    `schedule`    the slot order a campaign implies (AB, ABBA, random; per lane)
+    `duration`    the night's estimated length
+    `reference`   docs/campaign-file.md, generated from the models
 
 Import from here: `from campaign.campaignfile import Campaign, load_campaign, DockerLaunch`.
 """
 
 from campaign.campaignfile.base import CONTROL, NAME_RE, Model
-from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import (
     LocalFile,
@@ -59,6 +62,7 @@ from campaign.campaignfile.models import (
     Workloads,
     merge,
 )
+from campaign.campaignfile.sequential import Sequential
 
 __all__ = [
     "ARM_OWN_FIELDS",

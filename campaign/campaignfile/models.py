@@ -33,10 +33,10 @@ from campaign.campaignfile.base import (
     check_regex,
 )
 from campaign.campaignfile.builtin import builtin_path
-from campaign.campaignfile.design import Sequential
 from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.gates import Gates as Gates  # re-exported: the models of one file
 from campaign.campaignfile.launch import Launch, LaunchModel
+from campaign.campaignfile.sequential import Sequential
 
 # --------------------------------------------------------------------------- rule
 

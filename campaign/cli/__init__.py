@@ -1,7 +1,8 @@
 """The `spec-ab` command: parse, call one core function, render, map errors to exit codes.
 
 One module per command (`check` with `clean`, `run`, `report`, `verify`, `init`, `plan`), each
-registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app.
+registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app;
+`streams`: a standard output that is closed or fails, handled once.
 
 Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
 usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign

@@ -1,5 +1,14 @@
 """`spec-ab plan`: what a campaign's pre-registered rule will decide, before the night.
 
+    `campaign`    the whole plan of one campaign: the table, the recommendation, the rest
+    `kernel`      Monte Carlo rates, the rule as arrays, the flags' tests vectorised
+    `simulate`    simulated campaigns under a noise model: draws, decisions, adoption rates
+    `guards`      guardrails in the plan, on their own noise
+    `sequential`  the figures of a sequential design beside the fixed one
+    `lanes`       a sharded campaign as `spec-ab report` pools it
+    `exact`       simulated campaigns re-judged by `verdict.judge_run`: any disagreement fails
+    `render`      the terminal table and the JSON document
+
 A Monte Carlo of the campaign's exact rule under a noise model (`campaign.verdict.noise`). For
 1…N pairs (N = max(8, the registered pairs), `--pairs N` overrides) it simulates thousands
 of campaigns per pair count — every candidate, every decision cell, the campaign's arm

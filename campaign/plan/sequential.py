@@ -5,10 +5,15 @@ max_pairs that meets the registered targets.
 
 Each campaign is a sequence of pair log ratios N(ln(1 + effect), σ²) under the plan's pair
 noise σ, looked at on the design's schedule by the verdict's own kernel
-(`verdict.sequential.look`, the boundaries `judge_run` uses); `cross_check` re-judges a
+(`verdict.boundaries.look`, the boundaries `judge_run` uses); `cross_check` re-judges a
 sample through `verdict.judge_run` itself and counts disagreements. Guardrails, gates and
 invalid passes are not in these figures (the fixed-design table of `plan` has them), and
 they are of one decision cell (several must all cross: less power, the same false adopt).
+
+The sequential design is one concept at five stages; here it is planned. It is also
+registered (`campaign.campaignfile.sequential`), followed by the runner
+(`campaign.run.sequential`), judged (`campaign.verdict.sequential`), reported
+(`campaign.report.sequential`).
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ import numpy as np
 from scipy import stats as sps
 
 from campaign.campaignfile import DecisionCell
+from campaign.verdict import boundaries as sq
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
-from campaign.verdict import sequential as sq
 from campaign.verdict import tidy as td
 
 EFFECTS = (("0", 0.0), ("m/2", 0.5), ("m", 1.0), ("1.5m", 1.5), ("2m", 2.0))

@@ -9,7 +9,12 @@
   one order: the decision, its reason and what would settle it; the decision cells; the
   guardrails; then the other cells by workload;
 - `formats`: the `FORMATS` registry the CLI validates, lists and completes from, and
-  `render`.
+  `render`;
+- `sequential`: a sequential design's looks as lines and JSON;
+- `stacked`: a table that cannot fit a narrow terminal, stacked;
+- the figures, one module each, sharing `plot_common`: `plot_knee` (the knee's Pareto
+  view), `plot_levels` (each knee level), `plot_guardrails` (the guardrails that decided),
+  `plot_window` (the control across the window), `plot_sequential` (the design's path).
 
 Renderers are pure functions of a `Report` (golden-tested), so the CLI only parses, calls
 `build_report`, renders and maps `exit_code_for` to the process's exit code. Several run

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from campaign import catalog
-from campaign.report.looks import sequential_dict
 from campaign.report.model import REPORT_SCHEMA_VERSION, Report, RunReport
+from campaign.report.sequential import sequential_dict
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import Cell, GuardrailCheck
 

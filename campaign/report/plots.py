@@ -36,7 +36,7 @@ from campaign.report import plot_levels as _levels
 from campaign.report.plot_common import color, legend, png, svg
 from campaign.report.plot_guardrails import guardrails
 from campaign.report.plot_knee import knee
-from campaign.report.plot_looks import sequential_path
+from campaign.report.plot_sequential import sequential_path
 from campaign.report.plot_window import control_window
 from campaign.verdict.rule import change_of
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 
 from campaign import catalog
 from campaign.fmt import fmt_gain, fmt_value, pct
-from campaign.report.looks import look_lines
 from campaign.report.model import EXPLORATORY, Report, RunReport
+from campaign.report.sequential import look_lines
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import CandidateVerdict, Cell, GuardrailCheck
 from campaign.verdict.reasons import change_text

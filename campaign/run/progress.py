@@ -102,7 +102,7 @@ class Eta:
     def total(self) -> float:
         return sum(self.per_arm[a] for _, a in self.slots)
 
-    def arm_started(self, pair: int, arm: str, now: float) -> None:
+    def start_slot(self, pair: int, arm: str, now: float) -> None:
         for i in range(len(self.slots)):
             if self.slots[i] == (pair, arm) and i >= self._pair_start(pair):
                 self.position = i
@@ -115,7 +115,7 @@ class Eta:
     def pair_started(self, pair: int) -> None:
         self.position = self._pair_start(pair)  # a redo starts the pair again
 
-    def arm_done(self, arm: str, wall_s: float) -> None:
+    def finish_slot(self, arm: str, wall_s: float) -> None:
         self.done_expected += self.per_arm.get(arm, wall_s)
         self.done_actual += wall_s
         self.position += 1
@@ -224,13 +224,13 @@ class PlainProgress:
             if self.eta is not None:
                 self.eta.pair_started(d["pair"])
             self.line(self.pairs)
-        elif event == "arm_start":
+        elif event == "slot_start":
             if self.eta is not None:
-                self.eta.arm_started(d["pair"], d["arm"], now)
+                self.eta.start_slot(d["pair"], d["arm"], now)
             self.where = f"{d['arm']}: booting"
             log.info("pair %s %s: booting", d.get("pair"), d["arm"])
             self.line(f"  {d['arm']}: booting")
-        elif event == "arm_phase" and d.get("phase") == "ready":
+        elif event == "slot_phase" and d.get("phase") == "ready":
             self.where = f"{d['arm']}: ready"
             log.info("%s: ready in %.1f s", d["arm"], d["boot_s"])
             self.line(f"  {d['arm']}: ready in {d['boot_s']:.1f} s")
@@ -258,9 +258,9 @@ class PlainProgress:
                 self.last = f"last {d['name']} {k} {v:.0f} tok/s"
             log.info("%s: pass %s ends: %s", d["arm"], d["name"], state)
             self.line(f"  {d['arm']}: {d['name']} {state}" + (f" ({tput})" if tput else ""))
-        elif event == "arm_done":
+        elif event == "slot_done":
             if self.eta is not None:
-                self.eta.arm_done(d["arm"], d["wall_s"])
+                self.eta.finish_slot(d["arm"], d["wall_s"])
             log.info("%s: stopped after %s", d["arm"], human(d["wall_s"]))
             eta = ""
             if self.eta is not None and self.eta.position < len(self.eta.slots):

@@ -6,6 +6,11 @@ A look reads the run directory as `spec-ab report` would (the registered rule, b
 cells), so what the runner stops on is what the morning report shows. A look that cannot
 be judged (a damaged file) is journaled with its problem and the night goes on: a look
 never costs a measurement.
+
+The sequential design is one concept at five stages; here it is followed by the runner. It
+is also registered (`campaign.campaignfile.sequential`), judged
+(`campaign.verdict.sequential`), planned (`campaign.plan.sequential`), reported
+(`campaign.report.sequential`).
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from campaign.run.runtime import Runtime
 from campaign.verdict import rule as rl
 from campaign.verdict import tidy as td
 from campaign.verdict.judge import judge_run
-from campaign.verdict.looks import look_line
 from campaign.verdict.outcome import DataProblem, RunVerdict
+from campaign.verdict.sequential import look_line
 
 
 def due(campaign: Campaign, pair: int) -> bool:

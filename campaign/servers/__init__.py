@@ -1,4 +1,4 @@
-"""Server backends behind one small protocol (see `base.Server`).
+"""Server backends behind one small protocol (`protocol`: `Server`, `ArmContext`).
 
 `make_server(spec, ctx)` picks the backend from the merged launch of an arm:
 `process` (a command in its own process group), `external` (a URL that is already
@@ -8,7 +8,7 @@ running, with optional start/stop hooks) and `docker` (containers via the docker
 from __future__ import annotations
 
 from campaign.campaignfile import DockerLaunch, ExternalLaunch, LaunchModel, ProcessLaunch
-from campaign.servers.base import ArmContext, Server
+from campaign.servers.protocol import ArmContext, Server
 
 
 def make_server(launch: LaunchModel, ctx: ArmContext) -> Server:

@@ -16,8 +16,8 @@ from typing import Any
 from campaign import secrets
 from campaign.campaignfile import ExternalLaunch
 from campaign.errors import ServerError
-from campaign.servers.base import ArmContext, ServerContext
 from campaign.servers.process import child_env
+from campaign.servers.protocol import ArmContext, ServerContext
 from campaign.textfiles import tail_lines
 
 

@@ -26,7 +26,7 @@ from campaign.campaignfile import ProcessLaunch
 from campaign.errors import ServerError
 from campaign.markers import ARM_ENV, PAIR_ENV, RUN_ENV, RUNNER_PID_ENV
 from campaign.procgroup import stop_process
-from campaign.servers.base import ArmContext, ServerContext
+from campaign.servers.protocol import ArmContext, ServerContext
 from campaign.textfiles import sha256_file, tail_lines
 
 

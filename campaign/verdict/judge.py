@@ -36,7 +36,6 @@ from campaign.verdict.flags import (
     noise_flags,
 )
 from campaign.verdict.guardrails import guardrail_targets
-from campaign.verdict.looks import cell_look, judge_lanes, judge_sequential
 from campaign.verdict.outcome import (
     CandidateVerdict,
     Cell,
@@ -59,6 +58,7 @@ from campaign.verdict.rule import (
     flag_alpha,
     label_of,
 )
+from campaign.verdict.sequential import cell_look, judge_lanes, judge_sequential
 from campaign.verdict.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
 NO_ZERO_LATENCY = ("ttft_", "request_latency_")

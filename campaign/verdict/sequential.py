@@ -1,160 +1,261 @@
-"""A registered sequential design: look after each pair (or ABBA block), stop when decided.
+"""A sequential design's verdict: the registered rule judged at every look, and the
+campaign stopped at the first look that decides (`preregistration.sequential`).
 
-The design is a group-sequential one-sided t-test with Lan–DeMets alpha spending of the
-O'Brien–Fleming type (Lan & DeMets 1983; O'Brien & Fleming 1979), on the mean paired log
-ratio d̄ of a decision cell, with a non-binding futility bound of the same shape:
+At each look (a pair count of `Sequential.schedule()` that has been measured) the run is
+judged as if it ended there (`RunTable.subset`): decision cells get their look from the
+kernel (`boundaries.path`: the group-sequential boundaries on the cell's complete pairs),
+guardrails and gates are judged as in a fixed campaign, with the guardrails' α also shared
+over the design's looks (Bonferroni: α ÷ (checks × max_looks)). Per candidate, a look is:
 
-- **adopt** at a look with n valid pairs when T_n = √n (d̄ − L)/s ≥ c_n and d̄ ≥ ln(1 + m),
-  where L = ln(1 + max(m/2, δ)) (the `bound` rule's floor): the boundary for "better than
-  the bar" is crossed;
-- **not worth it** when F_n = √n (d̄ − H)/s ≤ −f_n, with H = ln(1 + 1.5 m): the data rule out
-  the change the design is powered for (futility, β = 1 − power);
-- otherwise **continue**; at `max_pairs` without a crossing, **inconclusive**.
+- `adopt`: every decision cell crossed the adopt boundary and nothing stops it (the rule's
+  `adopt`, after the gates and guardrails);
+- `keep-default`: a decision cell is a `loss`, a guardrail is broken (a guardrail only
+  unclear does not stop the design: more pairs may settle it), or a decision cell crossed
+  the futility boundary ("not worth it");
+- `continue`: none of these, and pairs are left;
+- `inconclusive`: none of these at max_pairs.
 
-The spending functions α(t) = 2 − 2Φ(z(1 − α/2)/√t) (and β(t) likewise), t = n / max_pairs,
-give each look its share of the error. Because T_n at μ = L (and F_n at μ = H) is pivotal —
-its law does not depend on the unknown pair noise σ — the bounds are exact for estimated
-variance: they are solved by simulating that pivotal law for the looks actually taken
-(`bounds`), with a fixed seed, so any look sequence (invalid pairs shift n) gets bounds that
-spend exactly the registered α. The design assumes iid normal pair log ratios; it never
-uses the assumed lane noise (that is for planning only).
+A candidate's verdict is the one of its first deciding look: pairs measured after it are
+not used (the runner stops there; a run that went on anyway is judged as if it had not).
 
-Several candidates: α is shared Bonferroni-wise (α/k). Several decision cells: every cell
-must cross (an intersection–union test); any cell's futility stops for keep-default.
+The sequential design is one concept at five stages; here it is judged. It is also
+registered (`campaign.campaignfile.sequential`), followed by the runner
+(`campaign.run.sequential`), planned (`campaign.plan.sequential`), reported
+(`campaign.report.sequential`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-from scipy import stats as sps
-
-SIMULATIONS = 200_000
-"""Pivotal sequences simulated per set of bounds (the 5% is hit to ±0.1 point)."""
-SEED = 20261201
-
-LookOutcome = Literal["adopt", "futile", "continue"]
-
-
-def spent(t: float | np.ndarray, level: float) -> np.ndarray:
-    """The O'Brien–Fleming-type spending function: the error spent by information time t."""
-    tt = np.clip(np.asarray(t, dtype=float), 1e-12, 1.0)
-    return np.asarray(2.0 - 2.0 * sps.norm.cdf(sps.norm.ppf(1 - level / 2) / np.sqrt(tt)))
+from campaign.campaignfile.sequential import Sequential
+from campaign.fmt import pct
+from campaign.verdict import boundaries as sq
+from campaign.verdict import stats as st
+from campaign.verdict.decide import run_decision
+from campaign.verdict.outcome import (
+    CandidateVerdict,
+    CellLook,
+    LookStep,
+    RunVerdict,
+    SequentialPath,
+    SequentialState,
+)
+from campaign.verdict.rule import Decision, Rule, better_d, change_of
 
 
-@lru_cache(maxsize=256)
-def bounds(looks: tuple[int, ...], max_pairs: int, level: float,
-           simulations: int = SIMULATIONS) -> tuple[float, ...]:
-    """The critical values c_j of the one-sided t statistics at `looks` (valid pairs at each
-    look, increasing, each ≥ 2): P(T crosses first at look j | μ at the null) = α(t_j) −
-    α(t_{j−1}), by simulating the pivotal law of the looks' t statistics (seeded). A look
-    that spends nothing has an infinite bound."""
-    if not looks or any(n < 2 for n in looks) or list(looks) != sorted(set(looks)):
-        raise ValueError(f"looks must be increasing pair counts ≥ 2, got {looks}")
-    rng = np.random.default_rng([SEED, max_pairs, *looks])
-    n_last = looks[-1]
-    d = rng.standard_normal((simulations, n_last))
-    csum = np.cumsum(d, axis=1)
-    csq = np.cumsum(d * d, axis=1)
-    alive = np.ones(simulations, dtype=bool)
-    out: list[float] = []
-    previous = 0.0
-    for n in looks:
-        mean = csum[:, n - 1] / n
-        var = (csq[:, n - 1] - n * mean * mean) / (n - 1)
-        t_stat = math.sqrt(n) * mean / np.sqrt(np.maximum(var, 1e-300))
-        total = float(spent(min(1.0, n / max_pairs), level))
-        share = max(0.0, total - previous)
-        previous = max(previous, total)
-        k = round(share * simulations)
-        if k <= 0:
-            out.append(math.inf)
-            continue
-        ranked = np.sort(t_stat[alive])[::-1]
-        bound = float(ranked[min(k, ranked.size) - 1])
-        out.append(bound)
-        alive &= t_stat < bound
-    return tuple(out)
+def design_of(rule: Rule) -> Sequential:
+    design = rule.prereg.sequential
+    if design is None:
+        raise ValueError("not a sequential design")
+    return design
 
 
-@dataclass(frozen=True)
-class Look:
-    """One decision cell at one look: its statistics, the bounds and what they say."""
+def cell_look(ids: Sequence[int], d: Sequence[float], last: int, rule: Rule, candidates: int,
+              workload: str, level: str, kind: st.Kind = "ratio") -> CellLook | None:
+    """A decision cell's look at `last` (the last pair measured), from its complete pairs
+    `ids` and their d (positive = better); None when no look is due at `last`."""
+    design = design_of(rule)
+    due = [p for p in design.schedule() if p <= last]
+    if not due:
+        return None
+    direction = rule.direction
+    taken = sq.path(ids, d, design.schedule(), last, max_pairs=design.max_pairs,
+                    margin_d=rule.bar_d(candidates, kind), floor_d=rule.floor_d(kind),
+                    powered_d=better_d(1.5 * rule.prereg.margin, direction, kind),
+                    alpha=rule.ci_alpha(candidates), beta=1 - design.power)
+    if not taken or taken[-1][0] != due[-1]:
+        return None  # the look at `last` added no valid pair: it is not taken
+    lk = taken[-1][1]
+    lower = lk.lower
+    return CellLook(workload, level, lk.n, change_of(lk.mean, direction, kind),
+                    change_of(lower, direction, kind) if math.isfinite(lower) else None,
+                    lk.statistic, lk.bound, lk.futility_statistic, lk.futility_bound,
+                    lk.outcome)
 
-    n: int
-    mean: float
-    sd: float
-    statistic: float
-    """T_n = √n (d̄ − L)/s (+∞ when s = 0 and d̄ > L)."""
-    bound: float
-    """c_n, the adopt boundary on T_n."""
-    futility_statistic: float
-    futility_bound: float
-    """f_n: futility when F_n ≤ −f_n."""
-    outcome: LookOutcome
 
-    @property
-    def lower(self) -> float:
-        """The adopt boundary as a bound on d̄: crossing means d̄ − c_n s/√n ≥ L."""
-        return self.mean - self.bound * self.sd / math.sqrt(self.n) if math.isfinite(
-            self.bound) else -math.inf
+def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialState, str]:
+    """Where a candidate's design stands at the look after `pairs` pairs, and why."""
+    design = design_of(rule)
+    dec = [c for c in cv.cells if c.decision_cell]
+    looks = [c.look for c in dec if c.look is not None]
+    broken = [g for g in cv.guardrails if g.state == "broken"]
+    if cv.decision == "adopt":
+        return "adopt", "adopt boundary crossed at every decision cell → stopping"
+    if cv.reason == "loss":
+        return "keep-default", "a loss (evidence the candidate is worse) → stopping"
+    if broken:
+        return "keep-default", ("guardrail broken: " + ", ".join(
+            f"{g.metric} at {g.workload} {g.level}" for g in broken) + " → stopping")
+    futile = [lk for lk in looks if lk.outcome == "futile"]
+    if futile:
+        return "keep-default", ("not worth it: futility boundary crossed at "
+                                + ", ".join(f"{lk.workload} {lk.level}" for lk in futile)
+                                + f" (the data rule out {pct(1.5 * rule.prereg.margin)}) "
+                                "→ stopping")
+    if pairs >= design.max_pairs:
+        return "inconclusive", f"no boundary crossed by max_pairs {design.max_pairs}"
+    return "continue", "no boundary crossed → continuing"
 
 
-def look(d: Sequence[float], *, looks: Sequence[int], max_pairs: int, margin_d: float,
-         floor_d: float, powered_d: float, alpha: float, beta: float) -> Look:
-    """One decision cell judged at the last of `looks` (its pair log ratios `d`, positive =
-    better; `looks` the valid pair counts of every look taken so far, this one last).
+def look_line(step: LookStep, design: Sequential) -> str:
+    """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%], adopt boundary crossed at
+    every decision cell → stopping" (the bound: the estimate's lower bound the design
+    compares with the floor)."""
+    cells = "; ".join(
+        f"{c.workload} {c.level} {pct(c.change)}"
+        + (f" [bound {pct(c.boundary)}]" if c.boundary is not None else "")
+        for c in step.cells)
+    return (f"look {step.look} of ≤ {design.max_looks} (pair {step.pairs}): "
+            f"{cells or 'no look due'}, {step.why}")
 
-    `margin_d` = ln(1 + m): the mean must clear it to adopt; `floor_d` = ln(1 + max(m/2,
-    δ)): the null of the adopt test; `powered_d` = ln(1 + 1.5 m): the alternative of the
-    futility test."""
-    n = len(d)
-    if n != looks[-1]:
-        raise ValueError(f"{n} pairs but the look is at {looks[-1]}")
-    mean = math.fsum(d) / n
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in d) / (n - 1)) if n > 1 else 0.0
-    c = bounds(tuple(looks), max_pairs, alpha)[-1]
-    f = bounds(tuple(looks), max_pairs, beta)[-1]
-    t_adopt = _t(mean - floor_d, sd, n)
-    t_futile = _t(mean - powered_d, sd, n)
-    if t_adopt >= c and mean >= margin_d - 1e-12:
-        outcome: LookOutcome = "adopt"
-    elif -t_futile >= f:
-        outcome = "futile"
+
+Judge = Callable[[Sequence[int] | None], RunVerdict]
+"""Judge the run on its pairs ≤ a look (None: every pair measured)."""
+LaneJudge = Callable[[Sequence[int], Mapping[int, int]], RunVerdict]
+"""Judge one lane: its pooled pairs, renumbered as in its shard."""
+
+
+def judge_lanes(lanes: Mapping[int, str], rule: Rule, pooled: RunVerdict,
+                judge_lane: LaneJudge) -> RunVerdict:
+    """A pooled run of sequential shards: each lane judged by the design on its own pairs
+    (as its runner looked at them), and a candidate adopts only when every lane's design
+    adopts (intersection–union: the pooled false adopt is at most each lane's α); a lane
+    that keeps the default keeps it; else the pooled design continues (a lane still
+    going) or is inconclusive. The pooled cells stay for what the report shows."""
+    by_lane: dict[str, list[int]] = {}
+    for p in sorted(lanes):
+        by_lane.setdefault(lanes[p], []).append(p)
+    per_lane = {lane: judge_lane(ps, {p: i + 1 for i, p in enumerate(ps)})
+                for lane, ps in sorted(by_lane.items())}
+    out = []
+    for cv in pooled.candidates:
+        mine = {lane: next(c for c in v.candidates if c.arm == cv.arm)
+                for lane, v in per_lane.items()}
+        out.append(_pooled_candidate(cv, mine))
+    return recombine(pooled, out, pooled.pairs_measured)
+
+
+def _pooled_candidate(cv: CandidateVerdict, lanes: Mapping[str, CandidateVerdict]
+                      ) -> CandidateVerdict:
+    states = {lane: (c.sequential.state if c.sequential else "continue")
+              for lane, c in lanes.items()}
+    if all(s == "adopt" for s in states.values()):
+        state: SequentialState = "adopt"
+    elif any(s == "keep-default" for s in states.values()):
+        state = "keep-default"
+    elif any(s == "continue" for s in states.values()):
+        state = "continue"
     else:
-        outcome = "continue"
-    return Look(n, mean, sd, t_adopt, c, t_futile, f, outcome)
+        state = "inconclusive"
+    first = next((c for c in lanes.values()
+                  if (c.sequential.state if c.sequential else "continue") == state),
+                 next(iter(lanes.values())))
+    steps = tuple(dataclasses.replace(s, why=f"lane {lane}: {s.why}")
+                  for lane, c in lanes.items() if c.sequential for s in c.sequential.steps)
+    assert first.sequential is not None
+    path = dataclasses.replace(first.sequential, steps=steps, state=state, stopped_at=None)
+    reasons = (f"pooled sequential shards: {state} ("
+               + ", ".join(f"{lane} {s}" for lane, s in states.items())
+               + "; adopts only when every lane's design adopts)",
+               *(f"{lane}: {r}" for lane, c in lanes.items() for r in c.reasons[:1]),
+               # the pooled cells' own reasons, not a look on the pooled numbering
+               *(r for r in cv.reasons if not r.startswith("look ")))
+    decision: Decision = "adopt" if state == "adopt" else "keep-default"
+    return dataclasses.replace(cv, decision=decision, reason=first.reason,
+                               settle=first.settle, reasons=reasons, sequential=path)
 
 
-def _t(diff: float, sd: float, n: int) -> float:
-    if sd > 0:
-        return math.sqrt(n) * diff / sd
-    return math.inf if diff > 0 else (-math.inf if diff < 0 else 0.0)
-
-
-def path(pairs: Sequence[int], d: Sequence[float], schedule: Sequence[int], last: int, *,
-         max_pairs: int, margin_d: float, floor_d: float, powered_d: float, alpha: float,
-         beta: float) -> list[tuple[int, Look]]:
-    """One decision cell's looks: for each pair count p of the design's `schedule` up to
-    `last` (the last pair measured), the look on the cell's complete pairs numbered ≤ p
-    (`pairs` and their log ratios `d`). A look that adds no valid pair (or has fewer than
-    two) is not taken: the bounds spend the error over the valid pair counts of the looks
-    actually taken."""
-    order = sorted(zip(pairs, d, strict=True))
-    taken: list[int] = []
-    out: list[tuple[int, Look]] = []
-    for p in schedule:
-        if p > last:
+def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) -> RunVerdict:
+    """The run's verdict under its sequential design: judged at each look in turn until
+    every candidate is decided (see the module docstring)."""
+    design = design_of(rule)
+    last = max(pairs_measured, default=0)
+    due = [p for p in design.schedule() if p <= last]
+    steps: dict[str, list[LookStep]] = {}
+    final: dict[str, tuple[CandidateVerdict, SequentialState, str, int]] = {}
+    verdict = None
+    for p in due or [last]:
+        verdict = judge(None if p == last else [q for q in pairs_measured if q <= p])
+        for cv in verdict.candidates:
+            if cv.arm in final:
+                continue
+            state, why = (state_at(cv, rule, p) if due else
+                          ("continue", f"no look before pair {design.schedule()[0]}"))
+            mine = steps.setdefault(cv.arm, [])
+            if due:
+                cells = tuple(c.look for c in cv.cells if c.decision_cell and c.look)
+                mine.append(LookStep(len(mine) + 1, p, cells, state, why))
+            if state in ("adopt", "keep-default") or p == (due[-1] if due else last):
+                final[cv.arm] = (cv, state, why, p)
+        if len(final) == len(verdict.candidates):
             break
-        sub = [v for i, v in order if i <= p]
-        if len(sub) < 2 or (taken and len(sub) <= taken[-1]):
+    assert verdict is not None
+    out = [_finish(cv, state, why, p, steps.get(cv.arm, []), design, rule, last)
+           for cv, state, why, p in (final[c.arm] for c in verdict.candidates)]
+    return recombine(verdict, out, len(pairs_measured))
+
+
+def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
+            steps: Sequence[LookStep], design: Sequential, rule: Rule,
+            last: int) -> CandidateVerdict:
+    stopped = state in ("adopt", "keep-default")
+    path = SequentialPath(design.max_pairs, design.min_pairs, design.look, design.max_looks,
+                          tuple(steps), state, at if stopped else None)
+    line = look_line(steps[-1], design) if steps else f"sequential: {why}"
+    reasons = [line, *cv.reasons]
+    reason, settle = cv.reason, cv.settle
+    if state == "keep-default" and reason not in ("loss", "guardrail"):
+        reason = ("guardrail" if any(g.state == "broken" for g in cv.guardrails)
+                  else "below-bar")
+        settle = ""
+    elif state == "continue":
+        reason = "inconclusive"
+        settle = (f"the design continues: up to {design.max_pairs - last} more pair(s): "
+                  "spec-ab run --resume RUN_DIR")
+    elif state == "inconclusive":
+        reason, settle = "inconclusive", _further_night(cv, rule, design)
+    if stopped and at < last:
+        reasons.append(f"the design stopped after pair {at}: the {last - at} pair(s) "
+                       "measured after it are not used")
+    if cv.decision == "adopt" and state != "adopt":
+        raise AssertionError("a sequential adopt is always the design's")
+    return dataclasses.replace(cv, reasons=tuple(reasons), reason=reason, settle=settle,
+                               sequential=path)
+
+
+def _further_night(cv: CandidateVerdict, rule: Rule, design: Sequential) -> str:
+    """What another night would buy for a design that ended without a crossing."""
+    parts = []
+    for c in cv.cells:
+        if not c.decision_cell or c.stats is None or c.stats.sd is None or c.stats.n < 2:
             continue
-        taken.append(len(sub))
-        out.append((p, look(sub, looks=tuple(taken), max_pairs=max_pairs, margin_d=margin_d,
-                            floor_d=floor_d, powered_d=powered_d, alpha=alpha, beta=beta)))
-    return out
+        s, mean = c.stats.sd, c.stats.mean
+        room = mean - rule.floor_d(c.kind)
+        if room <= 0 or mean < rule.bar_d(1, c.kind):
+            parts.append(f"{c.workload} {c.level}: measured {pct(c.change or 0.0)}, below "
+                         "what the rule adopts: more pairs would not adopt it")
+            continue
+        t = st.t_critical(1 - rule.alpha, max(1, c.stats.n - 1))
+        need = math.ceil((t * s / room) ** 2)
+        parts.append(f"{c.workload} {c.level}: measured {pct(c.change or 0.0)}; at this "
+                     f"spread a fixed campaign of about {max(need, 2)} pairs would settle it")
+    return ("; ".join(parts) or "a new campaign with a larger max_pairs") + (
+        f" (this design stopped at its max_pairs {design.max_pairs})")
+
+
+def recombine(verdict: RunVerdict, out: Sequence[CandidateVerdict], measured: int
+              ) -> RunVerdict:
+    """The run's verdict with its candidates' final verdicts (each from its own deciding
+    look); `measured`: the pairs the run holds."""
+    run = run_decision(out)
+    notes = tuple(n for n in verdict.notes if not n.startswith("incomplete: ")
+                  or "left out" in n)
+    return dataclasses.replace(
+        verdict, candidates=tuple(out), ranking=run.ranking,
+        decision="adopt" if run.adopt_arm else "keep-default", adopt_arm=run.adopt_arm,
+        reasons=run.reasons, reason=run.top.reason, settle=run.top.settle, notes=notes,
+        pairs_measured=measured,
+        decided=all(cv.sequential is not None and cv.sequential.decided for cv in out))

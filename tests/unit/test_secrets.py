@@ -12,10 +12,10 @@ from campaign import secrets
 from campaign.campaignfile import ExternalLaunch
 from campaign.run.measure import manifest
 from campaign.run.slot.serverwatch import captures_after
-from campaign.servers.base import ArmContext
-from campaign.servers.docker.plan import ContainerPlan, create_kwargs, docker_run_line
+from campaign.servers.docker.launchplan import ContainerPlan, create_kwargs, docker_run_line
 from campaign.servers.external import ExternalServer
 from campaign.servers.process import ProcessServer
+from campaign.servers.protocol import ArmContext
 
 HF = "hf_" + "a1" * 17
 

@@ -30,7 +30,7 @@ from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
 from campaign.run.guards import lanelock
 from campaign.run.slot.readiness import wait_ready
 from campaign.servers import ArmContext, Server, make_server
-from campaign.servers.base import serving
+from campaign.servers.protocol import serving
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Checks that start nothing: is this machine ready to run the campaign?
 
 Each problem is one line saying what is wrong and what to do. `spec-ab check` and
-`spec-ab run` both call `preflight`; any problem is exit 3.
+`spec-ab run` both call `preflight`; any problem is exit 3. A docker lane's own part of it
+(engines, images, networks, GPU runtime) is `campaign.servers.docker.preflight`.
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ class Engines:
         if docker_host not in self._clients:
             factory = self.client_factory
             if factory is None:
-                from campaign.servers.docker.engine import default_client
+                from campaign.servers.docker.daemon import default_client
 
                 factory = default_client
             try:

@@ -57,8 +57,8 @@ from campaign.markers import (
     scope,
 )
 from campaign.procgroup import stop_group
-from campaign.servers.docker.engine import ClientFactory, default_client
-from campaign.servers.docker.plan import docker_hosts, parse_port
+from campaign.servers.docker.daemon import ClientFactory, default_client
+from campaign.servers.docker.launchplan import docker_hosts, parse_port
 
 PID_START_SLACK_S = 1.0
 """create_time() is rounded differently by the label and by psutil: compare within this."""

@@ -13,6 +13,9 @@ against the control of its pair. On the control's rows: the control against itse
 previous pair's control (across boots), or, in the first pair, its own second answer on
 the same boot — the reference a guardrail judges the candidate against, measured, not
 assumed (engines are not bit-deterministic across batch shapes).
+
+The fidelity pass as a run measures it; as a campaign file registers it (its workload,
+prompts and guardrail): `campaign.campaignfile.fidelity`.
 """
 
 from __future__ import annotations
@@ -133,8 +136,9 @@ class _Edges(Protocol):
     def progress(self) -> Callable[..., None]: ...
 
 
-class Arm(Protocol):
-    """What the fidelity pass reads of a running arm (`campaign.run.slot.lifecycle.Arm`)."""
+class LiveSlot(Protocol):
+    """What the fidelity pass reads of a slot while its server runs
+    (`campaign.run.slot.lifecycle.LiveSlot`)."""
 
     @property
     def campaign(self) -> Campaign: ...
@@ -156,26 +160,26 @@ class Arm(Protocol):
     def started_at(self) -> str: ...
 
 
-def run(arm: Arm) -> None:
+def run(live: LiveSlot) -> None:
     """The arm's fidelity pass (the control answers twice when no earlier pair's control
     did: its reference on the same boot), kept and journaled, then any figures it
     completes."""
-    campaign, slot = arm.campaign, arm.slot
+    campaign, slot = live.campaign, live.slot
     items = prompts(campaign)
     timeout = campaign.preregistration.gates.pass_timeout_s
     rounds = 1
-    if slot.arm == CONTROL and _earlier_control(arm.store.read_journal(), slot.pair) is None:
+    if slot.arm == CONTROL and _earlier_control(live.store.read_journal(), slot.pair) is None:
         rounds = 2
-    arm.rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=WORKLOAD)
+    live.rt.progress("slot_phase", pair=slot.pair, arm=slot.arm, phase=WORKLOAD)
     lines: list[str] = []
     for rnd in range(1, rounds + 1):
-        outputs = send(arm.client, arm.server.base_url, campaign, items, timeout)
+        outputs = send(live.client, live.server.base_url, campaign, items, timeout)
         lines += [json.dumps({"round": rnd, **o}) for o in outputs]
-        arm.store.journal("fidelity", slot=slot.index, pair=slot.pair,
-                          pair_attempt=arm.pair_attempt, arm=slot.arm, round=rnd,
-                          started_at=arm.started_at, outputs=outputs)
-    atomic_write(arm.arm_dir / "fidelity.jsonl", "\n".join(lines) + "\n")
-    journal_figures(arm.store, slot.pair, arm.pair_attempt)
+        live.store.journal("fidelity", slot=slot.index, pair=slot.pair,
+                           pair_attempt=live.pair_attempt, arm=slot.arm, round=rnd,
+                           started_at=live.started_at, outputs=outputs)
+    atomic_write(live.arm_dir / "fidelity.jsonl", "\n".join(lines) + "\n")
+    journal_figures(live.store, slot.pair, live.pair_attempt)
 
 
 Key = tuple[int, int, str, int]

@@ -1,5 +1,5 @@
-"""One arm of one pair: boot its server, run its passes between /metrics scrapes, judge
-and journal each pass (`passes.check_pass`, `journal.pass_rows`), stop the server.
+"""One slot, an arm's turn in one pair: boot its server, run its passes between /metrics
+scrapes, judge and journal each pass (`passes.check_pass`, `journal.pass_rows`), stop the server.
 
 The runner (`runner.py`) orchestrates pairs and sessions; this module measures what one
 slot of the schedule holds. A server that fails under a pass raises `PairInvalid`: the
@@ -40,7 +40,7 @@ from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
 from campaign.run.slot.readiness import wait_ready
 from campaign.run.slot.serverwatch import captures_after, scrape, unhealthy
 from campaign.servers import ArmContext, Server
-from campaign.servers.base import serving
+from campaign.servers.protocol import serving
 from campaign.textfiles import atomic_write
 
 
@@ -57,8 +57,8 @@ def _pid() -> int:
 
 
 @dataclass(frozen=True)
-class Arm:
-    """One arm of a pair while its server runs: what every pass of it shares."""
+class LiveSlot:
+    """A slot while its server runs: what every pass of it shares."""
 
     campaign: Campaign
     store: RunStore
@@ -87,7 +87,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
     store.journal("slot_start", slot=slot.index, pair=slot.pair, arm=slot.arm,
                   pair_attempt=pair_attempt, started_at=started_at,
                   launch=[secrets.scrub(line) for line in server.describe()])
-    rt.progress("arm_start", pair=slot.pair, arm=slot.arm, phase="boot")
+    rt.progress("slot_start", pair=slot.pair, arm=slot.arm, phase="boot")
     rt.doing = f"the {slot.arm} server of pair {slot.pair} (booting)"
     t0 = rt.monotonic()
     boot_s = 0.0
@@ -100,13 +100,13 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
         with captures_after(campaign, ctx.log_path, arm_dir), serving(server), \
                 rt.http() as client:
             boot_s = _ready(campaign, store, rt, slot, server, client)
-            rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase="ready",
+            rt.progress("slot_phase", pair=slot.pair, arm=slot.arm, phase="ready",
                         boot_s=boot_s)
-            arm = Arm(campaign, store, rt, server, client, slot, arm_dir, pair_attempt,
-                       started_at)
+            live = LiveSlot(campaign, store, rt, server, client, slot, arm_dir,
+                            pair_attempt, started_at)
             for ap in arm_passes(campaign, slot.arm, server.base_url):
                 check_cancel(rt)
-                spent, check = _run_pass(arm, ap)
+                spent, check = _run_pass(live, ap)
                 aiperf_s += spent
                 fault = check.fault(slot.arm)
                 if fault is not None and ap.measured:
@@ -114,7 +114,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                                                "; ".join(check.all_problems())))
             if campaign.workloads.fidelity is not None:
                 f0 = rt.monotonic()
-                fidelity.run(arm)
+                fidelity.run(live)
                 fidelity_s = rt.monotonic() - f0
             facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
@@ -127,7 +127,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                   wall_s=round(wall, 3), boot_s=round(boot_s, 3), aiperf_s=round(aiperf_s, 3),
                   fidelity_s=round(fidelity_s, 3),
                   overhead_s=round(wall - boot_s - aiperf_s - fidelity_s, 3))
-    rt.progress("arm_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
+    rt.progress("slot_done", pair=slot.pair, arm=slot.arm, wall_s=wall)
     return invalid
 
 
@@ -173,31 +173,31 @@ def _same_identity(launch: LaunchModel, slot: Slot, server: Server, client: http
     return now
 
 
-def _run_pass(arm: Arm, ap: ArmPass) -> tuple[float, PassCheck]:
+def _run_pass(live: LiveSlot, ap: ArmPass) -> tuple[float, PassCheck]:
     """One pass with its retries. Returns (AIPerf's wall time, the check of its last
     attempt). Raises PairInvalid when the server failed under it."""
-    attempts = 1 + (arm.campaign.preregistration.gates.retries if ap.measured else 0)
+    attempts = 1 + (live.campaign.preregistration.gates.retries if ap.measured else 0)
     aiperf_s = 0.0
     for attempt in range(1, attempts + 1):
-        check_cancel(arm.rt)
-        wall_s, check, died = _pass_attempt(arm, ap, attempt)
+        check_cancel(live.rt)
+        wall_s, check, died = _pass_attempt(live, ap, attempt)
         aiperf_s += wall_s
         if died is not None:
-            raise PairInvalid(died.reason, check.fault(arm.slot.arm) or "lane")
+            raise PairInvalid(died.reason, check.fault(live.slot.arm) or "lane")
         if check.valid or not ap.measured:
             break
     return aiperf_s, check
 
 
-def _pass_attempt(arm: Arm, ap: ArmPass,
+def _pass_attempt(live: LiveSlot, ap: ArmPass,
                   attempt: int) -> tuple[float, PassCheck, ServerFault | None]:
     """One AIPerf run of a pass between two /metrics scrapes, judged and journaled.
     Returns (AIPerf's wall time, its check, what the server did wrong under it or None)."""
-    rt, slot, server = arm.rt, arm.slot, arm.server
+    rt, slot, server = live.rt, live.slot, live.server
     name = ap.plan.name if attempt == 1 else f"{ap.plan.name}.retry{attempt - 1}"
-    mdir = arm.arm_dir / "metrics"
-    rt.progress("arm_phase", pair=slot.pair, arm=slot.arm, phase=name)
-    before = scrape(arm.client, server.base_url, mdir / f"{name}-before.prom")
+    mdir = live.arm_dir / "metrics"
+    rt.progress("slot_phase", pair=slot.pair, arm=slot.arm, phase=name)
+    before = scrape(live.client, server.base_url, mdir / f"{name}-before.prom")
     per_level = ap.plan.requests_per_level
     rt.progress("pass_start", pair=slot.pair, arm=slot.arm, name=name,
                 measured=ap.measured, base_url=server.base_url,
@@ -210,12 +210,12 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
               if ap.measured and len(ap.plan.concurrency) > 1 and before is not None else None)
     ticking: AbstractContextManager[object] = ticker if ticker is not None else nullcontext()
     with ticking:
-        outcome = rt.run_pass(ap.plan, arm.arm_dir / "passes" / name, cancel=rt.cancel)
+        outcome = rt.run_pass(ap.plan, live.arm_dir / "passes" / name, cancel=rt.cancel)
     if outcome.interrupted or rt.cancel.is_set():
-        arm.store.journal("pass_interrupted", slot=slot.index, name=name)
+        live.store.journal("pass_interrupted", slot=slot.index, name=name)
         raise Interrupted("interrupted during a pass; everything measured so far is kept")
-    after = scrape(arm.client, server.base_url, mdir / f"{name}-after.prom")
-    died, delta = _server_fault(arm, name, before, after)
+    after = scrape(live.client, server.base_url, mdir / f"{name}-after.prom")
+    died, delta = _server_fault(live, name, before, after)
     cuts = (_level_cuts(ap, mdir / name, before, after, ticker.ticks, outcome)
             if ticker is not None and delta is not None and before is not None
             and after is not None else [])
@@ -223,9 +223,9 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
         server_throughput(outcome.levels, delta, cuts)
     waits = ({lv.concurrency: w for lv in outcome.levels
               if (w := records.longest_wait_s(lv)) is not None} if ap.measured else None)
-    check = check_pass(ap, outcome, arm.campaign.preregistration.gates, died, waits)
+    check = check_pass(ap, outcome, live.campaign.preregistration.gates, died, waits)
     summary = _summary(outcome)
-    _journal_pass(arm, ap, name, attempt, outcome, check, delta, cuts,
+    _journal_pass(live, ap, name, attempt, outcome, check, delta, cuts,
                   scraped=before is not None or after is not None)
     rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
                 measured=ap.measured, summary=summary, problems=check.all_problems())
@@ -235,11 +235,11 @@ def _pass_attempt(arm: Arm, ap: ArmPass,
 Scrape = metrics.Snapshot | None
 
 
-def _server_fault(arm: Arm, name: str, before: Scrape,
+def _server_fault(live: LiveSlot, name: str, before: Scrape,
                   after: Scrape) -> tuple[ServerFault | None, metrics.PassDelta | None]:
     """(what the server did wrong under the pass or None, its counters' change over the
     pass or None when they were not read)."""
-    server = arm.server
+    server = live.server
     died = None
     if not server.alive():
         died = ServerFault(f"server {server.exit_status()} during {name}")
@@ -248,7 +248,7 @@ def _server_fault(arm: Arm, name: str, before: Scrape,
         # server that never answers has no server counters: figures n/a, pair valid.
         died = ServerFault(f"server stopped answering /metrics during {name}", scrape=True)
     else:
-        why = unhealthy(arm.client, server, arm.campaign.launches[arm.slot.arm], name)
+        why = unhealthy(live.client, server, live.campaign.launches[live.slot.arm], name)
         died = ServerFault(why) if why else None
     delta = None
     if before is not None and after is not None:
@@ -304,7 +304,7 @@ def _figure_rows(ap: ArmPass, check: PassCheck,
             for c in cuts]
 
 
-def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
+def _journal_pass(live: LiveSlot, ap: ArmPass, name: str, attempt: int,
                   outcome: loadgen.PassOutcome, check: PassCheck,
                   delta: metrics.PassDelta | None, cuts: list[levelcut.LevelCut], *,
                   scraped: bool) -> None:
@@ -312,18 +312,19 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
     figures = delta.as_metrics() if delta is not None else None
     rows: list[jr.PassRow] = []
     if ap.measured:
-        place = jr.PassPlace(arm.store.run_id, arm.slot.pair, arm.pair_attempt, arm.slot.arm,
-                             arm.slot.index, arm.started_at, ap.workload, attempt)
+        place = jr.PassPlace(live.store.run_id, live.slot.pair, live.pair_attempt,
+                             live.slot.arm, live.slot.index, live.started_at, ap.workload,
+                             attempt)
         errors = {lv.concurrency: records.level_log_se(lv) for lv in outcome.levels}
         rows = jr.pass_rows(place, [*check.level_rows(outcome, errors),
                                     *_figure_rows(ap, check, cuts)], figures,
                             figures_level=ap.spec_level, figures_reasons=check.problems,
                             valid=check.valid)
-    arm.store.journal(
-        "pass", slot=arm.slot.index, pair=arm.slot.pair, arm=arm.slot.arm, name=name,
+    live.store.journal(
+        "pass", slot=live.slot.index, pair=live.slot.pair, arm=live.slot.arm, name=name,
         workload=ap.workload, attempt=attempt, valid=check.valid,
         problems=check.all_problems(),
-        **({"fault": fault} if (fault := check.fault(arm.slot.arm)) else {}),
+        **({"fault": fault} if (fault := check.fault(live.slot.arm)) else {}),
         aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
         returncode=outcome.returncode, summary=_summary(outcome),
         spec_decode=figures or None,
@@ -334,7 +335,7 @@ def _journal_pass(arm: Arm, ap: ArmPass, name: str, attempt: int,
                     for c in cuts] or None,
         rows=[dataclasses.asdict(r) for r in rows],
     )
-    arm.store.rebuild_passes_csv()
+    live.store.rebuild_passes_csv()
 
 
 def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:

@@ -17,7 +17,7 @@ import httpx
 from campaign.campaignfile import Readiness
 from campaign.errors import BootExited, ServerError
 from campaign.run.guards.portguard import port_open
-from campaign.servers.base import Server
+from campaign.servers.protocol import Server
 
 LOG_LINES_ON_FAILURE = 25
 

@@ -1,18 +1,20 @@
 """`docker` backend: an arm is one server container, optionally preceded by extra
 containers, through the docker SDK. One job per module:
 
-- `plan`: the pure launch plan (volumes, ports, GPUs, labels, `docker run` lines);
-- `engine`: clients per docker host and what an engine says (images, mounts, GPU runtime);
+- `launchplan`: the pure launch plan (volumes, ports, GPUs, labels, `docker run` lines);
+- `daemon`: clients per docker host and what an engine says (images, mounts, GPU runtime);
 - `logs`: following a container's output into the arm's log file;
-- `server`: `DockerServer`, which carries a plan out;
-- `preflight`: what would stop a launch, checked without starting anything.
+- `backend`: `DockerServer`, which carries a plan out;
+- `preflight`: what would stop a launch, checked without starting anything;
+- `oneshot`: a one-shot container that runs a script inside an image, offline.
 
 The names other modules use are re-exported here.
 """
 
 from __future__ import annotations
 
-from campaign.servers.docker.engine import (
+from campaign.servers.docker.backend import DockerServer
+from campaign.servers.docker.daemon import (
     ClientFactory,
     default_client,
     describe_state,
@@ -20,8 +22,7 @@ from campaign.servers.docker.engine import (
     image_facts,
     mount_facts,
 )
-from campaign.servers.docker.logs import LogFollower, extra_log_path
-from campaign.servers.docker.plan import (
+from campaign.servers.docker.launchplan import (
     ContainerPlan,
     MountPlan,
     create_kwargs,
@@ -32,8 +33,8 @@ from campaign.servers.docker.plan import (
     resolve_volume,
     runner_labels,
 )
+from campaign.servers.docker.logs import LogFollower, extra_log_path
 from campaign.servers.docker.preflight import preflight
-from campaign.servers.docker.server import DockerServer
 
 __all__ = [
     "ClientFactory",

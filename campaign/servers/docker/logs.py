@@ -16,7 +16,7 @@ from pathlib import Path
 from docker.models.containers import Container
 
 from campaign import secrets
-from campaign.servers.docker.plan import safe_name
+from campaign.servers.docker.launchplan import safe_name
 
 HOLD_MAX = 65536
 """Bytes of an unended line held back for scrubbing before they are written anyway."""

@@ -13,7 +13,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from campaign.markers import LABEL_ROLE
-from campaign.servers.docker.engine import ENGINE_ERRORS, short_error
+from campaign.servers.docker.daemon import ENGINE_ERRORS, short_error
 
 PROBE_ROLE = "engine-probe"
 

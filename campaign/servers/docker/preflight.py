@@ -1,5 +1,6 @@
 """The docker part of the preflight: engines reachable, images and networks present, a GPU
-runtime where GPUs are asked for. Starts nothing."""
+runtime where GPUs are asked for. Starts nothing. One part of the preflight of a run
+(`campaign.run.checks.preflight`), which calls it for a docker lane."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
 
 from campaign.campaignfile import DockerLaunch, ExtraContainer
-from campaign.servers.docker.engine import (
+from campaign.servers.docker.daemon import (
     ClientFactory,
     default_client,
     has_gpu_runtime,
     short_error,
 )
-from campaign.servers.docker.plan import docker_hosts
+from campaign.servers.docker.launchplan import docker_hosts
 
 
 def preflight(

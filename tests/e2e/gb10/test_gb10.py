@@ -30,8 +30,8 @@ from ruamel.yaml import YAML
 
 from campaign.campaignfile import load_campaign
 from campaign.markers import LABEL_RUN
-from campaign.servers.base import ArmContext
 from campaign.servers.docker import DockerServer, default_client
+from campaign.servers.protocol import ArmContext
 from tests.runs import ROOT, SIM_IMAGE, container_events
 from tests.sshbox import URL, SSHBox, free_port
 

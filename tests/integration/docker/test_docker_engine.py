@@ -28,8 +28,8 @@ from campaign.errors import ServerError
 from campaign.markers import LABEL_RUN
 from campaign.run.guards import cleanup
 from campaign.run.slot import readiness
-from campaign.servers.base import ArmContext
 from campaign.servers.docker import DockerServer, describe_state, runner_labels
+from campaign.servers.protocol import ArmContext
 from campaign.textfiles import tail_lines
 from tests.runs import SIM_IMAGE, container_events, free_port
 

@@ -27,9 +27,9 @@ def test_eta_is_known_before_the_first_pair_and_counts_down() -> None:
     total = eta.total()
     assert total > 0 and eta.remaining(0.0) == total
     eta.pair_started(1)
-    eta.arm_started(1, "control", 100.0)
+    eta.start_slot(1, "control", 100.0)
     assert eta.remaining(110.0) == total - 10
-    eta.arm_done("control", 2 * eta.per_arm["control"])  # this run is twice as slow
+    eta.finish_slot("control", 2 * eta.per_arm["control"])  # this run is twice as slow
     left = eta.remaining(200.0)
     assert left == 2 * (total - eta.per_arm["control"])
     eta.pair_started(1)  # a redo: the pair's arms are ahead again
@@ -87,12 +87,12 @@ def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     buf = io.StringIO()
     sink = PlainProgress(Console(file=buf, width=200), sim_campaign())
     sink("pair_start", pair=1, pairs=2, pair_attempt=1)
-    sink("arm_start", pair=1, arm="control", phase="boot")
+    sink("slot_start", pair=1, arm="control", phase="boot")
     sink("pass_start", pair=1, arm="control", name="warmup-1", measured=False,
          base_url=None, levels=["c2"], requests=4)
     sink("pass_done", pair=1, arm="control", name="warmup-1", valid=True, measured=False,
          summary={"c2": 99.0}, problems=[])
-    sink("arm_done", pair=1, arm="control", wall_s=30.0)
+    sink("slot_done", pair=1, arm="control", wall_s=30.0)
     text = buf.getvalue()
     assert "in all (the estimate)" in text.splitlines()[0]
     assert "control: warmup-1 (4 requests)" in text
@@ -109,7 +109,7 @@ def test_live_display_ticks_between_events() -> None:
     sink = RichProgress(console, sim_campaign())
     try:
         sink("pair_start", pair=1, pairs=2, pair_attempt=1)
-        sink("arm_start", pair=1, arm="control", phase="boot")
+        sink("slot_start", pair=1, arm="control", phase="boot")
         a = str(Console(file=io.StringIO(), width=120).render_lines(sink)[-1])
         time.sleep(1.2)
         b = str(Console(file=io.StringIO(), width=120).render_lines(sink)[-1])

@@ -31,7 +31,7 @@ from campaign.run import interrupt, runner
 from campaign.run.guards import cleanup, lanelock
 from campaign.run.measure import loadgen
 from campaign.servers import ArmContext
-from campaign.servers.docker.plan import docker_run_line, plan_containers
+from campaign.servers.docker.launchplan import docker_run_line, plan_containers
 from campaign.servers.process import ProcessServer, child_env
 from tests.unit.run.test_runner import (
     CAMPAIGN,
@@ -92,7 +92,7 @@ def test_launch_lines_reference_secrets_and_the_server_gets_the_value(
     plan = plan_containers(docker, _ctx(tmp_path), runner={})[-1]
     run_line = docker_run_line(plan)
     assert " -e HF_TOKEN " in run_line and "-e B=2" in run_line and SECRET not in run_line
-    from campaign.servers.docker.plan import create_kwargs
+    from campaign.servers.docker.launchplan import create_kwargs
 
     assert create_kwargs(plan)["environment"]["HF_TOKEN"] == SECRET
     assert secrets.scrub(f"x {SECRET} y") == "x <redacted> y"
@@ -186,7 +186,7 @@ def test_an_unhealthy_engine_is_a_server_death_and_the_pair_is_redone(
                                     tmp_path / "results", rt)
 
     def healthy_again(event: str, **data: Any) -> None:
-        if event == "arm_start":
+        if event == "slot_start":
             sick["on"] = False  # a fresh server
 
     rt.progress = healthy_again

@@ -453,7 +453,7 @@ def test_progress_events(campaign: Campaign, tmp_path: Path, listener: int) -> N
     rt = make_rt(tmp_path, listener, Script(), [])
     rt.progress = lambda event, **d: seen.append(event)
     runner.execute(campaign, start(campaign, tmp_path, rt), rt)
-    for kind in ("pair_start", "arm_start", "pass_done", "arm_done", "eta", "pair_done"):
+    for kind in ("pair_start", "slot_start", "pass_done", "slot_done", "eta", "pair_done"):
         assert kind in seen
 
 

@@ -22,7 +22,6 @@ from campaign.markers import (
     SCOPE_ENV,
 )
 from campaign.run.guards import cleanup
-from campaign.servers.base import ArmContext
 from campaign.servers.docker import (
     DockerServer,
     create_kwargs,
@@ -36,6 +35,7 @@ from campaign.servers.docker import (
     resolve_volume,
     runner_labels,
 )
+from campaign.servers.protocol import ArmContext
 
 GB300 = {
     "backend": "docker", "image": "vllm/vllm-openai:v0.11.0", "port": 8000, "network": "host",

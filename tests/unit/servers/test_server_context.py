@@ -15,9 +15,9 @@ import pytest
 from campaign.campaignfile import ExternalLaunch, ProcessLaunch
 from campaign.errors import ServerError
 from campaign.servers import ArmContext
-from campaign.servers.base import ServerContext, serving
 from campaign.servers.external import ExternalServer
 from campaign.servers.process import ProcessServer
+from campaign.servers.protocol import ServerContext, serving
 
 
 def ctx(tmp_path: Path) -> ArmContext:

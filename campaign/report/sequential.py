@@ -1,14 +1,20 @@
 """A sequential design's looks as a report shows them: one line per look (every format) and
-the JSON `sequential` object of a candidate (docs/report-json.md)."""
+the JSON `sequential` object of a candidate (docs/report-json.md).
+
+The sequential design is one concept at five stages; here it is reported. It is also
+registered (`campaign.campaignfile.sequential`), followed by the runner
+(`campaign.run.sequential`), judged (`campaign.verdict.sequential`), planned
+(`campaign.plan.sequential`).
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from campaign.verdict.looks import look_line
 from campaign.verdict.outcome import CandidateVerdict, SequentialPath
 from campaign.verdict.rule import Rule
+from campaign.verdict.sequential import look_line
 
 
 def _num(x: float | None) -> float | None:

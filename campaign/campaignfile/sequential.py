@@ -5,6 +5,10 @@ judges the registered rule on what is measured, and stops when the design's boun
 crossed; `max_pairs` is the most pairs the night may spend (it is the campaign's `pairs`).
 How the boundary is computed and why it keeps its error rates: docs/verdict.md, "Stop when
 decided".
+
+The sequential design is one concept at five stages; here it is registered. It is also
+followed by the runner (`campaign.run.sequential`), judged (`campaign.verdict.sequential`),
+planned (`campaign.plan.sequential`), reported (`campaign.report.sequential`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from campaign.markers import (
     LABEL_SCOPE,
     scope,
 )
-from campaign.servers.base import ArmContext
+from campaign.servers.protocol import ArmContext
 
 SERVER_ROLE = "server"
 

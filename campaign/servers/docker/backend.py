@@ -2,7 +2,7 @@
 server container, optionally preceded by extra containers (a Ray head and a worker on two
 docker hosts for a two-machine pair).
 
-- The launch is planned first (`campaign.servers.docker.plan`); this module only carries
+- The launch is planned first (`campaign.servers.docker.launchplan`); this module only carries
   the plans out, so `start()`, `describe()` and `facts()` cannot disagree.
 - Everything started carries the run markers (`campaign.markers`: run, pair, arm, the
   runner's pid + its start time and host) and a per-arm launch id. `stop()` removes what
@@ -32,8 +32,7 @@ from docker.models.containers import Container
 from campaign.campaignfile import DockerLaunch
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LAUNCH
-from campaign.servers.base import ArmContext, ServerContext
-from campaign.servers.docker.engine import (
+from campaign.servers.docker.daemon import (
     ENGINE_ERRORS,
     ClientFactory,
     default_client,
@@ -43,8 +42,7 @@ from campaign.servers.docker.engine import (
     mount_facts,
     short_error,
 )
-from campaign.servers.docker.logs import LogFollower, extra_log_path, log_line
-from campaign.servers.docker.plan import (
+from campaign.servers.docker.launchplan import (
     SERVER_ROLE,
     ContainerPlan,
     create_kwargs,
@@ -52,6 +50,8 @@ from campaign.servers.docker.plan import (
     docker_run_line,
     plan_containers,
 )
+from campaign.servers.docker.logs import LogFollower, extra_log_path, log_line
+from campaign.servers.protocol import ArmContext, ServerContext
 from campaign.textfiles import tail_lines
 
 LOG_TAIL_ON_FAILURE = 25

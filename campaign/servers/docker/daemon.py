@@ -19,7 +19,7 @@ import requests
 from docker.errors import DockerException, ImageNotFound
 from docker.transport import sshconn
 
-from campaign.servers.docker.plan import MountPlan
+from campaign.servers.docker.launchplan import MountPlan
 from campaign.textfiles import sha256_file
 
 ClientFactory = Callable[[str | None], docker.DockerClient]

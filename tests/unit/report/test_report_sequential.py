@@ -8,7 +8,7 @@ from pathlib import Path
 
 from campaign.report.build import build_report, fail_on_held
 from campaign.report.formats import render
-from campaign.report.plot_looks import sequential_path
+from campaign.report.plot_sequential import sequential_path
 from tests.runs import TPUT, make_run
 from tests.unit.report.test_report import SCHEMA, _validate
 
