@@ -63,18 +63,30 @@ def run(
     rt = runner.Runtime()
     store, campaign = _campaign(campaign_file, resume, lane, rt)
     asked = [c.value for c in fail_on or []]
-    opts = runner.RunOptions(resume=store, shown_as=campaign_file or resume, lane=lane,
-                             fail_on=asked, sign_key=sign_key)
-    runner.refuse_unrunnable(campaign, opts)  # before a dry run too
+    handlers: dict[int, Any] = {}  # the signal handlers Ctrl-C replaced while measuring
+
+    def on_start(run: RunStore) -> None:
+        from campaign.run import interrupt
+        from campaign.run.progress import make_progress
+
+        if store is None:  # a new run: a guardrail's quantile its passes are too small for
+            from campaign.campaignfile.checks import thin_tails
+
+            checkview.print_thin_tails(err, thin_tails(campaign))
+        out.print(f"run directory: {run.run_dir}")
+        _announce_run_dir(run.run_dir, run_dir_file)
+        rt.progress = make_progress(out, campaign, run.run_dir)
+        handlers.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_stopping))
+
+    opts = runner.RunOptions(
+        resume=store, skip_preflight=skip_preflight, shown_as=campaign_file or resume,
+        on_note=lambda note: err.print(f"note: {note}"), on_start=on_start,
+        redo_invalid=redo_invalid, lane=lane, fail_on=asked, sign_key=sign_key)
     if dry_run:
+        runner.refuse_unrunnable(campaign, opts)
         checkview.print_dry_run(out, campaign)
         return
-    if store is None:
-        from campaign.campaignfile.checks import thin_tails
-
-        checkview.print_thin_tails(err, thin_tails(campaign))
-    result = _run(campaign, out_dir, rt, opts, run_dir_file, skip_preflight=skip_preflight,
-                  redo_invalid=redo_invalid)
+    result = _run(campaign, out_dir, rt, opts, handlers)
     code = _print_summary(result.run_dir, asked)
     if not result.complete:
         bad = ", ".join(f"pair {p}: {r}" for p, r in result.pairs_invalid.items())
@@ -125,31 +137,18 @@ def _campaign(campaign_file: Path | None, resume: Path | None, lane: str | None,
 
 
 def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
-         opts: runner.RunOptions, run_dir_file: Path | None, *, skip_preflight: bool,
-         redo_invalid: bool) -> runner.RunResult:
-    """`run_campaign` with the live status and the Ctrl-C handler while it runs."""
+         opts: runner.RunOptions, handlers: dict[int, Any]) -> runner.RunResult:
+    """`run_campaign` (it refuses what cannot run as asked first), then the live status
+    closed and the Ctrl-C handlers `opts.on_start` installed put back."""
     from campaign.run import interrupt, runner
-    from campaign.run.progress import make_progress
-
-    previous: dict[int, Any] = {}
-
-    def on_start(run: RunStore) -> None:
-        out.print(f"run directory: {run.run_dir}")
-        _announce_run_dir(run.run_dir, run_dir_file)
-        rt.progress = make_progress(out, campaign, run.run_dir)
-        previous.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_stopping))
 
     try:
-        return runner.run_campaign(
-            campaign, None, out_dir, rt, resume=opts.resume, skip_preflight=skip_preflight,
-            shown_as=opts.shown_as, on_note=lambda note: err.print(f"note: {note}"),
-            on_start=on_start, redo_invalid=redo_invalid, lane=opts.lane,
-            fail_on=opts.fail_on, sign_key=opts.sign_key)
+        return runner.run_campaign(campaign, None, out_dir, rt, opts)
     finally:
         close = getattr(rt.progress, "close", None)
         if close:
             close()
-        interrupt.restore(previous)
+        interrupt.restore(handlers)
 
 
 def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:

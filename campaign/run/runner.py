@@ -122,7 +122,7 @@ def _no_note(text: str) -> None:
     return None
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """How `run_campaign` runs: what `spec-ab run`'s options and guards decide."""
 
@@ -177,18 +177,7 @@ def run_campaign(
     campaign_text: bytes | None,
     out_root: Path | None,
     rt: Runtime,
-    *,
-    resume: RunStore | None = None,
-    skip_preflight: bool = False,
-    shown_as: str | Path | None = None,
-    on_note: Callable[[str], None] = _no_note,
-    on_start: Callable[[RunStore], None] | None = None,
-    find_leftovers: Callable[[Campaign], Scan] | None = None,
-    preflight: Callable[[Campaign], tuple[list[str], list[str]]] | None = None,
-    redo_invalid: bool = False,
-    lane: str | None = None,
-    fail_on: Sequence[str] = (),
-    sign_key: Path | None = None,
+    opts: RunOptions | None = None,
 ) -> RunResult:
     """Run a campaign behind every guard `spec-ab run` has, in its order:
 
@@ -200,20 +189,20 @@ def run_campaign(
        (default: the campaign's results_dir), or continue `resume` (from `reopen_run`);
     4. `on_start(store)`, then `execute`.
 
-    The keywords are `RunOptions`' fields (what each means is said there). The lane lock is
-    taken first and held to the end, so a run refused because another holds the lane leaves
-    nothing behind. A results folder that cannot be written (disk full, read-only, not a
-    folder) raises `StorageError` (exit 3) naming the file; what was measured is in the
-    journal (`--resume` continues; `redo_invalid` also re-measures the pairs left
-    invalid, whole, as a new attempt).
+    `opts` (`RunOptions`, keyword-only fields, each said there) is built once by the
+    caller and passed on as it is. The lane lock is taken first and held to the end, so
+    a run refused because another holds the lane leaves nothing behind. A results folder
+    that cannot be written (disk full, read-only, not a folder) raises `StorageError`
+    (exit 3) naming the file; what was measured is in the journal (`--resume` continues;
+    `redo_invalid` also re-measures the pairs left invalid, whole, as a new attempt).
 
     `campaign_text` is the campaign file as registered (default: its source file's bytes).
     An interrupt raises `Interrupted` saying how to resume. `find_leftovers` and
     `preflight` default to the real ones.
     """
-    opts = RunOptions(resume, skip_preflight, shown_as, on_note, on_start, find_leftovers,
-                      preflight, redo_invalid, lane, fail_on, sign_key)
+    opts = opts or RunOptions()
     refuse_unrunnable(campaign, opts)
+    resume = opts.resume
     holder = resume.run_id if resume is not None else "(starting)"
     with lanelock.hold(campaign.lane, holder, lock_dir=rt.lock_dir) as name_holder:
         created: list[RunStore] = []

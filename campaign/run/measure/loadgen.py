@@ -182,11 +182,6 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-LEAN_STARTUP = True
-"""`aiperf_command`'s default; False: the command line of earlier versions (the "before" of
-`scripts/bench-runner --compare`)."""
-
-
 def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
     """Whether AIPerf's prompt corpus shapes no measured request: a file pass (its requests
     are the file's, inputs.json byte-identical either way) or a warm-up. AIPerf 0.13
@@ -195,13 +190,13 @@ def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
     return plan.input_file is not None or plan.kind == "warmup"
 
 
-def aiperf_command(plan: PassPlan, artifact_dir: Path, *,
-                   lean: bool | None = None) -> list[str]:
+def aiperf_command(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
+                   one_process: bool = True) -> list[str]:
     """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure. `lean`
-    (default `LEAN_STARTUP`) skips start-up work that changes nothing measured."""
-    if lean is None:
-        lean = LEAN_STARTUP
-    if phases.applies(plan):
+    skips start-up work that changes nothing measured; `one_process` runs a knee that asks
+    for it as one AIPerf process (`phases`). Both False: the command lines of earlier
+    versions, the "before" of `scripts/bench-runner --compare`."""
+    if one_process and phases.applies(plan):
         return phases.command(artifact_dir, plan.executable or default_executable())
     cmd = [
         plan.executable or default_executable(),
@@ -418,6 +413,8 @@ def run_pass(
     grace_s: float = SIGINT_GRACE_S,
     poll_s: float = POLL_S,
     on_start: Callable[[int], None] | None = None,
+    lean: bool = True,
+    one_process: bool = True,
 ) -> PassOutcome:
     """Run one AIPerf pass to its end, its timeout, or `cancel`; then read its exports.
 
@@ -429,10 +426,10 @@ def run_pass(
 
     `on_start(pgid)` is called once AIPerf runs: a runner that may itself be killed can
     journal the group id and kill a stale group on resume (AIPerf, in its own session,
-    outlives a SIGKILLed parent).
+    outlives a SIGKILLed parent). `lean` and `one_process`: as `aiperf_command`'s.
     """
     aiperf_dir = artifact_dir / AIPERF_SUBDIR
-    command = _prepare(plan, artifact_dir)
+    command = _prepare(plan, artifact_dir, lean=lean, one_process=one_process)
     stdout_path = artifact_dir / STDOUT_NAME
     stderr_path = artifact_dir / STDERR_NAME
     problems: list[str] = []
@@ -474,7 +471,8 @@ def run_pass(
         stragglers_signalled=stragglers)
 
 
-def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
+def _prepare(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
+             one_process: bool = True) -> list[str]:
     """The pass's folder, checked empty of AIPerf results, with its command line written
     beside them; the command."""
     artifact_dir.mkdir(parents=True, exist_ok=True)
@@ -483,8 +481,8 @@ def _prepare(plan: PassPlan, artifact_dir: Path) -> list[str]:
         raise PassError(
             f"{aiperf_dir} already holds AIPerf results",
             hint="give every pass attempt its own artifact directory")
-    command = aiperf_command(plan, artifact_dir)
-    if phases.applies(plan):
+    command = aiperf_command(plan, artifact_dir, lean=lean, one_process=one_process)
+    if one_process and phases.applies(plan):
         (artifact_dir / phases.CONFIG_NAME).write_text(
             phases.config_text(plan, artifact_dir / AIPERF_SUBDIR), encoding="utf-8")
     (artifact_dir / COMMAND_NAME).write_text(secrets.scrub(shlex.join(command)) + "\n",

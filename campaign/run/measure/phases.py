@@ -42,9 +42,6 @@ MANIFEST_NAME = "phase_manifest.json"
 PAUSE_S = 2.0
 """Idle seconds between two levels: four of `levelcut.TICK_S`, so a tick lands wholly
 inside the gap even when a scrape is slow."""
-ENABLED = True
-"""False: every knee runs as a sweep whatever its `one_process` (the command lines of
-earlier versions: the "before" of `scripts/bench-runner --compare`)."""
 PAUSE_RATE = 0.01
 """A pause phase's request rate: its first send would come at 1/rate = 100 s, long after
 the pause ended, so it sends nothing."""
@@ -87,7 +84,7 @@ def phase_name(concurrency: int) -> str:
 def applies(plan: Plan) -> bool:
     """Whether `plan` runs as one process: asked for, several request-bound synthetic
     levels, no extra AIPerf flags (a config takes none beside it), no password in the URL."""
-    return (ENABLED and plan.one_process and len(plan.concurrency) > 1
+    return (plan.one_process and len(plan.concurrency) > 1
             and plan.requests_per_level is not None and plan.input_tokens is not None
             and not plan.extra_args and secrets.redact_url(plan.base_url) == plan.base_url)
 

@@ -62,15 +62,17 @@ def test_a_file_pass_of_any_kind_skips_the_corpus() -> None:
     assert not loadgen.corpus_unused_or_unmeasured(make_plan(kind="agentfix"))
 
 
-def test_module_default_selects_the_command_line(monkeypatch: pytest.MonkeyPatch,
-                                                 tmp_path: Path) -> None:
-    """`scripts/bench-runner --compare` flips LEAN_STARTUP for its "before" run."""
+def test_the_earlier_command_lines_are_a_parameter(tmp_path: Path) -> None:
+    """`scripts/bench-runner --compare` asks for the earlier command lines through the
+    parameters (no module state a benchmark could leave changed): a file pass without
+    `--prompt-corpus`, a one-process knee as a sweep."""
     plan = file_plan()
-    assert loadgen.LEAN_STARTUP is True
     assert "--prompt-corpus" in loadgen.aiperf_command(plan, tmp_path)
-    monkeypatch.setattr(loadgen, "LEAN_STARTUP", False)
-    assert "--prompt-corpus" not in loadgen.aiperf_command(plan, tmp_path)
-    assert "--prompt-corpus" in loadgen.aiperf_command(plan, tmp_path, lean=True)
+    assert "--prompt-corpus" not in loadgen.aiperf_command(plan, tmp_path, lean=False)
+    knee = make_plan(one_process=True)
+    assert "--config" in loadgen.aiperf_command(knee, tmp_path)
+    sweep = loadgen.aiperf_command(knee, tmp_path, one_process=False)
+    assert "--config" not in sweep and "--concurrency" in sweep
 
 
 def aiperf_resolved(cmd: list[str]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,9 @@ from tests.unit.run.test_runner import (
 __all__ = ["listener"]  # the fixture, imported from test_runner
 
 SECRET = "hf_" + uuid.uuid4().hex  # unique: found only where it leaked
+
+UNGUARDED = runner.RunOptions(skip_preflight=True, find_leftovers=lambda c: cleanup.Scan())
+"""A run without the preflight and with no leftovers found (the fakes start nothing)."""
 
 
 def _files_holding(root: Path, needle: str) -> list[Path]:
@@ -137,7 +141,7 @@ def test_a_run_writes_no_secret(tmp_path: Path, listener: int,
 
     rt.server_factory = factory
     result = runner.run_campaign(campaign, None, tmp_path / "results", rt,
-                                 skip_preflight=True, find_leftovers=lambda c: cleanup.Scan())
+                                 opts=UNGUARDED)
     assert result.complete
     run_dir = result.run_dir
     leaked = [p for p in _files_holding(run_dir, SECRET) if p.name != "server.log"]
@@ -234,8 +238,7 @@ def test_full_disk_exit_3_nothing_lost_then_resume(campaign: Campaign, tmp_path:
 
     rt.run_pass = run_pass
     with pytest.raises(StorageError) as info:
-        runner.run_campaign(campaign, None, small_disk, rt, skip_preflight=True,
-                            find_leftovers=lambda c: cleanup.Scan())
+        runner.run_campaign(campaign, None, small_disk, rt, opts=UNGUARDED)
     assert info.value.exit_code == 3
     message = str(info.value)
     assert "No space left on device" in message and str(small_disk) in message
@@ -247,8 +250,8 @@ def test_full_disk_exit_3_nothing_lost_then_resume(campaign: Campaign, tmp_path:
     assert measured
     filler.unlink()
     store, frozen = runner.reopen_run(run_dir, rt)
-    result = runner.run_campaign(frozen, None, None, rt, resume=store, skip_preflight=True,
-                                 find_leftovers=lambda c: cleanup.Scan())
+    result = runner.run_campaign(frozen, None, None, rt,
+                                 opts=replace(UNGUARDED, resume=store))
     assert result.complete
     after = [e for e in read_journal(run_dir) if e["event"] == "pass"]
     assert after[:len(measured)] == measured  # nothing measured was lost
@@ -274,8 +277,7 @@ def test_enospc_on_passes_csv_keeps_the_journal_line_and_resume_rebuilds_it(
 
     monkeypatch.setattr(store_mod, "atomic_write", failing)
     with pytest.raises(StorageError, match=r"passes\.csv: No space left on device"):
-        runner.run_campaign(campaign, None, tmp_path / "results", rt, skip_preflight=True,
-                            find_leftovers=lambda c: cleanup.Scan())
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, opts=UNGUARDED)
     run_dir = next((tmp_path / "results").iterdir())
     passes = [e for e in read_journal(run_dir) if e["event"] == "pass"]
     assert len(passes) == 3  # the journal line of the 3rd pass is there
@@ -296,8 +298,7 @@ def test_read_only_out_and_out_under_a_file_exit_3_without_a_folder(
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     with pytest.raises(StorageError, match=r"cannot write the run directory at .*a-file"):
-        runner.run_campaign(campaign, None, a_file / "results", rt, skip_preflight=True,
-                            find_leftovers=lambda c: cleanup.Scan())
+        runner.run_campaign(campaign, None, a_file / "results", rt, opts=UNGUARDED)
     ro = tmp_path / "ro"
     ro.mkdir()
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(ro)],
@@ -306,8 +307,7 @@ def test_read_only_out_and_out_under_a_file_exit_3_without_a_folder(
         pytest.skip("cannot mount a read-only tmpfs here")
     try:
         with pytest.raises(StorageError, match="Read-only file system") as info:
-            runner.run_campaign(campaign, None, ro, rt, skip_preflight=True,
-                                find_leftovers=lambda c: cleanup.Scan())
+            runner.run_campaign(campaign, None, ro, rt, opts=UNGUARDED)
         assert info.value.exit_code == 3 and str(ro) in str(info.value)
     finally:
         subprocess.run(["umount", "-l", str(ro)], check=False)
@@ -336,8 +336,7 @@ def test_a_refused_second_run_leaves_no_folder(campaign: Campaign, tmp_path: Pat
     assert rt.lock_dir is not None
     with lanelock.hold("fake-lane", "other-run", lock_dir=rt.lock_dir), \
             pytest.raises(PreflightError, match="lane 'fake-lane' is busy: run other-run"):
-        runner.run_campaign(campaign, None, tmp_path / "results", rt, skip_preflight=True,
-                            find_leftovers=lambda c: cleanup.Scan())
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, opts=UNGUARDED)
     assert not (tmp_path / "results").exists()
 
 

@@ -419,8 +419,9 @@ def test_an_interrupt_says_which_pair_will_be_measured_again(
         campaign: Campaign, tmp_path: Path, listener: int) -> None:
     rt = make_rt(tmp_path, listener, Script(interrupt_at=6), [])
     with pytest.raises(Interrupted) as info:
-        runner.run_campaign(campaign, None, tmp_path / "results", rt, skip_preflight=True,
-                            find_leftovers=lambda c: Scan())
+        runner.run_campaign(campaign, None, tmp_path / "results", rt,
+                            opts=runner.RunOptions(skip_preflight=True,
+                                                   find_leftovers=lambda c: Scan()))
     text = str(info.value)
     assert "the interrupted pair 1 will be measured again from its start" in text
     assert "spec-ab run --resume" in text
@@ -503,9 +504,10 @@ def test_run_campaign_refuses_leftovers_before_anything(campaign: Campaign, tmp_
     with pytest.raises(PreflightError,
                        match=r"1 leftover\(s\) of earlier runs hold lane 'fake-lane'"):
         runner.run_campaign(
-            campaign, None, tmp_path / "results", rt, on_note=notes.append,
-            find_leftovers=lambda c: _scan([leftover], ["engine ssh://x unreachable"]),
-            preflight=lambda c: (preflights.append(c), ([], []))[1])
+            campaign, None, tmp_path / "results", rt, opts=runner.RunOptions(
+                on_note=notes.append,
+                find_leftovers=lambda c: _scan([leftover], ["engine ssh://x unreachable"]),
+                preflight=lambda c: (preflights.append(c), ([], []))[1]))
     assert notes == ["engine ssh://x unreachable"]
     assert preflights == []  # leftovers first: they also explain a busy port
     assert not (tmp_path / "results").exists()  # no run directory
@@ -515,9 +517,9 @@ def test_run_campaign_stops_on_preflight_problems(campaign: Campaign, tmp_path: 
                                                   listener: int) -> None:
     rt = make_rt(tmp_path, listener, Script(), [])
     with pytest.raises(PreflightError, match="preflight failed:\n  - port 1 busy") as info:
-        runner.run_campaign(campaign, None, tmp_path / "results", rt, shown_as="c.yaml",
-                            find_leftovers=lambda c: _scan(),
-                            preflight=lambda c: ([], ["port 1 busy"]))
+        runner.run_campaign(campaign, None, tmp_path / "results", rt, opts=runner.RunOptions(
+            shown_as="c.yaml", find_leftovers=lambda c: _scan(),
+            preflight=lambda c: ([], ["port 1 busy"])))
     assert info.value.hint == "spec-ab check c.yaml shows details"
     assert not (tmp_path / "results").exists()
 
@@ -532,12 +534,14 @@ def test_run_campaign_runs_and_resumes(campaign: Campaign, tmp_path: Path,
     guards = {"find_leftovers": lambda c: _scan(),
               "preflight": lambda c: ([], []), "on_start": lambda s: seen.append(s.run_dir)}
     with pytest.raises(Interrupted, match="spec-ab run --resume") as info:
-        runner.run_campaign(campaign, None, tmp_path / "results", rt, **guards)
+        runner.run_campaign(campaign, None, tmp_path / "results", rt,
+                            opts=runner.RunOptions(**guards))
     assert len(seen) == 1 and str(seen[0]) in str(info.value)
     assert events[-1].startswith("stop")  # the server was stopped on the way out
     rt2 = make_rt(tmp_path, listener, Script(), [])
     store, frozen = runner.reopen_run(seen[0], rt2)
-    result = runner.run_campaign(frozen, None, None, rt2, resume=store, **guards)
+    result = runner.run_campaign(frozen, None, None, rt2,
+                                 opts=runner.RunOptions(resume=store, **guards))
     assert result.complete and result.run_dir == seen[0] and seen[1] == seen[0]
 
 
@@ -548,8 +552,9 @@ def test_run_campaign_skip_preflight(campaign: Campaign, tmp_path: Path, listene
         raise AssertionError("skipped")
 
     result = runner.run_campaign(campaign, b"registered text", tmp_path / "results", rt,
-                                 skip_preflight=True, find_leftovers=lambda c: _scan(),
-                                 preflight=no_preflight)
+                                 opts=runner.RunOptions(skip_preflight=True,
+                                                        find_leftovers=lambda c: _scan(),
+                                                        preflight=no_preflight))
     assert result.complete
     assert (result.run_dir / "campaign.yaml").read_bytes() == b"registered text"
 
@@ -659,15 +664,17 @@ def test_run_campaign_refuses_what_cannot_run_as_asked(tmp_path: Path, listener:
     guards: dict[str, Any] = {"find_leftovers": lambda c: pytest.fail("scanned"),
                               "preflight": lambda c: pytest.fail("preflighted")}
     with pytest.raises(UsageError, match=r"sharded over lanes \(east, west\)") as info:
-        runner.run_campaign(sharded, None, tmp_path / "results", rt, **guards)
+        runner.run_campaign(sharded, None, tmp_path / "results", rt,
+                            opts=runner.RunOptions(**guards))
     assert info.value.exit_code == 2 and "--lane east" in (info.value.hint or "")
     with pytest.raises(UsageError, match="--fail-on judges a verdict, and a shard has none"):
         runner.run_campaign(sharded.for_lane("west"), None, tmp_path / "results", rt,
-                            fail_on=["loss"], **guards)
+                            opts=runner.RunOptions(fail_on=["loss"], **guards))
     west = sharded.for_lane("west")
     store = start(west, tmp_path, rt)
     with pytest.raises(UsageError, match="is the shard of lane 'west'"):
-        runner.run_campaign(west, None, None, rt, resume=store, lane="east", **guards)
+        runner.run_campaign(west, None, None, rt,
+                            opts=runner.RunOptions(resume=store, lane="east", **guards))
     assert [p.name for p in (tmp_path / "results").iterdir()] == [store.run_id]  # no other
 
 
