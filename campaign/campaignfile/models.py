@@ -1,6 +1,6 @@
 """The campaign file's models: rule, workloads, arms and the campaign itself.
 
-Every model forbids unknown keys and describes every field (the README's reference is
+Every model forbids unknown keys and describes every field (docs/campaign-file.md is
 generated from these descriptions, and a test checks it is current). The server launch
 models live in `campaign.campaignfile.launch`.
 

@@ -4,5 +4,5 @@ Modules, one concept each: `costmodel` (step time, pure), `acceptance` (content 
 draft acceptance), `controller` (adaptive verification), `engine` (continuous batching),
 `telemetry` (Prometheus metrics), `vllmlog` (log line formats), `vocab` (tokenizer),
 `config` (knobs and their precedence), `server` (HTTP), `cli` (`spec-ab sim serve`),
-`testing` (`running_sim` for tests and other modules).  Knobs: README, "The simulated lane".
+`testing` (`running_sim` for tests and other modules).  Knobs: docs/simulator.md.
 """

@@ -72,7 +72,7 @@ class CostConfig(BaseModel):
 
 
 class SimConfig(BaseModel):
-    """Every knob of the simulated lane (README, section "The simulated lane")."""
+    """Every knob of the simulated lane (docs/simulator.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
