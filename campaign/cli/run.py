@@ -76,7 +76,7 @@ def run(
         out.print(f"run directory: {run.run_dir}")
         _announce_run_dir(run.run_dir, run_dir_file)
         rt.progress = make_progress(out, campaign, run.run_dir)
-        handlers.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_stopping))
+        handlers.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_interrupted))
 
     opts = runner.RunOptions(
         resume=store, skip_preflight=skip_preflight, shown_as=campaign_file or resume,
@@ -165,7 +165,7 @@ def _announce_run_dir(run_dir: Path, run_dir_file: Path | None) -> None:
             err.print(f"note: cannot append to $GITHUB_OUTPUT ({exc.strerror or exc})")
 
 
-def _say_stopping(text: str) -> None:
+def _say_interrupted(text: str) -> None:
     err.print(text, style="yellow", markup=False, highlight=False)
 
 

@@ -394,7 +394,7 @@ def test_ctrl_c_says_at_once_what_it_waits_for(campaign: Campaign, tmp_path: Pat
         campaign, campaign.source.read_bytes(), tmp_path / "r", rt), rt)  # type: ignore[union-attr]
     assert doing[0].startswith("AIPerf (warmup-1, control, pair 1; up to 15 s")
     cancel = threading.Event()
-    previous = interrupt.install(cancel, lambda: doing[0], cli._say_stopping)
+    previous = interrupt.install(cancel, lambda: doing[0], cli._say_interrupted)
     try:
         handler = signal.getsignal(signal.SIGINT)
         assert callable(handler)
