@@ -19,7 +19,7 @@ from campaign.campaignfile import Campaign, load_campaign
 from campaign.campaignfile.schedule import Slot
 from campaign.results import journal as jr
 from campaign.results.store import RunStore
-from campaign.run import fidelity as fd
+from campaign.run.measure import fidelity as fd
 from campaign.run.runtime import Runtime
 
 CAMPAIGN = """
@@ -190,7 +190,7 @@ def test_an_arms_pass_keeps_its_answers_and_journals_the_figures(tmp_path: Path)
     control = arm("control", 0)
     fd.run(control)
     assert len(seen) == 2 * 3  # two rounds of the three prompts
-    assert said == [("arm_phase", {"pair": 1, "arm": "control", "phase": "fidelity"})]
+    assert said == [("slot_phase", {"pair": 1, "arm": "control", "phase": "fidelity"})]
     kept = [json.loads(line)
             for line in (control.arm_dir / "fidelity.jsonl").read_text().splitlines()]
     assert [(k["round"], k["id"]) for k in kept] == [

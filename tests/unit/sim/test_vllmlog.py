@@ -14,7 +14,7 @@ import pytest
 
 from campaign.campaignfile import load_campaign
 from campaign.results.bootfail import first_error
-from campaign.run.serverwatch import write_captures
+from campaign.run.slot.serverwatch import write_captures
 from campaign.sim import vllmlog as vl
 from tests.runs import ROOT
 
