@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 def run(
     campaign_file: Annotated[Path | None, typer.Argument(help="Campaign YAML file.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Folder for run directories "
-                                                 "(default: the file's results_dir).")] = None,
+                                                 "(default: the file's results_dir; not with "
+                                                 "--resume: a run's folder is fixed).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Continue this run directory after a "
                                                 "crash or Ctrl-C (uses its frozen rule).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the schedule, every launch "
@@ -106,6 +107,10 @@ def _check_options(campaign_file: Path | None, out_dir: Path | None, resume: Pat
     if redo_invalid and resume is None:
         raise UsageError("--redo-invalid goes with --resume RUN_DIR",
                          hint="spec-ab run --resume RUN_DIR --redo-invalid")
+    if resume is not None and out_dir is not None:
+        raise UsageError(f"--out {out_dir}: --out cannot apply to a resume: the run's folder "
+                         f"is fixed, and {resume} goes on where it is",
+                         hint=f"drop --out: spec-ab run --resume {resume}")
     try:
         out_is_file = out_dir is not None and out_dir.exists() and not out_dir.is_dir()
     except OSError as exc:  # a name too long for the system (ELOOP is left to mkdir)

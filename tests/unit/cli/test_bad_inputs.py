@@ -371,6 +371,17 @@ def _run_with_results_dir_file(tmp: Path) -> list[str]:
     return ["run", str(write(tmp, BASE + "results_dir: shell.jsonl\n")), "--skip-preflight"]
 
 
+def _resume_elsewhere(tmp: Path) -> list[str]:
+    """An unfinished run resumed with --out: its folder is fixed, so --out cannot apply
+    (a dry run: nothing would start either way)."""
+    run = tmp / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    first = (SIM_RUN / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (run / "journal.jsonl").chmod(0o644)
+    (run / "journal.jsonl").write_bytes(first)
+    return ["run", "--resume", str(run), "--out", str(tmp / "elsewhere"), "--dry-run"]
+
+
 CLI_CASES: list[Case] = [
     Case("report-output-missing-folder", _report("-o", "/missing/dir/r.md"), 2,
          ("--output /missing/dir/r.md", "does not exist")),
@@ -398,6 +409,8 @@ CLI_CASES: list[Case] = [
          ("is a file, not a run directory",)),
     Case("run-resume-missing", lambda t: ["run", "--resume", str(t / "nope")], 2,
          ("does not exist",)),
+    Case("run-resume-with-out", _resume_elsewhere, 2,
+         ("--out cannot apply to a resume", "drop --out"), ("dry run",)),
     Case("rule-band-not-a-fraction", _report("--rule", "drift_band=5"), 2,
          ("--rule drift_band=5", "fraction in [0, 1)")),
     Case("rule-band-over-margin", _report("--rule", "drift_band=0.5"), 2,
