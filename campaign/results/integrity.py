@@ -87,9 +87,11 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     `expected_digest`, a copy kept outside the folder; the registration's signature
     against `allowed_signers`)."""
     path = run_dir / jr.FILE_NAME
-    if not run_dir.is_dir() or not path.exists():
+    if not run_dir.is_dir() or not (path.exists()
+                                    or (run_dir / "preregistration.json").exists()):
         raise ResultsError(f"{run_dir}: not a run directory (no {jr.FILE_NAME})",
                            hint="give the folder `spec-ab run` printed")
+    jr.require_registered(run_dir, jr.first_event(run_dir))  # missing, or without its line 1
     raw = read_capped(path, JOURNAL_CAP, "journal")  # a FIFO or a device is refused
     walk = chain.walk(raw)
     checks = [_chain_check(walk)]

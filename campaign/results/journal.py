@@ -291,6 +291,35 @@ def first_event(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
+DAMAGED_HINT = ("restore journal.jsonl from a backup of the run folder, or measure the "
+                "campaign again (spec-ab run FILE)")
+
+
+def require_registered(run_dir: Path, first: Mapping[str, Any]) -> None:
+    """ResultsError (exit 2) unless the journal's first line, `first` (`first_event`), is
+    its `registered` event. A run folder without its journal, or whose journal lost that
+    line, is damaged: passes.csv is only a copy of the journal's rows, and nothing else
+    vouches for what was measured, so no report, resume or verify goes on from it."""
+    if first.get("event") == "registered":
+        return
+    path = run_dir / FILE_NAME
+    if not path.exists():
+        raise ResultsError(f"{path} is missing: the journal is the run's record of what was "
+                           "measured, and passes.csv cannot be trusted without it",
+                           hint=DAMAGED_HINT)
+    with open_regular(path, "journal") as f:  # a FIFO, a device, a folder: named as such
+        size = os.fstat(f.fileno()).st_size
+    if size > JOURNAL_CAP:
+        read_capped(path, JOURNAL_CAP, "journal")  # not the file spec-ab wrote: said so
+    event = first.get("event")
+    what = ("the file is empty" if size == 0
+            else f"it is a '{event}' event" if isinstance(event, str)
+            else "it is not an event")
+    raise ResultsError(f"{path}: line 1 is not the run's registered event ({what}): the "
+                       "journal is damaged, and what was measured cannot be trusted "
+                       "without it", hint=DAMAGED_HINT)
+
+
 def _first(line: bytes) -> dict[str, Any]:
     """A journal's first line as an event ({} when it does not parse as one)."""
     try:

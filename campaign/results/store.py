@@ -114,12 +114,15 @@ class RunStore:
         for required in ("campaign.yaml", "preregistration.json", "journal.jsonl"):
             path = run_dir / required
             if not path.exists():
+                if required == jr.FILE_NAME:  # a run folder, damaged
+                    jr.require_registered(run_dir, {})
                 raise ResultsError(
                     f"{run_dir} is not a spec-ab run directory: {required} is missing",
                     hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
                 )
             open_regular(path, required).close()  # a FIFO, a device, a folder: refused
         Registration.load(run_dir / "preregistration.json")
+        jr.require_registered(run_dir, jr.first_event(run_dir))
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
@@ -361,6 +364,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     events: list[dict[str, Any]] | None = None
     notes: list[str] = []
     end = jr.ending(run_dir)
+    jr.require_registered(run_dir, end.first)  # no journal, no registration: damaged
     vouched = (csv.digest == end.passes_sha256 if end.passes_sha256 is not None
                else end.undigested)
     if (vouched and end.rows == len(csv.rows)

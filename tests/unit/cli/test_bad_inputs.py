@@ -438,7 +438,8 @@ CLI_CASES: list[Case] = [
 # ------------------------------------------------------------------ results folders
 
 
-def _damaged(edit: Callable[[Path], None], sim: bool = False, *extra: str) -> Setup:
+def _damaged(edit: Callable[[Path], None], sim: bool = False, *extra: str,
+             command: str = "report") -> Setup:
     def setup(tmp: Path) -> list[str]:
         if sim:
             run = tmp / SIM_RUN.name
@@ -449,7 +450,7 @@ def _damaged(edit: Callable[[Path], None], sim: bool = False, *extra: str) -> Se
             if f.is_file():
                 f.chmod(0o644)
         edit(run)
-        return ["report", str(run), *extra]
+        return [command, str(run), *extra]
     return setup
 
 
@@ -518,6 +519,17 @@ def _damaged_journal_line(run: Path) -> None:
     (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def _journal_deleted(run: Path) -> None:
+    (run / "journal.jsonl").unlink()
+
+
+def _registered_line_dropped(run: Path) -> None:
+    """The journal without its first line, `registered`: the rest (passes, finished) and
+    passes.csv intact."""
+    lines = (run / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "journal.jsonl").write_bytes(b"".join(lines[1:]))
+
+
 def _json_edit(name: str, change: Callable[[dict[str, object]], object]) -> Callable[[Path], None]:
     def edit(run: Path) -> None:
         path = run / name
@@ -567,8 +579,10 @@ def _two_pairs_numbered_one(tmp: Path) -> list[str]:
 
 
 def _no_rows(run: Path) -> None:
+    """passes.csv's header only, and the journal's first line, `registered`, only."""
     _write_csv(run, _csv_lines(run)[:1])
-    (run / "journal.jsonl").write_text("")
+    first = (run / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (run / "journal.jsonl").write_bytes(first)
 
 
 RESULTS_CASES: list[Case] = [
@@ -611,6 +625,17 @@ RESULTS_CASES: list[Case] = [
          ("journal.jsonl: the last line", "is torn")),
     Case("journal-damaged-line", _damaged(_damaged_journal_line), 0,
          ("1 damaged line(s) left out (line 2)",)),
+    Case("journal-deleted", _damaged(_journal_deleted), 2,
+         ("journal.jsonl is missing", "passes.csv cannot be trusted without it",
+          "restore journal.jsonl"), ("Decision",)),
+    Case("journal-without-registered-line", _damaged(_registered_line_dropped), 2,
+         ("journal.jsonl: line 1 is not the run's registered event (it is a 'pass' event)",
+          "cannot be trusted"), ("Decision",)),
+    Case("verify-journal-deleted", _damaged(_journal_deleted, command="verify"), 2,
+         ("journal.jsonl is missing", "cannot be trusted")),
+    Case("verify-journal-without-registered-line",
+         _damaged(_registered_line_dropped, command="verify"), 2,
+         ("journal.jsonl: line 1 is not the run's registered event", "cannot be trusted")),
     Case("manifest-corrupt", _damaged(_write("manifest.json", "{not json")), 2,
          ("manifest.json: unreadable",), subprocess=True),
     Case("manifest-a-list", _damaged(_write("manifest.json", "[1, 2]")), 2,

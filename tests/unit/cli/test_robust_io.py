@@ -94,6 +94,15 @@ def _resume(journal: bytes) -> Callable[[Path], str]:
     return lambda t: f"{{py}} run --resume {_sim_copy(t, journal)} --dry-run"
 
 
+def _resume_damaged(edit: Callable[[Path], None]) -> Callable[[Path], str]:
+    """An unfinished run whose journal `edit` damages, resumed (a dry run)."""
+    def setup(tmp: Path) -> str:
+        run = _sim_copy(tmp, b"")
+        edit(run / "journal.jsonl")
+        return f"{{py}} run --resume {run} --dry-run"
+    return setup
+
+
 def _resume_replaced(how: str) -> Callable[[Path], str]:
     def setup(tmp: Path) -> str:
         run = _sim_copy(tmp)
@@ -146,6 +155,12 @@ CASES = [
          ("dry run: nothing was started",)),
     Case("resume-journal-string-line", _resume(b'"finished"\n'), 0,
          ("dry run: nothing was started",)),
+    Case("resume-journal-deleted", _resume_damaged(Path.unlink), 2,
+         ("journal.jsonl is missing", "passes.csv cannot be trusted without it",
+          "restore journal.jsonl")),
+    Case("resume-journal-emptied", _resume_damaged(lambda p: p.write_bytes(b"")), 2,
+         ("journal.jsonl: line 1 is not the run's registered event (the file is empty)",
+          "cannot be trusted")),
     Case("report-journal-string-finished",
          lambda t: f"{{py}} report {_sim_copy(t, STRING_LINE)}", 0, ("Decision:",)),
     # 2. results files that are not regular files, or far too big

@@ -227,7 +227,8 @@ def test_missing_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
     rep = rp.build_report([run])
     assert any("value nan in passes.csv, 115.0 in journal.jsonl" in n
                for n in rep.latest.notes), rep.latest.notes
-    (run / "journal.jsonl").write_text("")  # nothing to arbitrate: an error naming the file
+    first = (run / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (run / "journal.jsonl").write_bytes(first)  # no passes to arbitrate: an error naming the file
     with pytest.raises(ResultsError, match=r"passes\.csv.*no usable value"):
         rp.build_report([run])
 

@@ -37,7 +37,9 @@ workloads: {model: m, tokenizer: tok, knee: {concurrency: [1]}}
 
 def make_run(root: Path, i: int, *, finished: bool = True) -> Path:
     store = RunStore.create(root, "nightly", CAMPAIGN, short_id=f"{i:06d}")
-    store.register({"margin": 0.1}, campaign="nightly", arms=["control", "b"], drift_band=0.03)
+    digest = store.register({"margin": 0.1}, campaign="nightly", arms=["control", "b"],
+                            drift_band=0.03)
+    store.journal_registered(sha256=digest, lane="x")  # the runner's first line
     rows = [PassRow(store.run_id, pair, 1, arm, slot, "t", "knee", "c1",
                     "output_token_throughput", 100.0 + i + pair, True, 1)
             for slot, (pair, arm) in enumerate([(1, "control"), (1, "b"), (2, "control")])]
@@ -66,7 +68,8 @@ def test_round_trip_and_never_overwrite(tmp_path: Path) -> None:
 def test_batched_load_equals_one_by_one(tmp_path: Path) -> None:
     runs = [make_run(tmp_path, i, finished=i % 3 != 0) for i in range(20)]
     (runs[5] / "passes.csv").write_text("other,header\n1,2\n")  # read on its own → error
-    (runs[5] / "journal.jsonl").write_text("")  # with nothing to rebuild it from
+    first = (runs[5] / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
+    (runs[5] / "journal.jsonl").write_bytes(first)  # registered: nothing to rebuild from
     good = [r for r in runs if r != runs[5]]
     batched = load_runs(good)
     for a, b in zip(batched, (load_run(r) for r in good), strict=True):
@@ -149,7 +152,7 @@ def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> Non
     with open(run / "journal.jsonl", "a") as f:
         f.write('{"event": "pass", "rows": [')  # a crash mid-write
     store = RunStore.open(run)
-    assert [e["event"] for e in store.read_journal()] == ["pass"]
+    assert [e["event"] for e in store.read_journal()] == ["registered", "pass"]
     assert not load_run(run).complete
     prereg = json.loads((run / "preregistration.json").read_text())
     prereg["schema_version"] = RESULTS_SCHEMA_VERSION + 1
@@ -173,7 +176,8 @@ def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
     end = jr.ending(run)
     assert end.complete and end.rows == 3
     data = load_run(run)
-    assert data._journal is None and [e["event"] for e in data.journal] == ["pass", "finished"]
+    assert data._journal is None and [e["event"] for e in data.journal] == [
+        "registered", "pass", "finished"]
     with open(run / "journal.jsonl", "a") as f:
         f.write('{"t": "2026-11-29T10:00:00.000Z", "event": "run_start"}\n')
     end = jr.ending(run)

@@ -31,7 +31,8 @@ def aa_run(root: Path, values: Callable[[int, int], float], *, pairs: int,
     doc = {"name": "aa", "hypothesis": "nothing changes", "lane": "sim",
            "preregistration": rule, "arms": {a: {"description": a} for a in ARMS}}
     store = RunStore.create(root, "aa", json.dumps(doc).encode(), short_id="abcdef")
-    store.register(rule, campaign="aa", arms=list(ARMS), drift_band=0.03)
+    digest = store.register(rule, campaign="aa", arms=list(ARMS), drift_band=0.03)
+    store.journal_registered(sha256=digest, lane="sim")  # the runner's first line
     rows: list[PassRow] = []
     slot = 0
     for pair in range(1, pairs + 1):
