@@ -123,7 +123,8 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
             live = _live(run)
             raise ResultsError(
                 f"{run.run_dir / 'passes.csv'}: no measured passes yet"
-                + (f" ({live.line(run.run_dir)})" if live is not None else ""),
+                + (f" ({live.line(run.run_dir)})" if live is not None else "")
+                + "".join(f"; {note}" for note in run.notes),  # e.g. rows lost in the journal
                 hint=(live.settle(run.run_dir) if live is not None
                       else f"spec-ab run --resume {run.run_dir}"),
             )

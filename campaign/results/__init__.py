@@ -3,6 +3,7 @@
     `store`         the directory's writer and its typed reader
     `journal`       the append-only event log, the source of truth
     `chain`         the journal's hash chain: each line names the digest of the one before
+    `damage`        what is wrong with a journal: said by a report, refused by a resume
     `signing`       a registration signed before the first boot (`--sign-key`)
     `registration`  `preregistration.json`, the results schema versions and their migrations
     `integrity`     the copies a run folder keeps of one fact, checked against each other

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign.errors import ResultsError
-from campaign.results import chain, signing
+from campaign.results import chain, damage, signing
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
 from campaign.results.registration import Registration
@@ -91,7 +91,7 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
                                     or (run_dir / "preregistration.json").exists()):
         raise ResultsError(f"{run_dir}: not a run directory (no {jr.FILE_NAME})",
                            hint="give the folder `spec-ab run` printed")
-    jr.require_registered(run_dir, jr.first_event(run_dir))  # missing, or without its line 1
+    damage.require_registered(run_dir, jr.first_event(run_dir))  # missing, or no line 1
     raw = read_capped(path, JOURNAL_CAP, "journal")  # a FIFO or a device is refused
     walk = chain.walk(raw)
     checks = [_chain_check(walk)]
@@ -101,8 +101,9 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     disagree = copies_disagree(run_dir, registration, first)
     checks.append(Check("copies", not disagree,
                         "; ".join(disagree) if disagree else _copies_ok(first)))
-    events, _ = jr.journal_problems(run_dir)  # parsed once, torn lines left out
-    checks.append(_rows_check(run_dir, events))
+    reading = jr.read(run_dir)  # parsed once, lines that are no event left out
+    events = reading.events
+    checks.append(_rows_check(run_dir, reading))
     checks.append(_signature_check(run_dir, events, allowed_signers, signer))
     if expected_digest is not None:
         checks.append(_digest_check(walk.head, expected_digest))
@@ -143,12 +144,14 @@ def _copies_ok(first: Mapping[str, Any]) -> str:
             "the files themselves were not recorded)")
 
 
-def _rows_check(run_dir: Path, events: list[dict[str, Any]]) -> Check:
+def _rows_check(run_dir: Path, reading: jr.Reading) -> Check:
     csv = pc.read_passes(run_dir / "passes.csv")
     try:
-        _, problems = pc.reconcile(run_dir, csv, events)
+        _, problems = pc.reconcile(run_dir, csv, reading.events)
     except ResultsError as exc:
         return Check("rows", False, exc.message)
+    # rows the journal holds but no one can read: lost, whatever passes.csv says
+    problems[:0] = [f"{jr.FILE_NAME} line {n}: {lost}" for n, lost in reading.rows]
     if problems:
         return Check("rows", False, "; ".join(problems))
     return Check("rows", True, f"passes.csv holds the journal's {len(csv.rows)} rows, "

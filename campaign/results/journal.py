@@ -1,6 +1,10 @@
 """The journal, `journal.jsonl`: its events spelled once, the append (fsynced line by line),
 every reader, and a pass's tidy rows (how `passes.csv` is written from it).
 
+A line is read as UTF-8 and one JSON object, or it is damaged (`read`: where and why); a
+pass event's row is read only when every field is what `PassRow` says (`row_problem`).
+What a report says about damage is `results.damage`.
+
 The journal is the run directory's source of truth: the runner appends one event before
 it takes the next step, `--resume` reads where it stopped, and `passes.csv` is rebuilt
 from its `pass` events. Every writer and reader goes through this module, so an event's
@@ -15,7 +19,7 @@ import io
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -155,44 +159,71 @@ def _write_all(fd: int, raw: bytes) -> None:
 
 
 def read_journal(run_dir: Path) -> list[dict[str, Any]]:
-    """All complete journal lines (a torn last line from a crash is ignored)."""
-    return journal_problems(run_dir)[0]
+    """The journal's events (`read`: lines that are no event left out, a pass event's rows
+    that cannot be read left out of it)."""
+    return read(run_dir).events
 
 
-def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """The journal's events and what is wrong with it: lines that do not parse (a torn
-    last line is a crash while writing it; one in the middle is damage)."""
+@dataclass(frozen=True)
+class Reading:
+    """The journal read back: its events, and where lines could not be read
+    (`results.damage` says what that means for a report and for a resume)."""
+
+    events: list[dict[str, Any]]
+    damaged: Mapping[int, str] = field(default_factory=dict)
+    """Line (1-based) → why it is no event: "not UTF-8", "not JSON", or the JSON it holds
+    (`42`); the torn last line included."""
+    torn: int | None = None
+    """The last line when it is torn: no newline after it, and no event (a crash while
+    writing it)."""
+    rows: tuple[tuple[int, str], ...] = ()
+    """(line, what is lost) for each pass event whose rows cannot all be read; the rows
+    that can are in its event in `events`."""
+
+
+def read(run_dir: Path) -> Reading:
+    """Every line of the journal, each decoded as UTF-8 on its own (bytes that are not are
+    never replaced into an event it was not) and parsed as one event."""
     path = run_dir / FILE_NAME
     try:
         raw = read_capped(path, JOURNAL_CAP, "journal")
     except FileNotFoundError:
-        return [], []
-    text = raw.decode("utf-8", errors="replace")
+        return Reading([])
+    parts = raw.split(b"\n")
     events: list[dict[str, Any]] = []
-    bad: list[int] = []
-    lines = text.splitlines()
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
+    damaged: dict[int, str] = {}
+    rows: list[tuple[int, str]] = []
+    for n, part in enumerate(parts, start=1):
+        if not part.strip():
             continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            bad.append(i)
+        ev = parse_line(part)
+        if isinstance(ev, str):
+            damaged[n] = ev
             continue
-        if isinstance(ev, dict):
-            events.append(ev)
-        else:
-            bad.append(i)
-    problems = []
-    if last in bad:
-        problems.append(f"{path}: the last line (line {last + 1}) is torn — the run stopped "
-                        "while writing it; the events before it are used")
-    middle = [i + 1 for i in bad if i != last]
-    if middle:
-        problems.append(f"{path}: {len(middle)} damaged line(s) left out (line "
-                        f"{', '.join(map(str, middle[:5]))}{', ...' if len(middle) > 5 else ''})")
-    return events, problems
+        if ev.get("event") == "pass":
+            ev, lost = _readable(ev)
+            if lost:
+                rows.append((n, lost))
+        events.append(ev)
+    last = len(parts)  # the unterminated tail's line, when the file does not end a line
+    return Reading(events, damaged, last if last in damaged else None, tuple(rows))
+
+
+def parse_line(line: bytes) -> dict[str, Any] | str:
+    """One journal line as an event, or why it is none ("not UTF-8", "not JSON", or the
+    JSON it holds when that is no object)."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    try:
+        ev = json.loads(text)
+    except ValueError:
+        return "not JSON"
+    if isinstance(ev, dict):
+        return ev
+    shown = text.strip()
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def of_kind(events: Events, event: Event) -> list[Mapping[str, Any]]:
@@ -291,41 +322,9 @@ def first_event(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-DAMAGED_HINT = ("restore journal.jsonl from a backup of the run folder, or measure the "
-                "campaign again (spec-ab run FILE)")
-
-
-def require_registered(run_dir: Path, first: Mapping[str, Any]) -> None:
-    """ResultsError (exit 2) unless the journal's first line, `first` (`first_event`), is
-    its `registered` event. A run folder without its journal, or whose journal lost that
-    line, is damaged: passes.csv is only a copy of the journal's rows, and nothing else
-    vouches for what was measured, so no report, resume or verify goes on from it."""
-    if first.get("event") == "registered":
-        return
-    path = run_dir / FILE_NAME
-    if not path.exists():
-        raise ResultsError(f"{path} is missing: the journal is the run's record of what was "
-                           "measured, and passes.csv cannot be trusted without it",
-                           hint=DAMAGED_HINT)
-    with open_regular(path, "journal") as f:  # a FIFO, a device, a folder: named as such
-        size = os.fstat(f.fileno()).st_size
-    if size > JOURNAL_CAP:
-        read_capped(path, JOURNAL_CAP, "journal")  # not the file spec-ab wrote: said so
-    event = first.get("event")
-    what = ("the file is empty" if size == 0
-            else f"it is a '{event}' event" if isinstance(event, str)
-            else "it is not an event")
-    raise ResultsError(f"{path}: line 1 is not the run's registered event ({what}): the "
-                       "journal is damaged, and what was measured cannot be trusted "
-                       "without it", hint=DAMAGED_HINT)
-
-
 def _first(line: bytes) -> dict[str, Any]:
     """A journal's first line as an event ({} when it does not parse as one)."""
-    try:
-        ev = json.loads(line)
-    except ValueError:
-        return {}
+    ev = parse_line(line)
     return ev if isinstance(ev, dict) else {}
 
 
@@ -404,6 +403,60 @@ class PassRow:
     log_se: float | None = None
     """Sampling error of the value from the pass's own requests: the sd of ln(value) over
     resamples of the level's requests (None when not computed, e.g. a throughput)."""
+
+
+_KINDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "str": ("text", (str,)), "int": ("an integer", (int,)),
+    "float": ("a number", (float, int)), "bool": ("true or false", (bool,)),
+    "float | None": ("a number or null", (float, int, type(None)))}
+_ROW_FIELDS = {f.name: (*_KINDS[str(f.type)], f.default is MISSING) for f in fields(PassRow)}
+"""A journaled row's fields: what each must be (`type(value)`: true is no integer), and
+whether it must be there."""
+_WHAT = {str: "text", int: "an integer", float: "a number", bool: "true or false",
+         type(None): "null", list: "a list", dict: "an object"}
+
+
+def _kind(value: object) -> str:
+    """A JSON value's kind and the value, for a message: `text ("one")`."""
+    shown = json.dumps(value, default=str)
+    return (f"{_WHAT.get(type(value), type(value).__name__)} "
+            f"({shown if len(shown) <= 30 else shown[:27] + '...'})")
+
+
+def row_problem(row: object) -> str | None:
+    """Why one row of a `pass` event cannot be a `PassRow` (None: it can)."""
+    if not isinstance(row, dict):
+        return f"it is {_kind(row)}, not an object"
+    for name, (kind, types, required) in _ROW_FIELDS.items():
+        if name not in row:
+            if required:
+                return f"{name} is missing"
+        elif type(row[name]) not in types:
+            return f"{name} is {_kind(row[name])}, not {kind}"
+    unknown = sorted(row.keys() - _ROW_FIELDS.keys())
+    return f"{unknown[0]} is no field of a row" if unknown else None
+
+
+def _readable(ev: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """A `pass` event with the rows that can be read, and what is lost (None: nothing)."""
+    rows = ev.get("rows", [])
+    if not isinstance(rows, list):
+        return ({**ev, "rows": []}, f"the pass event's rows are {_kind(rows)}, not a list: "
+                "all its rows are lost")
+    bad = [(k, why) for k, row in enumerate(rows, start=1)
+           if (why := row_problem(row)) is not None]
+    if not bad:
+        return ev, None
+    lost = {k for k, _ in bad}
+    kept = [row for k, row in enumerate(rows, start=1) if k not in lost]
+    if len(bad) == 1:
+        k, why = bad[0]
+        return ({**ev, "rows": kept}, f"row {k} (of {len(rows)}) of the pass event cannot "
+                f"be read ({why}): that row is lost")
+    named = "; ".join(f"row {k}: {why}" for k, why in bad[:3]) + ("; ..." if len(bad) > 3
+                                                                   else "")
+    return ({**ev, "rows": kept}, f"{len(bad)} of the {len(rows)} rows of the pass event "
+            f"cannot be read ({named}): those rows are lost")
 
 
 @dataclass(frozen=True)

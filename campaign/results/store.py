@@ -45,7 +45,7 @@ from campaign import RESULTS_SCHEMA_VERSION
 from campaign.campaignfile import Campaign, load_campaign
 from campaign.campaignfile.yamlread import MAX_FILE_BYTES
 from campaign.errors import ResultsError, SpecError
-from campaign.results import chain, integrity
+from campaign.results import chain, damage, integrity
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
 from campaign.results.journal import (
@@ -115,14 +115,14 @@ class RunStore:
             path = run_dir / required
             if not path.exists():
                 if required == jr.FILE_NAME:  # a run folder, damaged
-                    jr.require_registered(run_dir, {})
+                    damage.require_registered(run_dir, {})
                 raise ResultsError(
                     f"{run_dir} is not a spec-ab run directory: {required} is missing",
                     hint="give the folder `spec-ab run` printed (results/<date>-<name>-<id>)",
                 )
             open_regular(path, required).close()  # a FIFO, a device, a folder: refused
         Registration.load(run_dir / "preregistration.json")
-        jr.require_registered(run_dir, jr.first_event(run_dir))
+        damage.require_registered(run_dir, jr.first_event(run_dir))
         return cls(run_dir, clock)
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
@@ -364,7 +364,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     events: list[dict[str, Any]] | None = None
     notes: list[str] = []
     end = jr.ending(run_dir)
-    jr.require_registered(run_dir, end.first)  # no journal, no registration: damaged
+    damage.require_registered(run_dir, end.first)  # no journal, no registration: damaged
     vouched = (csv.digest == end.passes_sha256 if end.passes_sha256 is not None
                else end.undigested)
     if (vouched and end.rows == len(csv.rows)
@@ -374,7 +374,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         # its events are read only when asked for
         passes = csv.rows
     else:
-        events, notes = jr.journal_problems(run_dir)
+        events, notes = damage.journal_problems(run_dir)
         passes, more = pc.reconcile(run_dir, csv, events)
         notes += more
     first = end.first

@@ -519,6 +519,28 @@ def _damaged_journal_line(run: Path) -> None:
     (run / "journal.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def _pass_per_pair(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    """The journal's one `pass` event split in two, pair 1's rows (line 2) and pair 2's
+    (line 3), as the runner journals them, then `change` made to pair 2's event."""
+    def edit(run: Path) -> None:
+        path = run / "journal.jsonl"
+        events = [json.loads(line) for line in path.read_text().splitlines()]
+        out = []
+        for ev in events:
+            if ev["event"] != "pass":
+                out.append(ev)
+                continue
+            for pair in (1, 2):
+                out.append({**ev, "rows": [r for r in ev["rows"] if r["pair"] == pair]})
+        change(out[2])
+        path.write_text("".join(json.dumps(ev) + "\n" for ev in out))
+    return edit
+
+
+def _first_row_pair_one(ev: dict[str, Any]) -> None:
+    ev["rows"][0]["pair"] = "one"
+
+
 def _journal_deleted(run: Path) -> None:
     (run / "journal.jsonl").unlink()
 
@@ -625,6 +647,19 @@ RESULTS_CASES: list[Case] = [
          ("journal.jsonl: the last line", "is torn")),
     Case("journal-damaged-line", _damaged(_damaged_journal_line), 0,
          ("1 damaged line(s) left out (line 2)",)),
+    Case("journal-pass-rows-text", _damaged(_pass_per_pair(
+        lambda ev: ev.update(rows="oops"))), 0,
+         ("journal.jsonl: line 3: the pass event's rows are text (\"oops\"), not a list: all "
+          "its rows are lost", "passes.csv disagrees with journal.jsonl",
+          "the journal's rows are used", "1 of 2 pre-registered pairs measured")),
+    Case("journal-pass-row-pair-text", _damaged(_pass_per_pair(_first_row_pair_one)), 0,
+         ("journal.jsonl: line 3: row 1 (of 6) of the pass event cannot be read (pair is "
+          "text (\"one\"), not an integer): that row is lost",
+          "the journal's rows are used")),
+    Case("verify-journal-pass-row-pair-text",
+         _damaged(_pass_per_pair(_first_row_pair_one), command="verify"), 2,
+         ("FAIL rows", "journal.jsonl line 3: row 1 (of 6) of the pass event cannot be read "
+          "(pair is text (\"one\"), not an integer): that row is lost")),
     Case("journal-deleted", _damaged(_journal_deleted), 2,
          ("journal.jsonl is missing", "passes.csv cannot be trusted without it",
           "restore journal.jsonl"), ("Decision",)),

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from campaign import report as rp
 from campaign.cli import app
-from campaign.results import chain
+from campaign.results import chain, damage
 from campaign.results import journal as jr
 from campaign.results.registration import rule_hash, values_hash
 from tests.runs import TPUT, make_run
@@ -73,7 +73,7 @@ def test_a_torn_last_line_is_ended_before_the_next_append(tmp_path: Path) -> Non
     with open(path, "ab") as f:
         f.write(b'{"t": "t2", "event": "pass", "rows": [1, 2')  # torn by a crash
     jr.append(path, "run_start", "t3", resumed=True)
-    events, _problems = jr.journal_problems(tmp_path)
+    events, _problems = damage.journal_problems(tmp_path)
     assert [e["event"] for e in events] == ["registered", "pair_start", "run_start"]
     assert events[-1]["resumed"] is True
     walk = chain.walk(path.read_bytes())

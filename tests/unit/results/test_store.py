@@ -12,6 +12,7 @@ import pytest
 
 from campaign import RESULTS_SCHEMA_VERSION
 from campaign.errors import ResultsError
+from campaign.results import damage
 from campaign.results import journal as jr
 from campaign.results.journal import PassRow
 from campaign.results.store import (
@@ -159,6 +160,19 @@ def test_torn_journal_line_is_ignored_and_version_checked(tmp_path: Path) -> Non
     (run / "preregistration.json").write_text(json.dumps(prereg))
     with pytest.raises(ResultsError, match="upgrade spec-ab"):
         load_run(run)
+
+
+def test_a_line_that_is_not_utf8_is_damaged_not_read_with_replacements(
+        tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 were decoded with U+FFFD in their place, so a line that
+    then parsed was used as an event it never was; now it is a damaged line, named."""
+    run = make_run(tmp_path, 1, finished=False)
+    with open(run / "journal.jsonl", "ab") as f:
+        f.write(b'{"t": "t", "event": "pass", "rows": [], "host": "\xff"}\n')
+        f.write(b'{"t": "t", "event": "run_start"}\n')
+    events, notes = damage.journal_problems(run)
+    assert [e["event"] for e in events] == ["registered", "pass", "run_start"]
+    assert notes == [f"{run / 'journal.jsonl'}: 1 damaged line(s) left out (line 3)"]
 
 
 def test_not_a_run_dir(tmp_path: Path) -> None:

@@ -1,0 +1,75 @@
+"""What is wrong with a run's journal, said once for every command that reads it.
+
+`journal.jsonl` is the run's source of truth (`results.journal`). A folder without it, or
+whose first line is not the `registered` event, is damaged: `require_registered` refuses
+it (exit 2) for `report`, `run --resume` and `verify` alike. Within it, `journal.read`
+finds the lines that are no event and the pass events whose rows cannot be read; a report
+reads around them and says where (`journal_problems`: the notes it shows first).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from campaign.errors import ResultsError
+from campaign.results import journal as jr
+from campaign.textfiles import JOURNAL_CAP, open_regular, read_capped
+
+DAMAGED_HINT = ("restore journal.jsonl from a backup of the run folder, or measure the "
+                "campaign again (spec-ab run FILE)")
+NAMED = 5
+"""How many damaged places a note names (then "and N more")."""
+
+
+def require_registered(run_dir: Path, first: Mapping[str, Any]) -> None:
+    """ResultsError (exit 2) unless the journal's first line, `first` (`jr.first_event`), is
+    its `registered` event. A run folder without its journal, or whose journal lost that
+    line, is damaged: passes.csv is only a copy of the journal's rows, and nothing else
+    vouches for what was measured, so no report, resume or verify goes on from it."""
+    if first.get("event") == "registered":
+        return
+    path = run_dir / jr.FILE_NAME
+    if not path.exists():
+        raise ResultsError(f"{path} is missing: the journal is the run's record of what was "
+                           "measured, and passes.csv cannot be trusted without it",
+                           hint=DAMAGED_HINT)
+    with open_regular(path, "journal") as f:  # a FIFO, a device, a folder: named as such
+        size = os.fstat(f.fileno()).st_size
+    if size > JOURNAL_CAP:
+        read_capped(path, JOURNAL_CAP, "journal")  # not the file spec-ab wrote: said so
+    event = first.get("event")
+    what = ("the file is empty" if size == 0
+            else f"it is a '{event}' event" if isinstance(event, str)
+            else "it is not an event")
+    raise ResultsError(f"{path}: line 1 is not the run's registered event ({what}): the "
+                       "journal is damaged, and what was measured cannot be trusted "
+                       "without it", hint=DAMAGED_HINT)
+
+
+def journal_problems(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The journal's events and what a report must say about it: a torn last line (a
+    crash while writing it), lines that are no event (damage, left out), pass events whose
+    rows cannot be read (those rows are lost: named by line and field)."""
+    reading = jr.read(run_dir)
+    return reading.events, notes(run_dir / jr.FILE_NAME, reading)
+
+
+def notes(path: Path, reading: jr.Reading) -> list[str]:
+    """What `reading` leaves out, one note per kind (pass events: one each, `NAMED` at most)."""
+    out = []
+    if reading.torn is not None:
+        out.append(f"{path}: the last line (line {reading.torn}) is torn — the run stopped "
+                   "while writing it; the events before it are used")
+    middle = [n for n in reading.damaged if n != reading.torn]
+    if middle:
+        out.append(f"{path}: {len(middle)} damaged line(s) left out (line "
+                   f"{', '.join(map(str, middle[:NAMED]))}"
+                   f"{', ...' if len(middle) > NAMED else ''})")
+    out += [f"{path}: line {n}: {lost}" for n, lost in reading.rows[:NAMED]]
+    if len(reading.rows) > NAMED:
+        out.append(f"{path}: and {len(reading.rows) - NAMED} more pass event(s) with rows "
+                   "that cannot be read")
+    return out
