@@ -3,8 +3,13 @@
 `journal.jsonl` is the run's source of truth (`results.journal`). A folder without it, or
 whose first line is not the `registered` event, is damaged: `require_registered` refuses
 it (exit 2) for `report`, `run --resume` and `verify` alike. Within it, `journal.read`
-finds the lines that are no event and the pass events whose rows cannot be read; a report
-reads around them and says where (`journal_problems`: the notes it shows first).
+finds the lines that are no event and the pass events whose rows cannot be read:
+
+- `report` reads around them and says where (`journal_problems`: the notes it shows first);
+- a resume, which writes (passes.csv is rebuilt from the journal, pairs are measured from
+  the states it reads), refuses them, naming file and line (`refuse_damage`), except what
+  a crash tears: the last line, and a torn line a later append ended, which the chain
+  vouches for (`Reading.crashed`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from campaign.textfiles import JOURNAL_CAP, open_regular, read_capped
 DAMAGED_HINT = ("restore journal.jsonl from a backup of the run folder, or measure the "
                 "campaign again (spec-ab run FILE)")
 NAMED = 5
-"""How many damaged places a note names (then "and N more")."""
+"""How many damaged places a note or a refusal names (then "and N more")."""
 
 
 def require_registered(run_dir: Path, first: Mapping[str, Any]) -> None:
@@ -73,3 +78,22 @@ def notes(path: Path, reading: jr.Reading) -> list[str]:
         out.append(f"{path}: and {len(reading.rows) - NAMED} more pass event(s) with rows "
                    "that cannot be read")
     return out
+
+
+def refuse_damage(run_dir: Path, reading: jr.Reading) -> None:
+    """ResultsError (exit 2) for what a resume must not write past: a line that is no event
+    (a torn last line aside, and a torn line the chain shows a crash left), or a pass event
+    whose rows cannot be read. A resume goes on from what the journal says was measured
+    and rebuilds passes.csv from it; what such a line held (a pair's end, its rows) would
+    be lost from both."""
+    where = [f"line {n} is not an event ({why})" for n, why in reading.damaged.items()
+             if n != reading.torn and n not in reading.crashed]
+    where += [f"line {n}: {lost}" for n, lost in reading.rows]
+    if not where:
+        return
+    more = f"; and {len(where) - NAMED} more" if len(where) > NAMED else ""
+    raise ResultsError(
+        f"{run_dir / jr.FILE_NAME}: " + "; ".join(where[:NAMED]) + more + " — a resume "
+        "cannot tell what was measured there, and would rebuild passes.csv without it",
+        hint=f"spec-ab report {run_dir} reads what was measured around it (and names it); "
+        "to measure the rest, " + DAMAGED_HINT)

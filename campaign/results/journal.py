@@ -3,7 +3,7 @@ every reader, and a pass's tidy rows (how `passes.csv` is written from it).
 
 A line is read as UTF-8 and one JSON object, or it is damaged (`read`: where and why); a
 pass event's row is read only when every field is what `PassRow` says (`row_problem`).
-What a report says about damage is `results.damage`.
+What a report says about damage and what a resume refuses is `results.damage`.
 
 The journal is the run directory's source of truth: the runner appends one event before
 it takes the next step, `--resume` reads where it stopped, and `passes.csv` is rebuilt
@@ -176,6 +176,9 @@ class Reading:
     torn: int | None = None
     """The last line when it is torn: no newline after it, and no event (a crash while
     writing it)."""
+    crashed: frozenset[int] = frozenset()
+    """Damaged lines a crash left: not JSON, and the next line chains to them as they are
+    (a torn line a later append ended: `append`), so they were not edited in."""
     rows: tuple[tuple[int, str], ...] = ()
     """(line, what is lost) for each pass event whose rows cannot all be read; the rows
     that can are in its event in `events`."""
@@ -206,7 +209,12 @@ def read(run_dir: Path) -> Reading:
                 rows.append((n, lost))
         events.append(ev)
     last = len(parts)  # the unterminated tail's line, when the file does not end a line
-    return Reading(events, damaged, last if last in damaged else None, tuple(rows))
+    crashed = frozenset(n for n, why in damaged.items()
+                        if why in _UNPARSED and n < last and _chained_to(parts, n))
+    return Reading(events, damaged, last if last in damaged else None, crashed, tuple(rows))
+
+
+_UNPARSED = ("not UTF-8", "not JSON")
 
 
 def parse_line(line: bytes) -> dict[str, Any] | str:
@@ -224,6 +232,12 @@ def parse_line(line: bytes) -> dict[str, Any] | str:
         return ev
     shown = text.strip()
     return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _chained_to(parts: list[bytes], n: int) -> bool:
+    """Does line n+1 chain to line n as it is (`prev` its digest, newline included)?"""
+    nxt = parse_line(parts[n])
+    return isinstance(nxt, dict) and nxt.get("prev") == chain.line_digest(parts[n - 1] + b"\n")
 
 
 def of_kind(events: Events, event: Event) -> list[Mapping[str, Any]]:

@@ -36,8 +36,8 @@ from campaign.errors import (
     storage_error,
 )
 from campaign.markers import marked_children
+from campaign.results import damage, signing
 from campaign.results import journal as jr
-from campaign.results import signing
 from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import sequential
@@ -270,9 +270,11 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
 
 
 def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
-    """Reopen a run for `--resume`: the frozen campaign file, never the edited one."""
-    store = RunStore.open(run_dir, clock=rt.clock)
-    events = store.read_journal()
+    """Reopen a run for `--resume`: the frozen campaign file, never the edited one. A
+    journal damaged past a torn last line is refused (`damage.refuse_damage`, exit 2)."""
+    store = RunStore.open(run_dir, clock=rt.clock)  # its journal and registered line
+    reading = jr.read(run_dir)
+    events = reading.events
     try:
         manifest = read_manifest(run_dir / "manifest.json")
     except ResultsError:
@@ -283,6 +285,7 @@ def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
     if jr.finished(events):
         raise ResultsError(f"{run_dir} is already complete; nothing to resume",
                            hint=f"spec-ab report {run_dir}")
+    damage.refuse_damage(run_dir, reading)
     return store, campaign
 
 

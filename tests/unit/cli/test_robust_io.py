@@ -10,6 +10,7 @@ an encoding) need real streams and run `python -m campaign` in a shell.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from campaign.results.store import RunStore
 from tests.cli import invoke
 from tests.runs import ROOT, SIM_RUN, TPUT, make_run
 
@@ -90,6 +92,20 @@ def _replaced(name: str, how: str) -> Callable[[Path], str]:
     return setup
 
 
+RUN_START = b'{"t": "2026-11-29T16:11:00Z", "event": "run_start", "pid": 1}\n'
+
+
+def _pass_line(rows: object = None, **field: object) -> bytes:
+    """A `pass` event with one row of the golden run's, `field` changed in it (or `rows`
+    instead of its list of rows)."""
+    row = {"run": SIM_RUN.name, "pair": 1, "pair_attempt": 1, "arm": "control", "slot": 0,
+           "started_at": "2026-11-29T16:10:00Z", "workload": "knee", "level": "c1",
+           "metric": TPUT, "value": 100.0, "valid": True, "attempt": 1, "reason": "",
+           "log_se": None, **field}
+    ev = {"t": "2026-11-29T16:10:30Z", "event": "pass", "rows": [row] if rows is None else rows}
+    return json.dumps(ev).encode() + b"\n"
+
+
 def _resume(journal: bytes) -> Callable[[Path], str]:
     return lambda t: f"{{py}} run --resume {_sim_copy(t, journal)} --dry-run"
 
@@ -150,11 +166,23 @@ def _plan(*args: str) -> Callable[[Path], str]:
 
 CASES = [
     # 1. a journal line that is JSON but no event, or a torn multi-byte character
-    Case("resume-journal-line-42", _resume(b"42\n"), 0, ("dry run: nothing was started",)),
+    Case("resume-journal-line-42", _resume(b"42\n"), 2,
+         ("journal.jsonl: line 2 is not an event (42)", "spec-ab report",
+          "restore journal.jsonl from a backup")),
+    Case("resume-journal-line-42-in-the-middle", _resume(b"42\n" + RUN_START), 2,
+         ("journal.jsonl: line 2 is not an event (42)",)),
+    Case("resume-journal-not-utf8-in-the-middle",
+         _resume(b'{"t": "2026-11-29T16:10:00Z", "event": "run_start", "host": "\xff"}\n'
+                 + RUN_START), 2, ("journal.jsonl: line 2 is not an event (not UTF-8)",)),
     Case("resume-journal-torn-utf8", _resume(b'{"t": "2026-11-29T16:10:00Z", "x": "\xc3'), 0,
          ("dry run: nothing was started",)),
-    Case("resume-journal-string-line", _resume(b'"finished"\n'), 0,
-         ("dry run: nothing was started",)),
+    Case("resume-journal-string-line", _resume(b'"finished"\n'), 2,
+         ("journal.jsonl: line 2 is not an event (\"finished\")",)),
+    Case("resume-journal-pass-rows-text", _resume(_pass_line(rows="oops")), 2,
+         ("journal.jsonl: line 2: the pass event's rows are text (\"oops\"), not a list",)),
+    Case("resume-journal-pass-pair-text", _resume(_pass_line(pair="one")), 2,
+         ("journal.jsonl: line 2: row 1 (of 1) of the pass event cannot be read (pair is "
+          "text (\"one\"), not an integer)",)),
     Case("resume-journal-deleted", _resume_damaged(Path.unlink), 2,
          ("journal.jsonl is missing", "passes.csv cannot be trusted without it",
           "restore journal.jsonl")),
@@ -288,3 +316,38 @@ def test_robust(tmp_path: Path, case: Case) -> None:
 
 def test_ids_unique() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def _resumable(tmp: Path) -> Path:
+    """An unfinished run whose pairs are all done: a resume measures nothing (no server,
+    no AIPerf), rebuilds passes.csv, journals its session and finishes."""
+    run = make_run(tmp, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                   guardrails=[], complete=False)
+    (run / "t").mkdir()  # what the frozen campaign names, beside it
+    (run / "t" / "tokenizer.json").write_text("{}")
+    for name in ("s.jsonl", "p.jsonl"):
+        (run / name).write_text('{"text": "ls"}\n')
+    store = RunStore.open(run)
+    for pair in (1, 2):
+        store.journal("pair_start", pair=pair, pair_attempt=1, redo=False)
+        store.journal("pair_done", pair=pair, pair_attempt=1, invalid_passes=[])
+    return run
+
+
+def test_a_resume_goes_past_only_a_torn_line_the_chain_shows_a_crash_left(
+        tmp_path: Path) -> None:
+    """Before a resume set a torn last line aside, the next append ended it with a newline
+    and chained to it: the chain shows it was written as it is (a crash), so a resume goes
+    on. A line the chain does not vouch for is damage: refused, naming it."""
+    run = _resumable(tmp_path)
+    journal = run / "journal.jsonl"
+    with open(journal, "ab") as f:
+        f.write(b'{"t": "2026-11-29T16:10:00Z", "event": "pa')  # a crash
+    RunStore.open(run).journal("run_start", pid=1)  # ends the torn line, chains to it
+    assert invoke("run", "--resume", str(run), "--dry-run").code == 0
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join([*lines[:-2], b"42\n", *lines[-2:]]))  # before the torn one
+    result = invoke("run", "--resume", str(run), "--dry-run")
+    assert result.code == 2, result.output
+    flat = " ".join(result.stderr.split())
+    assert f"journal.jsonl: line {len(lines) - 1} is not an event (42) — a resume" in flat
