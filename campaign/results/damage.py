@@ -7,21 +7,24 @@ finds the lines that are no event and the pass events whose rows cannot be read:
 
 - `report` reads around them and says where (`journal_problems`: the notes it shows first);
 - a resume, which writes (passes.csv is rebuilt from the journal, pairs are measured from
-  the states it reads), refuses them, naming file and line (`refuse_damage`), except what
-  a crash tears: the last line, and a torn line a later append ended, which the chain
-  vouches for (`Reading.crashed`).
+  the states it reads), refuses them, naming file and line (`refuse_damage`), with one
+  exception each way a crash tears a line: a torn last line is set aside in
+  `journal.jsonl.torn-<n>` beside the journal, its bytes kept (`set_aside_torn`), and a
+  torn line a later append ended is vouched for by the chain (`Reading.crashed`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from campaign.errors import ResultsError
+from campaign.results import chain
 from campaign.results import journal as jr
-from campaign.textfiles import JOURNAL_CAP, open_regular, read_capped
+from campaign.textfiles import JOURNAL_CAP, atomic_write, open_regular, read_capped
 
 DAMAGED_HINT = ("restore journal.jsonl from a backup of the run folder, or measure the "
                 "campaign again (spec-ab run FILE)")
@@ -97,3 +100,55 @@ def refuse_damage(run_dir: Path, reading: jr.Reading) -> None:
         "cannot tell what was measured there, and would rebuild passes.csv without it",
         hint=f"spec-ab report {run_dir} reads what was measured around it (and names it); "
         "to measure the rest, " + DAMAGED_HINT)
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A torn last line moved out of the journal, its bytes kept beside it."""
+
+    line: int
+    kept: Path
+
+    def note(self, journal: Path) -> str:
+        return (f"{journal}: the last line (line {self.line}) is torn — the run stopped "
+                f"while writing it; its bytes are set aside in {self.kept}, kept as they "
+                f"were, and the run resumes from line {self.line - 1}")
+
+
+def set_aside_torn(run_dir: Path) -> SetAside | None:
+    """Move a torn last line (no newline after it, no event: a crash while writing it) out
+    of the journal into `journal.jsonl.torn-<n>` beside it, so the resumed session appends
+    to whole lines. The copy is written and fsynced before the journal is cut back: a
+    crash between the two keeps both. No line chains to a torn one, so the chain holds.
+    Call it under the lane lock (no session of the run is writing)."""
+    path = run_dir / jr.FILE_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        tail = chain.last_line(fd, size)
+        if (not tail.strip() or tail.endswith(b"\n")
+                or not isinstance(jr.parse_line(tail), str)):
+            return None
+        line = _newlines(fd, size - len(tail)) + 1
+        n = 1
+        while (run_dir / f"{jr.FILE_NAME}.torn-{n}").exists():
+            n += 1
+        kept = run_dir / f"{jr.FILE_NAME}.torn-{n}"
+        atomic_write(kept, tail, overwrite=False)
+        os.ftruncate(fd, size - len(tail))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return SetAside(line, kept)
+
+
+def _newlines(fd: int, end: int) -> int:
+    """How many newlines the open file holds before byte `end`."""
+    count = pos = 0
+    while pos < end:
+        chunk = os.pread(fd, min(1 << 20, end - pos), pos)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        pos += len(chunk)
+    return count

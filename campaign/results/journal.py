@@ -56,7 +56,8 @@ Event = Literal[
 - `registered` (first line): `sha256` of the rule, `campaign_path`, `base_dir` (the
   campaign's own folder: relative paths of the frozen copy resolve against it), `lane`,
   `lanes` (a shard: every lane of the campaign);
-- `run_start`: one per session (`pid`, `resumed`, `lane`, `redo_invalid`);
+- `run_start`: one per session (`pid`, `resumed`, `lane`, `redo_invalid`; `torn_set_aside`:
+  the file beside the journal a torn last line was moved to, `results.damage`);
 - `pair_start` / `pair_done` (`invalid_passes`) / `pair_invalid` (`reason`, `fault`): one pair
   attempt (`pair`, `pair_attempt`; `redo` when it redoes a cut or invalid attempt);
 - `slot_start` (`launch`, `started_at`), `server_ready` (`boot_s`; `identity`: an external

@@ -248,11 +248,17 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
         created.append(store)
     else:
         store = opts.resume
+    # under the lane lock, so no session of this run is writing its journal: a line a
+    # crash tore is set aside (its bytes kept beside the journal), and said
+    torn = None if opts.resume is None else damage.set_aside_torn(store.run_dir)
+    if torn is not None:
+        opts.on_note(torn.note(store.journal_path))
     name_holder(store.run_id)
     if opts.on_start is not None:
         opts.on_start(store)
     try:
-        return execute(campaign, store, rt, locked=True, redo_invalid=opts.redo_invalid)
+        return execute(campaign, store, rt, locked=True, redo_invalid=opts.redo_invalid,
+                       set_aside=None if torn is None else torn.kept.name)
     except Interrupted as exc:
         cut = ("" if exc.pair is None else f"; the interrupted pair {exc.pair} will be "
                "measured again from its start")
@@ -290,10 +296,11 @@ def reopen_run(run_dir: Path, rt: Runtime) -> tuple[RunStore, Campaign]:
 
 
 def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = False,
-            redo_invalid: bool = False) -> RunResult:
+            redo_invalid: bool = False, set_aside: str | None = None) -> RunResult:
     """Run every pair not yet done. Holds the lane lock for the whole run (unless the
     caller holds it: `locked`). `redo_invalid`: pairs left invalid by an earlier session
-    (a dead server, invalid passes) are measured again, whole, as a new pair attempt."""
+    (a dead server, invalid passes) are measured again, whole, as a new pair attempt.
+    `set_aside`: the file a torn last line was moved to (`run_start` records it)."""
     pre = campaign.preregistration
     slots = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed,
                        campaign.lane_index)
@@ -312,7 +319,8 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         store.journal("run_start", pid=os.getpid(), host=socket.gethostname(),
                       resumed=bool(status), lane=campaign.lane,
                       **_signed(store.run_dir),
-                      **({"redo_invalid": True} if redo_invalid else {}))
+                      **({"redo_invalid": True} if redo_invalid else {}),
+                      **({"torn_set_aside": set_aside} if set_aside else {}))
         if redo_invalid:
             status = _reopened_invalid(events, status)
         eta = _Eta(rt, len(slots), sum(len(by_pair[p]) for p, (_, st) in status.items()

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from campaign.results import chain
 from campaign.results.store import RunStore
+from campaign.run import runner
 from tests.cli import invoke
 from tests.runs import ROOT, SIM_RUN, TPUT, make_run
 
@@ -332,6 +334,37 @@ def _resumable(tmp: Path) -> Path:
         store.journal("pair_start", pair=pair, pair_attempt=1, redo=False)
         store.journal("pair_done", pair=pair, pair_attempt=1, invalid_passes=[])
     return run
+
+
+def test_a_resume_sets_a_torn_last_line_aside_and_says_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash cut the journal's last line inside a UTF-8 character: the resume keeps its
+    bytes in journal.jsonl.torn-1 beside the journal, says so on one line of stderr, and
+    goes on from the whole lines before it; the chain holds."""
+    monkeypatch.setattr(runner, "refuse_leftovers", lambda *a, **k: None)  # no engine
+    run = _resumable(tmp_path)
+    journal = run / "journal.jsonl"
+    whole = journal.read_bytes()
+    torn = b'{"t": "2026-11-29T16:10:00Z", "event": "pass", "rows": [{"arm": "caf\xc3'
+    with open(journal, "ab") as f:
+        f.write(torn)
+    lines = whole.count(b"\n")
+    result = invoke("run", "--resume", str(run), "--skip-preflight")
+    assert result.code == 0, result.output
+    (said,) = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    flat = " ".join(result.stderr.split())
+    assert f"journal.jsonl: the last line (line {lines + 1}) is torn" in flat, said
+    assert f"set aside in {run / 'journal.jsonl.torn-1'}" in flat, said
+    assert (run / "journal.jsonl.torn-1").read_bytes() == torn
+    after = journal.read_bytes()
+    assert after.startswith(whole) and torn not in after
+    assert all(json.loads(ln) for ln in after.splitlines())  # whole lines only
+    walk = chain.walk(after)
+    assert walk.chained and walk.breaks == () and walk.damaged == ()
+    kinds = [json.loads(ln)["event"] for ln in after.splitlines()[lines:]]
+    assert kinds == ["run_start", "finished"]
+    assert json.loads(after.splitlines()[lines])["torn_set_aside"] == "journal.jsonl.torn-1"
+    assert invoke("verify", str(run)).code == 0
 
 
 def test_a_resume_goes_past_only_a_torn_line_the_chain_shows_a_crash_left(
