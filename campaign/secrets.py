@@ -86,6 +86,17 @@ def references(text: str) -> list[str]:
     return EMBEDDED_RE.findall(text)
 
 
+def unexpanded_references(text: str) -> list[str]:
+    """Each `${…}` in `text` that is not `${NAME}` (`${BAR:-x}`, `${1}`, an unclosed
+    `${BAR`): `expand_text` leaves it as written."""
+    found = []
+    for m in re.finditer(r"\$\{", text):
+        if not EMBEDDED_RE.match(text, m.start()):
+            end = text.find("}", m.start())
+            found.append(text[m.start():] if end < 0 else text[m.start():end + 1])
+    return found
+
+
 def expand_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     """`text` with every `${NAME}` read from the runner's environment (empty when unset):
     an arg (`--api-key=${API_KEY}`), a URL (`http://u:${PW}@host`), an env value. Only at
@@ -306,4 +317,4 @@ __all__ = ["REDACTED", "SECRET_RE", "argv_problems", "expand", "expand_argv", "e
            "flag_variable", "is_secret", "known_values", "launch_values", "literal_secrets",
            "redact", "redact_url", "reference", "references", "scrub", "scrub_file",
            "scrub_tree", "secret_values", "shell_join", "shell_problems", "shell_word",
-           "token_shapes", "unset_references", "url_problems"]
+           "token_shapes", "unexpanded_references", "unset_references", "url_problems"]

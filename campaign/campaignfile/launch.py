@@ -102,9 +102,28 @@ def _env_name(name: str) -> str:
     return name
 
 
-Env = dict[Annotated[str, AfterValidator(_env_name)], str]
 READ_BACK = "read_back"
 """Validation context key: a frozen copy read back, not a campaign about to run."""
+
+
+def _env_value(value: str, info: ValidationInfo) -> str:
+    """Only `${NAME}` is expanded (`secrets.expand`): any other `${…}` (a shell default,
+    `${BAR:-x}`) would reach the server as written."""
+    bad = secrets.unexpanded_references(value)
+    if bad and not (info.context or {}).get(READ_BACK):
+        name = re.match(r"\$\{([A-Za-z_][A-Za-z0-9_]*)", bad[0])
+        fix = (f"write ${{{name.group(1)}}} and set {name.group(1)} in the runner's environment"
+               if name else
+               "write the value itself, or ${NAME} for a variable of the runner's environment")
+        raise ValueError(f"'{bad[0]}' is not expanded: only ${{NAME}} is (a variable name "
+                         "alone: no default, no other shell syntax), so the server would get "
+                         f"the text as written; {fix}")
+    return value
+
+
+Env = dict[Annotated[str, AfterValidator(_env_name)], Annotated[str, AfterValidator(_env_value)]]
+ENV_REFS = ("; `${NAME}` (alone or inside a value) is read from the runner's environment at "
+            "launch, and only that form: `${NAME:-default}` or other shell syntax is refused.")
 
 
 def _env_as_strings(cls: Any, v: Any, info: ValidationInfo) -> Any:
@@ -212,7 +231,8 @@ def url_host(host: str) -> str:
 
 class _LaunchBase(Model):
     readiness: Readiness = Field(default_factory=Readiness, description="Readiness checks.")
-    env: Env = Field(default_factory=dict, description="Environment variables of the server.")
+    env: Env = Field(default_factory=dict,
+                     description="Environment variables of the server" + ENV_REFS)
     command: list[str] = Field(default_factory=list, description="Command (argv list).")
     args: list[str] = Field(
         default_factory=list, description="Arguments appended to `command` (arms append more); a "
@@ -261,7 +281,8 @@ class ExternalLaunch(Model):
         None, description="Shell command run to start the arm (a secret only as `$NAME`).")
     stop_hook: str | None = Field(None, description="Shell command run to stop the arm.")
     hook_timeout_s: float = Field(600, gt=0, description="Time limit of a hook (seconds).")
-    env: Env = Field(default_factory=dict, description="Environment given to the hooks.")
+    env: Env = Field(default_factory=dict,
+                     description="Environment given to the hooks" + ENV_REFS)
     _env_ok = field_validator("env", mode="before")(_env_as_strings)
     args: list[str] = Field(
         default_factory=list, description="Extra words appended to the start hook."
@@ -313,7 +334,7 @@ class _ContainerBase(Model):
         default_factory=list, description="Arguments appended to `command` (arms append more); a "
         "secret only as `${NAME}` (`--hf-token ${HF_TOKEN}`), expanded at launch."
     )
-    env: Env = Field(default_factory=dict, description="Environment variables.")
+    env: Env = Field(default_factory=dict, description="Environment variables" + ENV_REFS)
     volumes: list[str] = Field(
         default_factory=list,
         description="`host:container[:ro|rw]`; bind-mounted files are read-only by default.",

@@ -147,6 +147,18 @@ def test_odd_keys_are_quoted_in_yaml_paths() -> None:
     assert format_yaml_path(("server", "env", "A=B")) == 'server.env["A=B"]'
 
 
+def test_only_name_references_in_env(tmp_path: Path) -> None:
+    """`${NAME}`, alone or inside a value, and `$` in other uses are accepted; a frozen
+    copy read back for a report keeps an old `${NAME:-default}` readable."""
+    seed = '    SPECAB_SIM_SEED: "7"'
+    c = _load(tmp_path, seed, seed + "\n    P: '/opt/bin:${PATH}'\n    Q: '$HOME ${HOME}'"
+              "\n    R: 'costs $5 {x}'")
+    assert c.launches["control"].env["P"] == "/opt/bin:${PATH}"
+    path = tmp_path / "old.yaml"
+    path.write_text(SIM_PAIR.replace(seed, seed + "\n    FOO: '${BAR:-x}'"))
+    assert load_campaign(path, check_files=False).server.env["FOO"] == "${BAR:-x}"
+
+
 def test_a_nul_in_a_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         _load(tmp_path, "tokenizer: builtin:tokenizer", 'tokenizer: "tok\\0"')

@@ -350,6 +350,15 @@ HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
       "relative bar (10% of 0) cannot be measured",
       "keep error_rate as an absolute guardrail ({metric: error_rate, max_worsening: 0.0, "
       "absolute: true})", "(line 18)"]),
+    # 10. only `${NAME}` is expanded in an env value: shell syntax would reach the server
+    ("env-shell-default", pair_edit(SERVER_SEED, SERVER_SEED + "\n    FOO: '${BAR:-x}'"),
+     ["server.env.FOO: '${BAR:-x}' is not expanded: only ${NAME} is (a variable name alone: "
+      "no default, no other shell syntax), so the server would get the text as written; "
+      "write ${BAR} and set BAR in the runner's environment", "(line 59)"]),
+    ("env-reference-not-a-name-arm", pair_edit(ARM_ENV, ARM_ENV + "\n      FOO: 'a-${1}'"),
+     ["arms.adaptive.env.FOO: '${1}' is not expanded: only ${NAME} is",
+      "write the value itself, or ${NAME} for a variable of the runner's environment",
+      "(line 69)"]),
 ]]
 
 
