@@ -9,6 +9,9 @@ Rules every field follows, whatever its model (one place, so no field is forgott
   `"2"`, is read as before);
 - no text holds a NUL character, which no argument, environment variable or file name can
   carry (`Model._no_nul`).
+
+A name spec-ab does not know (a key, a metric) is named with the invisible characters it
+holds escaped (`margin\\u200b`) and the closest known one (`close_hint`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Annotated, Any, ClassVar
@@ -67,6 +71,52 @@ def nul_problem(value: Any) -> str | None:
             if (text := _text(item)) is not None:
                 return f"the value of {key} ({_shown(text)}) {NUL_TEXT}"
     return None
+
+
+# --------------------------------------------------------------------------- unseen names
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Zs"})
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def invisible(text: str) -> list[str]:
+    """The characters of `text` no one sees, each once: format characters (zero-width
+    space and joiners, word joiner, byte-order mark), spaces other than ' ' (no-break
+    space), line and paragraph separators, control characters."""
+    return list(dict.fromkeys(c for c in text
+                              if c != " " and unicodedata.category(c) in _INVISIBLE))
+
+
+def escaped(char: str) -> str:
+    """One character as an escape: `\\u200b`, `\\n`."""
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def shown(text: str) -> str:
+    """`text` with its invisible characters escaped (`margin\\u200b`), the rest as is."""
+    hidden = invisible(text)
+    return "".join(escaped(c) if c in hidden else c for c in text) if hidden else text
+
+
+def close_hint(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """What follows a message about an unknown `name`: the closest of `choices`
+    (` (did you mean 'margin'?)`), and first, when `name` holds invisible characters,
+    those characters escaped and named (`: it holds an invisible character, \\u200b (zero
+    width space); did you mean 'margin'?`); "" when there is nothing to say."""
+    hidden = invisible(name)
+    pool = list(choices)
+    clean = "".join(c for c in name if c not in hidden)
+    close = ([clean] if hidden and clean in pool
+             else difflib.get_close_matches(clean, pool, n=1, cutoff=cutoff))
+    if not hidden:
+        return f" (did you mean '{close[0]}'?)" if close else ""
+    each = [f"{escaped(c)} ({unicodedata.name(c).lower()})" if unicodedata.name(c, "")
+            else escaped(c) for c in hidden]
+    chars = " and ".join([", ".join(each[:-1]), each[-1]] if len(each) > 1 else each)
+    what = "an invisible character" if len(hidden) == 1 else "invisible characters"
+    return f": it holds {what}, {chars}" + (f"; did you mean '{close[0]}'?" if close else "")
 
 
 class Model(BaseModel):
@@ -206,9 +256,7 @@ def check_metric(name: str) -> str:
     """`name` if it is a metric spec-ab knows, else a ValueError with the closest one."""
     if catalog.is_known(name):
         return name
-    close = difflib.get_close_matches(name, list(catalog.METRICS), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise ValueError(f"unknown metric '{name}'{hint}")
+    raise ValueError(f"unknown metric '{shown(name)}'{close_hint(name, catalog.METRICS)}")
 
 
 ZERO_ON_CONTROL = frozenset({"error_rate", "osl_mismatch_share"})

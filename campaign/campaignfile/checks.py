@@ -14,13 +14,12 @@ warns, or refuses (exit 2) when the campaign registered `gates.tail_requests: re
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from campaign import catalog
-from campaign.campaignfile.base import ZERO_ON_CONTROL
+from campaign.campaignfile.base import ZERO_ON_CONTROL, close_hint, shown
 from campaign.campaignfile.files import (
     YamlPath,
     content_problems,
@@ -63,18 +62,18 @@ def _cell_problems(campaign: Campaign, add: Add) -> None:
         levels = wl.levels(cell.workload)
         if not levels:
             add(("preregistration", "decision_cells", i, "workload"),
-                f"workload '{cell.workload}' is not defined under workloads")
+                f"workload '{shown(cell.workload)}' is not defined under workloads")
         elif cell.level != "*" and cell.level not in levels:
-            close = difflib.get_close_matches(cell.level, levels, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else f" (levels: {', '.join(levels)})"
+            hint = close_hint(cell.level, levels) or f" (levels: {', '.join(levels)})"
             add(("preregistration", "decision_cells", i, "level"),
-                f"level '{cell.level}' is not measured{hint}")
+                f"level '{shown(cell.level)}' is not measured{hint}")
     for i, g in enumerate(campaign.preregistration.guardrails):
         if g.workload != "*" and not wl.levels(g.workload):
             add(("preregistration", "guardrails", i, "workload"),
-                f"workload '{g.workload}' is not defined under workloads")
+                f"workload '{shown(g.workload)}' is not defined under workloads")
         elif g.level != "*" and g.workload != "*" and g.level not in wl.levels(g.workload):
-            add(("preregistration", "guardrails", i, "level"), f"level '{g.level}' is not measured")
+            add(("preregistration", "guardrails", i, "level"),
+                f"level '{shown(g.level)}' is not measured")
 
 
 def _rule_problems(campaign: Campaign, add: Add) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from campaign.campaignfile.base import shown
 from campaign.campaignfile.builtin import BUILTIN_PREFIX, builtin_names
 from campaign.campaignfile.launch import DockerLaunch, LaunchModel, ProcessLaunch, parse_volume
 from campaign.campaignfile.models import Campaign, DriftFrom
@@ -55,7 +56,8 @@ _PLAIN_KEY = re.compile(r"[\w-][\w.-]*")
 
 def format_yaml_path(path: YamlPath) -> str:
     """("arms", "x", "volumes", 1) → `arms.x.volumes[1]`; a key that is not a plain word
-    is quoted: `log_captures["../x"]`."""
+    is quoted: `log_captures["../x"]`, an invisible character in it escaped
+    (`preregistration["margin\\u200b"]`)."""
     out = ""
     for part in path:
         if isinstance(part, int):
@@ -63,7 +65,7 @@ def format_yaml_path(path: YamlPath) -> str:
         elif _PLAIN_KEY.fullmatch(str(part)):
             out += ("." if out else "") + str(part)
         else:
-            out += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+            out += f"[{shown(json.dumps(str(part), ensure_ascii=False))}]"
     return out or "(top level)"
 
 

@@ -13,14 +13,13 @@ Every problem found is raised at once, in one `SpecError`, one line each:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from campaign.campaignfile.base import CONTROL
+from campaign.campaignfile.base import CONTROL, close_hint
 from campaign.campaignfile.checks import band_over_margin as band_over_margin  # verdict/aa
 from campaign.campaignfile.checks import check_campaign
 from campaign.campaignfile.launch import LAUNCH_ADAPTER, READ_BACK, LaunchModel
@@ -134,8 +133,7 @@ def _unknown_overrides(overrides: Mapping[str, Any], fields: set[str], suggest: 
     for key in overrides:
         if key in fields and key != "backend":
             continue
-        close = difflib.get_close_matches(key, sorted(suggest), n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        hint = close_hint(key, sorted(suggest))
         out.append(lines.problem((*where, key), f"not a field {who} can override{hint}"))
     return out
 

@@ -4,13 +4,13 @@ A campaign file is validated by pydantic models; their errors name model fields,
 members (`float`, `DriftFrom`, `function-after[...]`) and indices of merged lists. Here
 they become one line per problem as the user wrote the file: `yaml.path: what is wrong
 (line N)`, with union noise dropped, messages of one place joined, a close key suggested
-for an unknown one, and a problem of a merged launch blamed on the arm or lane whose
-override caused it (`override_problems`).
+for an unknown one (an invisible character in it shown escaped: `close_hint`), and a
+problem of a merged launch blamed on the arm or lane whose override caused it
+(`override_problems`).
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import types
@@ -20,7 +20,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from campaign.campaignfile.base import yaml_float
+from campaign.campaignfile.base import close_hint, shown, yaml_float
 from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.files import format_yaml_path
 from campaign.campaignfile.launch import (
@@ -183,8 +183,7 @@ def _message(err: Any, loc: tuple[str | int, ...], vocab: list[str]) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         key = str(loc[-1]) if loc else "?"
-        close = difflib.get_close_matches(key, vocab, n=1, cutoff=0.6)
-        return f"unknown key '{key}'" + (f" (did you mean '{close[0]}'?)" if close else "")
+        return f"unknown key '{shown(key)}'" + close_hint(key, vocab)
     if kind == "missing":
         return "required but missing"
     if kind == "union_tag_invalid":

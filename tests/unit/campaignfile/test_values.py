@@ -147,6 +147,14 @@ def test_odd_keys_are_quoted_in_yaml_paths() -> None:
     assert format_yaml_path(("server", "env", "A=B")) == 'server.env["A=B"]'
 
 
+@pytest.mark.parametrize("char", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00a0"])
+def test_an_invisible_character_in_a_key_is_shown_escaped(char: str) -> None:
+    code = f"\\u{ord(char):04x}"
+    assert format_yaml_path(("preregistration", f"margin{char}")) == (
+        f'preregistration["margin{code}"]')
+    assert format_yaml_path(("env", "é=1")) == 'env["é=1"]'  # a visible letter stays
+
+
 def test_only_name_references_in_env(tmp_path: Path) -> None:
     """`${NAME}`, alone or inside a value, and `$` in other uses are accepted; a frozen
     copy read back for a report keeps an old `${NAME:-default}` readable."""

@@ -244,6 +244,10 @@ DOCKER_SERVER = """server:
   port: 18767
 """
 
+INVISIBLE = [("200b", "zero width space"), ("200c", "zero width non-joiner"),
+             ("200d", "zero width joiner"), ("2060", "word joiner"),
+             ("feff", "zero width no-break space"), ("00a0", "no-break space")]
+
 HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
     # 1. what the environment, argv and file names cannot carry
     ("env-name-with-equals-arm", pair_edit(ARM_ENV, ARM_ENV + "\n      A=B: x"),
@@ -359,6 +363,20 @@ HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
      ["arms.adaptive.env.FOO: '${1}' is not expanded: only ${NAME} is",
       "write the value itself, or ${NAME} for a variable of the runner's environment",
       "(line 69)"]),
+    # 11. an invisible character in a key or a name is shown escaped
+    *[(f"key-invisible-{code}",
+       pair_edit("  margin: 0.10 ", f"  margin{chr(int(code, 16))}: 0.10 "),
+       [f'preregistration["margin\\u{code}"]: unknown key \'margin\\u{code}\': it holds an '
+        f"invisible character, \\u{code} ({name}); did you mean 'margin'?", "(line 19)"])
+      for code, name in INVISIBLE],
+    ("arm-key-invisible", pair_edit("    env:\n      SPECAB", "    env\u2060:\n      SPECAB"),
+     ['arms.adaptive["env\\u2060"]: not a field a process arm can override: it holds an '
+      "invisible character, \\u2060 (word joiner); did you mean 'env'?", "(line 67)"]),
+    ("metric-invisible", pair_edit("primary_metric: output_token_throughput",
+                                   "primary_metric: output_token_throughput\u200b"),
+     ["preregistration.primary_metric: unknown metric 'output_token_throughput\\u200b': it "
+      "holds an invisible character, \\u200b (zero width space); did you mean "
+      "'output_token_throughput'?", "(line 18)"]),
 ]]
 
 
