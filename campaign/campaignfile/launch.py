@@ -23,7 +23,15 @@ from pydantic import (
 )
 
 from campaign import secrets
-from campaign.campaignfile.base import NAME_RE, Int, Model, check_regex
+from campaign.campaignfile.base import (
+    NAME_RE,
+    Int,
+    Model,
+    check_regex,
+    close_hint,
+    invisible,
+    shown,
+)
 
 
 class Readiness(Model):
@@ -95,6 +103,10 @@ def _volumes(v: list[str]) -> list[str]:
 def _env_name(name: str) -> str:
     if not name:
         raise ValueError("an environment variable needs a name (this one is empty)")
+    if hidden := invisible(name):  # the server would get a variable no one can type
+        meant = "".join(c for c in name if c not in hidden)
+        raise ValueError(f"'{shown(name)}' is not an environment variable name"
+                         + close_hint(name, [meant]))
     if "=" in name:
         raise ValueError(f"'{name}' is not an environment variable name: it contains '=', "
                          "which separates a name from its value in the environment; rename "

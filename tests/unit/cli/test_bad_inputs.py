@@ -372,6 +372,10 @@ HARDENING_CASES: list[Case] = [spec_case(*c) for c in [
     ("arm-key-invisible", pair_edit("    env:\n      SPECAB", "    env\u2060:\n      SPECAB"),
      ['arms.adaptive["env\\u2060"]: not a field a process arm can override: it holds an '
       "invisible character, \\u2060 (word joiner); did you mean 'env'?", "(line 67)"]),
+    ("env-name-invisible", pair_edit(ARM_ENV, ARM_ENV + "\n      HF_HOME\u200b: /cache"),
+     ["arms.adaptive.env[\"HF_HOME\\u200b\"]: 'HF_HOME\\u200b' is not an environment variable "
+      "name: it holds an invisible character, \\u200b (zero width space); did you mean "
+      "'HF_HOME'?", "(line 69)"]),
     ("metric-invisible", pair_edit("primary_metric: output_token_throughput",
                                    "primary_metric: output_token_throughput\u200b"),
      ["preregistration.primary_metric: unknown metric 'output_token_throughput\\u200b': it "
