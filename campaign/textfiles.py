@@ -4,6 +4,8 @@ files only, a size cap per kind: `read_capped`, `open_regular`)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -88,6 +90,45 @@ def write_output(path: Path, text: str, flag: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise _output_error(path, flag, exc) from None
+
+
+def check_output_folder(folder: Path, flag: str, output: Path) -> None:
+    """A folder written beside the output file `flag` names (`--format html`'s plots/),
+    checked before anything is rendered, as the file itself is: an existing folder must
+    be writable; a new one is made and removed again, since only making it tells (root may
+    write anywhere by its permissions, yet /proc refuses every new entry). A refusal is a
+    StorageError (exit 3) naming the folder."""
+    try:
+        if folder.is_dir():
+            if not os.access(folder, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
+            return
+        folder.mkdir()
+    except OSError as exc:
+        raise output_folder_error(folder, flag, output, exc) from None
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # a probe: the folder is made when its files are written
+
+
+def make_output_folder(folder: Path, flag: str, output: Path) -> None:
+    """Make the folder `check_output_folder` checked (a refusal now: a StorageError)."""
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise output_folder_error(folder, flag, output, exc) from None
+
+
+def output_folder_error(folder: Path, flag: str, output: Path, exc: OSError, *,
+                        writing: bool = False) -> StorageError:
+    """`exc` while making the folder beside `flag`'s file (`writing`: a file into it)."""
+    in_place = isinstance(exc, FileExistsError) and not folder.is_dir()
+    reason = "a file is in its place" if in_place else exc.strerror or str(exc)
+    what = (f"cannot write the plot file {exc.filename or folder}" if writing
+            else f"cannot make the plots folder {folder}")
+    return StorageError(f"{flag} {output}: {what} ({reason})",
+                        hint=f"give {flag} a file in a folder where spec-ab can make and "
+                        "write plots/ (not under /proc or /sys; no file named plots there; "
+                        "check free space and permissions)")
 
 
 def _output_error(path: Path, flag: str, exc: OSError) -> StorageError:

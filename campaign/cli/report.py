@@ -13,7 +13,13 @@ from rich.console import Console
 from campaign.cli.app import FailOnChoice, FormatChoice, app, err, guarded
 from campaign.errors import EXIT_INCOMPLETE, UsageError
 from campaign.report.formats import FAIL_ON, FORMATS
-from campaign.textfiles import check_output_path, write_output
+from campaign.textfiles import (
+    check_output_folder,
+    check_output_path,
+    make_output_folder,
+    output_folder_error,
+    write_output,
+)
 
 
 @app.command()
@@ -46,6 +52,8 @@ def report(
     conditions = [c.value for c in fail_on or []]
     if output is not None:
         check_output_path(output, "--output")
+        if fmt.value == "html":  # its plots go to a folder beside it: checked alike
+            check_output_folder(output.parent / "plots", "--output", output)
     overrides: dict[str, str] = {}
     for item in rule or []:
         if "=" not in item:
@@ -98,11 +106,16 @@ def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
     if fmt == "html" and output is not None:
         from campaign.report import as_html, plots
 
-        figs = plots.write_files(rep, output.parent / "plots")
+        folder = output.parent / "plots"
+        make_output_folder(folder, "--output", output)
+        try:
+            figs = plots.write_files(rep, folder)
+        except OSError as exc:  # a full disk, a file in a plot's place
+            raise output_folder_error(folder, "--output", output, exc,
+                                      writing=True) from None
         text = as_html.render_html(rep, plots.pngs(rep))
         write_output(output, text, "--output")
-        err.print(f"wrote {output} and {len(figs)} plot files in {output.parent / 'plots'}",
-                  markup=False)
+        err.print(f"wrote {output} and {len(figs)} plot files in {folder}", markup=False)
         return
     text = report_mod.render(rep, fmt)
     if output is not None:

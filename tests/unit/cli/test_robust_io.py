@@ -162,6 +162,19 @@ def _long_lane(tmp: Path) -> str:
     return f"{{py}} run {campaign} --out {_loop(tmp)} --skip-preflight"
 
 
+def _html_plots_a_file(tmp: Path) -> str:
+    """`-o out/report.html` where out/plots is a regular file: the plots cannot go there."""
+    (tmp / "out").mkdir()
+    (tmp / "out" / "plots").write_text("not a folder\n")
+    return f"{{py}} report {_run_dir(tmp)} -f html -o {tmp / 'out' / 'report.html'}"
+
+
+def _html_plot_a_folder(tmp: Path) -> str:
+    """out/plots/pair-changes.png is a folder: the plot cannot be written there."""
+    (tmp / "out" / "plots" / "pair-changes.png").mkdir(parents=True)
+    return f"{{py}} report {_run_dir(tmp)} -f html -o {tmp / 'out' / 'report.html'}"
+
+
 def _plan(*args: str) -> Callable[[Path], str]:
     return lambda t: f"{{py}} plan {SIM_YAML} " + " ".join(shlex.quote(a) for a in args)
 
@@ -244,6 +257,15 @@ CASES = [
          ("cannot write (Too many levels of symbolic links)",)),
     Case("report-output-too-long", lambda t: f"{{py}} report {_run_dir(t)} -o {t / LONG}",
          3, ("File name too long",)),
+    # HTML writes its plots into a folder beside the file: checked as the file is
+    Case("report-html-plots-proc", lambda t: f"{{py}} report {_run_dir(t)} -f html "
+         "-o /proc/x.html", 3,
+         ("--output /proc/x.html: cannot make the plots folder /proc/plots "
+          "(No such file or directory)", "not under /proc or /sys")),
+    Case("report-html-plots-a-file", _html_plots_a_file, 3,
+         ("cannot make the plots folder", "out/plots (a file is in its place)")),
+    Case("report-html-plot-a-folder", _html_plot_a_folder, 3,
+         ("cannot write the plot file", "out/plots/pair-changes.png (Is a directory)")),
     # 4. plan's numbers: the valid range
     Case("plan-sims-1e9", _plan("--sims", "1000000000"), 2, ("give 100 to 100,000",)),
     Case("plan-sims-1e9-text", _plan("--sims", "1e9"), 2, ("--sims",)),
@@ -384,3 +406,18 @@ def test_a_resume_goes_past_only_a_torn_line_the_chain_shows_a_crash_left(
     assert result.code == 2, result.output
     flat = " ".join(result.stderr.split())
     assert f"journal.jsonl: line {len(lines) - 1} is not an event (42) — a resume" in flat
+
+
+def test_the_plots_folder_check_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The plots folder is made to check it, and removed again: a report refused after
+    the check (here a --rule without =) leaves no empty plots/ beside the output."""
+    (tmp_path / "out").mkdir()
+    run = str(_run_dir(tmp_path))
+    res = invoke("report", run, "-f", "html", "-o",
+                 str(tmp_path / "out" / "report.html"), "--rule", "margin")
+    assert res.code == 2 and "--rule margin" in res.stderr
+    assert list((tmp_path / "out").iterdir()) == []
+    res = invoke("report", run, "-f", "html", "-o",
+                 str(tmp_path / "out" / "report.html"))
+    assert res.code == 0, res.output
+    assert (tmp_path / "out" / "plots" / "pair-changes.svg").is_file()
