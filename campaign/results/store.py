@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -355,8 +356,11 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
                                "(results/<date>-<name>-<id>)")
         if not run_dir.is_dir():
             raise ResultsError(f"{run_dir}: no such results directory")
-        raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab run",
-                           hint="give a folder made by `spec-ab run`")
+        if not os.path.lexists(reg_path):
+            raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab "
+                               "run", hint="give a folder made by `spec-ab run`")
+        # there, but no regular file (a device, a FIFO, a folder): the guarded reader
+        # below names what it is, as for the frozen campaign.yaml
     registration = Registration.load(reg_path)
     manifest = read_manifest(run_dir / "manifest.json")
     csv = (pc.read_passes(run_dir / "passes.csv") if passes is None

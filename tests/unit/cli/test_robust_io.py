@@ -232,6 +232,14 @@ CASES = [
          ("campaign.yaml", "FIFO")),
     Case("registration-over-cap", _replaced("preregistration.json", "big"), 2,
          ("preregistration.json",)),
+    # a registration that is no file used to read as "missing"
+    Case("registration-dev-zero", _replaced("preregistration.json", "zero"), 2,
+         ("preregistration.json: the preregistration is a device, not a regular file",
+          "replace it with the file spec-ab wrote")),
+    Case("registration-fifo", _replaced("preregistration.json", "fifo"), 2,
+         ("preregistration.json: the preregistration is a pipe (FIFO), not a regular file",)),
+    Case("registration-folder", _replaced("preregistration.json", "folder"), 2,
+         ("preregistration.json: the preregistration is a folder, not a regular file",)),
     # 3. paths the system refuses: exit 3 with the path and the fix
     Case("run-out-symlink-loop", lambda t: f"{{py}} run {SIM_YAML} --out {_loop(t)} "
          "--skip-preflight", 3, ("cannot write the run directory", "loop1",
