@@ -9,6 +9,9 @@ disagree, this module says which ones and where; it does not guess which was edi
 
 - `copies_disagree`: the cheap check every report makes (two small files hashed and the
   journal's first line read), so a history of a thousand nights stays fast;
+- `foreign_registration`: a registration that differs from the recorded one because it is
+  another run's (another campaign, another time of registration), not this one's edited:
+  `load_run` refuses it, `verify` fails `copies` with it;
 - `verify_run`: everything, for `spec-ab verify` — the chain walked line by line, every
   row of `passes.csv` against the journal, the registration's own hashes, and the run's
   digest against one kept outside the folder (`--digest`).
@@ -16,16 +19,18 @@ disagree, this module says which ones and where; it does not guess which was edi
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from campaign.errors import ResultsError
+from campaign.campaignfile.yamlread import read_yaml
+from campaign.errors import ResultsError, SpecError
 from campaign.results import chain, damage, signing
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
-from campaign.results.registration import Registration
+from campaign.results.registration import FILE_NAME, Registration
 from campaign.textfiles import JOURNAL_CAP, read_capped
 
 
@@ -55,6 +60,84 @@ def copies_disagree(run_dir: Path, registration: Registration, first: Mapping[st
                        f"{(got or 'unreadable')[:12]}, the journal registered {want[:12]} "
                        "before the first boot")
     return tuple(out)
+
+
+REGISTERED_WITHIN_S = 60.0
+"""A run writes its registration, then its manifest, then its journal's first line, a few
+milliseconds apart: a registration timed further than this from that line is another
+run's (another night of a campaign starts hours away, a quick re-run minutes)."""
+FOREIGN_HINT = ("put this run's own preregistration.json back (from a backup of the run "
+                "folder), or report on the run it was copied from")
+
+
+def foreign_registration(registration: Registration, first: Mapping[str, Any], *,
+                         campaign_name: str | None = None) -> str | None:
+    """Why preregistration.json is another run's registration, not this run's edited
+    (None: it may be this run's, as written or edited). Asked only when it is not what
+    the journal's first line recorded (the file's SHA-256; before the chain, the rule's),
+    and decided from what the registration and the journal both hold: the campaign's
+    name (`campaign_name`: the frozen campaign's, when it is the campaign.yaml the journal
+    registered) and the time of registration (the first line is written just after it)."""
+    recorded = _recorded(registration, first)
+    if recorded is None or recorded[1] == recorded[2]:
+        return None
+    why: list[str] = []
+    if campaign_name is not None and registration.campaign != campaign_name:
+        why.append(f"it registers campaign {registration.campaign!r}, this run is "
+                   f"{campaign_name!r} (its campaign.yaml, as journal.jsonl registered it)")
+    apart = _seconds_apart(registration.registered_at, first.get("t"))
+    if apart is not None and apart > REGISTERED_WITHIN_S:
+        why.append(f"it was registered at {registration.registered_at}, this run at "
+                   f"{first['t']} (journal.jsonl's first line)")
+    if not why:
+        return None
+    what, got, want = recorded
+    why.append(f"its {what} is {got[:12]}, journal.jsonl recorded {want[:12]} before the "
+               "first boot")
+    return "preregistration.json is another run's registration, not this run's: " + \
+        "; ".join(why)
+
+
+def _recorded(registration: Registration, first: Mapping[str, Any]
+              ) -> tuple[str, str, str] | None:
+    """(what, the registration's hash, the hash the journal's first line recorded): the
+    file's, else (a journal before the chain) the rule's; None: nothing recorded."""
+    if first.get("event") != "registered":
+        return None
+    file_hash = first.get("registration_sha256")
+    if isinstance(file_hash, str):
+        return "sha256", registration.file_sha256 or "unread", file_hash
+    rule_hash = first.get("sha256")
+    if isinstance(rule_hash, str):
+        return "rule's sha256", registration.sha256, rule_hash
+    return None
+
+
+def _seconds_apart(a: object, b: object) -> float | None:
+    """|a − b| in seconds of two ISO 8601 times (None: either is not one)."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return None
+    try:
+        ta, tb = (dt.datetime.fromisoformat(x) for x in (a, b))
+    except ValueError:
+        return None
+    ta, tb = (t if t.tzinfo else t.replace(tzinfo=dt.UTC) for t in (ta, tb))
+    return abs((ta - tb).total_seconds())
+
+
+def vouched_campaign_name(run_dir: Path, first: Mapping[str, Any]) -> str | None:
+    """The frozen campaign's name, when campaign.yaml is the file the journal's first line
+    registered (None: not recorded, another file, or no name in it)."""
+    want = first.get("campaign_sha256")
+    path = run_dir / "campaign.yaml"
+    if not isinstance(want, str) or chain.file_digest(path) != want:
+        return None
+    try:
+        doc = read_yaml(path)
+    except SpecError:
+        return None
+    name = doc.get("name")
+    return name if isinstance(name, str) else None
 
 
 NOT_PREREGISTERED = ("the run's copies disagree, so no verdict of it is pre-registered "
@@ -99,6 +182,10 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     checks.append(_registration_check(run_dir, registration))
     first = jr.first_event(run_dir)
     disagree = copies_disagree(run_dir, registration, first)
+    foreign = foreign_registration(registration, first,
+                                   campaign_name=vouched_campaign_name(run_dir, first))
+    if foreign is not None:  # said once: the lines about preregistration.json go
+        disagree = (foreign, *(d for d in disagree if not d.startswith(FILE_NAME)))
     checks.append(Check("copies", not disagree,
                         "; ".join(disagree) if disagree else _copies_ok(first)))
     reading = jr.read(run_dir)  # parsed once, lines that are no event left out

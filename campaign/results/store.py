@@ -383,6 +383,11 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         notes += more
     first = end.first
     campaign, problems, campaign_sha = _frozen_campaign(run_dir, jr.base_dir_of([first]))
+    vouched = campaign is not None and campaign_sha == first.get("campaign_sha256")
+    foreign = integrity.foreign_registration(
+        registration, first, campaign_name=campaign.name if vouched and campaign else None)
+    if foreign is not None:  # not this run's registration edited: no verdict to give
+        raise ResultsError(f"{run_dir}: {foreign}", hint=integrity.FOREIGN_HINT)
     disagree = integrity.copies_disagree(run_dir, registration, first,
                                          campaign_sha256=campaign_sha)
     notes[:0] = [*disagree, integrity.NOT_PREREGISTERED] if disagree else []

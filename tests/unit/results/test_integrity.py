@@ -4,6 +4,7 @@ frozen campaign checked against the journal's first line, the run's digest, and
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -16,7 +17,8 @@ from campaign.cli import app
 from campaign.results import chain, damage
 from campaign.results import journal as jr
 from campaign.results.registration import rule_hash, values_hash
-from tests.runs import TPUT, make_run
+from tests.cli import invoke
+from tests.runs import T0, TPUT, make_run
 
 ADOPTS = {("knee", "c1", TPUT): [(100.0, 125.0), (100.0, 124.0), (100.0, 126.0)]}
 KEEPS = {("knee", "c1", TPUT): [(100.0, 104.0), (100.0, 105.0), (100.0, 103.0)]}
@@ -142,6 +144,72 @@ def test_a_rehashed_registration_is_named_and_not_pre_registered(tmp_path: Path)
     assert code == 4 and "fail-on: not-preregistered" in text
     code, text = _cli("verify", str(run))
     assert code == 2 and "FAIL copies" in text and "preregistration.json" in text
+
+
+def _copy_registration(source: Path, run: Path) -> None:
+    """Replace `run`'s preregistration.json with `source`'s (consistent in itself)."""
+    path = run / "preregistration.json"
+    path.chmod(0o644)
+    path.write_bytes((source / "preregistration.json").read_bytes())
+
+
+def test_another_campaigns_registration_is_refused(tmp_path: Path) -> None:
+    """A registration copied from another campaign's run folder, its hashes consistent
+    in itself, read as this run's registration edited ("a rule not pre-registered",
+    EXPLORATORY, exit 0): it is not this run's at all, and is refused."""
+    run = make_run(tmp_path / "a", KEEPS, guardrails=[])
+    other = make_run(tmp_path / "b", KEEPS, guardrails=[], name="other",
+                     when=T0 + dt.timedelta(days=1), margin=0.02)
+    _copy_registration(other, run)
+    res = invoke("report", str(run))
+    assert res.code == 2, res.output
+    flat = " ".join(res.stderr.split())
+    assert (f"{run}: preregistration.json is another run's registration, not this run's: "
+            "it registers campaign 'other', this run is 'demo' (its campaign.yaml, as "
+            "journal.jsonl registered it); it was registered at 2026-11-29T22:00:00.000Z, "
+            "this run at 2026-11-28T22:00:00.000Z (journal.jsonl's first line); its "
+            "sha256 is ") in flat, flat
+    assert "put this run's own preregistration.json back" in flat
+    assert "EXPLORATORY" not in res.output
+    code, out = _cli("verify", str(run))
+    assert code == 2, out
+    assert "FAIL copies" in out and "another run's registration" in out
+    assert "ok   registration" in out  # consistent in itself
+
+
+def test_another_nights_registration_of_the_same_campaign_is_refused(tmp_path: Path) -> None:
+    """The same campaign registered another night (its own time, a lower margin that
+    would adopt): another run's registration, told by its time of registration."""
+    run = make_run(tmp_path / "a", KEEPS, guardrails=[])
+    night = make_run(tmp_path / "b", KEEPS, guardrails=[], short_id="bbbbbb",
+                     when=T0 + dt.timedelta(hours=2), margin=0.02)
+    _copy_registration(night, run)
+    res = invoke("report", str(run), "-f", "json")
+    assert res.code == 2 and res.stdout == ""
+    assert "another run's registration" in res.stderr
+    assert "registered at 2026-11-29T00:00:00.000Z" in res.stderr
+    assert "campaign 'demo'" not in res.stderr  # the name is the same: not a reason
+
+
+def test_another_runs_registration_in_a_journal_before_the_chain(tmp_path: Path) -> None:
+    """A journal before the chain records the rule's hash and the line's time only: the
+    registration of another run (the golden schema-1 sim run, an hour's night) is told
+    by its time."""
+    import shutil
+
+    from tests.runs import SIM_RUN
+
+    run = tmp_path / SIM_RUN.name
+    shutil.copytree(SIM_RUN, run)
+    other = make_run(tmp_path / "b", KEEPS, guardrails=[])
+    _copy_registration(other, run)
+    res = invoke("report", str(run))
+    assert res.code == 2, res.output
+    flat = " ".join(res.stderr.split())
+    assert ("it was registered at 2026-11-28T22:00:00.000Z, this run at "
+            "2026-11-29T16:09:54.925Z (journal.jsonl's first line); its rule's sha256 is "
+            in flat), flat
+    assert "it registers campaign" not in flat  # the frozen campaign is not vouched for
 
 
 def test_a_consistent_edit_of_registration_and_frozen_campaign_is_named(tmp_path: Path) -> None:
