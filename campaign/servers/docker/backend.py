@@ -29,6 +29,7 @@ import docker
 from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 
+from campaign import secrets
 from campaign.campaignfile import DockerLaunch
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LAUNCH
@@ -330,7 +331,8 @@ class DockerServer(ServerContext):
                 return
             if ready.command is not None:
                 try:
-                    result = s.container.exec_run(ready.command)
+                    # `${NAME}` read here, as for every command a launch runs
+                    result = s.container.exec_run(secrets.expand_argv(ready.command))
                     if result.exit_code == 0:
                         return
                 except APIError:

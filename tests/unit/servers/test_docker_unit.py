@@ -497,3 +497,33 @@ def test_unreachable_engine_at_start_says_so_and_stop_is_quiet(tmp_path: Path) -
     assert facts["containers"][0]["error"] == "docker engine unreachable"
     assert facts["docker_run"] == server.describe()
     assert facts["engines"] == {"local": {"version": None, "error": "docker engine unreachable"}}
+
+
+def test_an_extra_containers_ready_command_reads_its_references(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`${NAME}` is expanded wherever a launch runs a command (env, args, command,
+    entrypoint, hooks): the readiness command of an extra container too, read at the exec,
+    never written into the plan."""
+    from campaign.servers.docker.backend import _Started
+
+    monkeypatch.setenv("RAY_TOKEN", "tok-123")
+    launch = DockerLaunch.model_validate({
+        "backend": "docker", "image": "i", "port": 8000,
+        "extra_containers": [{"name": "worker", "image": "i", "ready": {
+            "command": ["ray", "status", "--token", "${RAY_TOKEN}"], "timeout_s": 5}}]})
+    server = DockerServer(launch, _ctx(tmp_path), client_factory=lambda h: FakeClient())
+    (plan,) = [p for p in server.plans if p.ready is not None]
+    assert plan.ready is not None and "${RAY_TOKEN}" in plan.ready.command  # type: ignore[operator]
+    ran: list[list[str]] = []
+
+    class Container:
+        def exec_run(self, cmd: list[str]) -> Any:
+            ran.append(cmd)
+            return type("R", (), {"exit_code": 0})()
+
+    class Follower:
+        def search(self, pattern: Any) -> bool:
+            return False
+
+    server._wait_extra_ready(_Started(plan, Container(), Follower()))  # type: ignore[arg-type]
+    assert ran == [["ray", "status", "--token", "tok-123"]]
