@@ -182,38 +182,25 @@ def counter_delta(before: Snapshot, after: Snapshot, name: str, **labels: str) -
     return end - begin
 
 
-def implied_a(rate: float, k: int, *, tol: float = 1e-12, max_iter: int = 200) -> float:
-    """Per-position acceptance a with (a + a² + … + a^k)/k = rate, by bisection on [0, 1].
-
-    The mean is strictly increasing in a from 0 (a = 0) to 1 (a = 1), so the root is
-    unique; rates outside [0, 1] are clamped.
-    """
-    if k < 1:
-        raise ValueError(f"k must be ≥ 1, got {k}")
-    if not math.isfinite(rate):
-        raise ValueError(f"rate must be finite, got {rate}")
-    if rate <= 0.0:
-        return 0.0
-    if rate >= 1.0:
-        return 1.0
-
-    def mean_rate(a: float) -> float:
-        return sum(a ** i for i in range(1, k + 1)) / k
-
-    lo, hi = 0.0, 1.0
-    for _ in range(max_iter):
-        mid = (lo + hi) / 2
-        if mean_rate(mid) < rate:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < tol:
-            break
-    return (lo + hi) / 2
-
-
 def _geometric_sum(a: float, k: int) -> float:
     return sum(a ** i for i in range(1, k + 1))
+
+
+def solve_a(per_draft: float, k: int) -> float:
+    """The a in [0, 1] with a + a² + … + a^k = `per_draft` (accepted tokens per draft of k),
+    by `scipy.optimize.brentq`: the sum rises strictly from 0 (a = 0) to k (a = 1), so the
+    root is unique; values outside [0, k] are clamped."""
+    if k < 1:
+        raise ValueError(f"k must be ≥ 1, got {k}")
+    if not math.isfinite(per_draft):
+        raise ValueError(f"accepted per draft must be finite, got {per_draft}")
+    if per_draft <= 0.0:
+        return 0.0
+    if per_draft >= k:
+        return 1.0
+    from scipy.optimize import brentq  # here: `check` and `--help` import no scipy
+
+    return float(brentq(lambda a: _geometric_sum(a, k) - per_draft, 0.0, 1.0, xtol=1e-13))
 
 
 def fit_a(drafts: float, accepted: float, k: int,
@@ -238,19 +225,7 @@ def fit_a(drafts: float, accepted: float, k: int,
     if per_pos:
         trials = drafts + math.fsum(per_pos[:k - 1])
         return min(1.0, accepted / trials), "per_position"
-    target = accepted / drafts
-    if target >= k:
-        return 1.0, "accepted_per_draft"
-    lo, hi = 0.0, 1.0
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if _geometric_sum(mid, k) < target:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12:
-            break
-    return (lo + hi) / 2, "accepted_per_draft"
+    return solve_a(accepted / drafts, k), "accepted_per_draft"
 
 
 @dataclass(frozen=True)

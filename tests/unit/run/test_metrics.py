@@ -183,33 +183,36 @@ def test_zero_drafts_leaves_ratios_out() -> None:
 # ---------------------------------------------------------------- implied a
 
 
-def test_implied_a_design_examples() -> None:
+def test_solve_a_design_examples() -> None:
     # docs/simulator.md: 0.435 at k = 4 and 0.333 at k = 6 both mean a ≈ 0.69
-    assert m.implied_a(0.435, 4) == pytest.approx(0.69, abs=0.006)
-    assert m.implied_a(0.333, 6) == pytest.approx(0.69, abs=0.006)
+    assert m.solve_a(0.435 * 4, 4) == pytest.approx(0.69, abs=0.006)
+    assert m.solve_a(0.333 * 6, 6) == pytest.approx(0.69, abs=0.006)
 
 
 @pytest.mark.parametrize("a", [0.05, 0.3, 0.5, 0.69, 0.91, 0.99])
 @pytest.mark.parametrize("k", [1, 2, 4, 5, 8])
-def test_implied_a_inverts_the_geometric_mean(a: float, k: int) -> None:
+def test_solve_a_inverts_the_geometric_mean(a: float, k: int) -> None:
     rate = sum(a ** i for i in range(1, k + 1)) / k
-    assert m.implied_a(rate, k) == pytest.approx(a, abs=1e-9)
+    assert m.solve_a(rate * k, k) == pytest.approx(a, abs=1e-9)
+    drafts = 1000.0
+    assert m.fit_a(drafts, rate * k * drafts, k) == (pytest.approx(a, abs=1e-9),
+                                                     "accepted_per_draft")
 
 
-def test_implied_a_hand_value_k2() -> None:
+def test_solve_a_hand_value_k2() -> None:
     # k = 2: rate = (a + a²)/2 → a = (−1 + √(1 + 8·rate))/2; rate 0.375 → a = 0.5
-    assert m.implied_a(0.375, 2) == pytest.approx(0.5, abs=1e-9)
-    assert m.implied_a(0.6, 2) == pytest.approx((-1 + math.sqrt(1 + 8 * 0.6)) / 2, abs=1e-9)
+    assert m.solve_a(0.75, 2) == pytest.approx(0.5, abs=1e-9)
+    assert m.solve_a(1.2, 2) == pytest.approx((-1 + math.sqrt(1 + 8 * 0.6)) / 2, abs=1e-9)
 
 
-def test_implied_a_edges() -> None:
-    assert m.implied_a(0.0, 4) == 0.0
-    assert m.implied_a(1.0, 4) == 1.0
-    assert m.implied_a(0.42, 1) == pytest.approx(0.42, abs=1e-9)
+def test_solve_a_edges() -> None:
+    assert m.solve_a(0.0, 4) == 0.0
+    assert m.solve_a(4.0, 4) == 1.0
+    assert m.solve_a(0.42, 1) == pytest.approx(0.42, abs=1e-9)
     with pytest.raises(ValueError):
-        m.implied_a(0.5, 0)
+        m.solve_a(0.5, 0)
     with pytest.raises(ValueError):
-        m.implied_a(float("nan"), 4)
+        m.solve_a(float("nan"), 4)
 
 
 def test_derive_tokens_per_drafted_step_matches_geometric_expectation() -> None:
@@ -224,7 +227,7 @@ def test_derive_tokens_per_drafted_step_matches_geometric_expectation() -> None:
 # ---------------------------------------------------------------- real vLLM (n-gram, CPU)
 
 
-def test_implied_a_with_short_drafts_stays_below_position_zero() -> None:
+def test_solve_a_with_short_drafts_stays_below_position_zero() -> None:
     # Measured on vLLM 0.32 (CPU, n-gram, k = 4): drafts average 3.62 of 4 tokens. Solving
     # the acceptance *rate* for a gave 0.8458, above the position-0 acceptance 0.8346 —
     # which the geometric model itself rules out (position 0 is accepted with prob. a).
@@ -235,7 +238,7 @@ def test_implied_a_with_short_drafts_stays_below_position_zero() -> None:
     assert figures.implied_a_method == "per_position"
 
 
-def test_implied_a_without_positions_fits_accepted_per_draft() -> None:
+def test_solve_a_without_positions_fits_accepted_per_draft() -> None:
     figures = m.derive(133, 481, 322)
     assert figures.implied_a_method == "accepted_per_draft"
     a = figures.implied_a
