@@ -25,17 +25,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from campaign.campaignfile import Campaign
 from campaign.campaignfile.duration import boot_s, estimate
 from campaign.campaignfile.schedule import plan_slots
 from campaign.fmt import clock as human
+from campaign.run.measure.metrics import ScrapeFailed, parse
 from campaign.results.journal import of_kind, read_journal
 
 log = logging.getLogger("campaign.run")
@@ -59,9 +61,10 @@ def _earlier_runs(campaign: Campaign, run_dir: Path | None
         if other == run_dir or not (other / "journal.jsonl").is_file():
             continue
         try:
-            frozen = yaml.safe_load((other / "campaign.yaml").read_text(encoding="utf-8"))
+            frozen = YAML(typ="safe", pure=True).load(
+                (other / "campaign.yaml").read_text(encoding="utf-8"))
             events = read_journal(other)
-        except (OSError, ValueError, yaml.YAMLError):
+        except (OSError, ValueError, YAMLError):
             continue
         if not isinstance(frozen, dict) or frozen.get("lane") != campaign.lane:
             continue
@@ -135,16 +138,14 @@ class Eta:
 # --------------------------------------------------------------------------- requests
 
 
-def count_successes(text: str) -> float:
-    """Sum of `vllm:request_success_total` over its label sets in a /metrics text."""
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(SUCCESS_COUNTER) and line[len(SUCCESS_COUNTER):][:1] in ("{", " "):
-            try:
-                total += float(line.rsplit(None, 1)[-1])
-            except ValueError:
-                continue
-    return total
+def count_successes(text: str) -> float | None:
+    """Sum of `vllm:request_success_total` over its label sets in a /metrics text, read by
+    the runner's own parser (`metrics.parse`); None when the text is not Prometheus text
+    or has no such counter."""
+    try:
+        return parse(text).value(SUCCESS_COUNTER)
+    except ScrapeFailed:
+        return None
 
 
 class PassWatch:
@@ -162,10 +163,11 @@ class PassWatch:
 
     def poll(self) -> int:
         text = self._get(self.base_url)
-        if text is not None and self.base is not None:
-            self.done = max(self.done, int(count_successes(text) - self.base))
-        elif text is not None:
-            self.base = count_successes(text)
+        now = count_successes(text) if text is not None else None
+        if now is not None and self.base is not None:
+            self.done = max(self.done, int(now - self.base))
+        elif now is not None:
+            self.base = now
         return self.done
 
     def level(self) -> str:

@@ -82,6 +82,22 @@ def test_requests_done_from_the_success_counter() -> None:
     assert watch.level() == "c4 (2/3)"
 
 
+def test_requests_done_read_by_the_runners_parser_on_real_expositions() -> None:
+    """The display counts requests with the parser the runner scrapes with: on vLLM's own
+    captured /metrics (every finished_reason, the _created lines) the count is the sum of
+    the success series, and a text that is not Prometheus text is skipped, not a count."""
+    data = Path(__file__).resolve().parents[2] / "data" / "metrics"
+    before = (data / "vllm032_cpu_ngram_k4_before.prom").read_text()
+    after = (data / "vllm032_cpu_ngram_k4_after.prom").read_text()
+    assert (count_successes(before), count_successes(after)) == (5.0, 21.0)
+    assert count_successes("<html>502 Bad Gateway</html>\n{") is None
+    assert count_successes("# HELP nothing here\n") is None
+    texts = iter([before, "<html>502</html>\n{", after])
+    watch = PassWatch("http://x", 16, ["c1"], get=lambda url: next(texts))
+    assert watch.poll() == 0  # a garbled scrape changes nothing
+    assert watch.poll() == 16
+
+
 def test_plain_lines_off_a_terminal(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="campaign.run")
     buf = io.StringIO()
