@@ -29,6 +29,8 @@ import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from campaign.textfiles import atomic_write
+
 SECRET_RE = re.compile(
     r"(?<!PER_)TOKEN(?!IZER|S|_(?:MS|US|S|SEC|COUNT|LEN|LENGTH|LIMIT|NUM|RATE|BUDGET|SIZE)"
     r"(?:_|$))|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
@@ -187,10 +189,8 @@ def scrub_file(path: Path, values: Iterable[str]) -> bool:
     clean = scrub(text, values=list(values))
     if clean == text:
         return False
-    tmp = path.with_name(path.name + ".scrub")
-    tmp.write_bytes(clean.encode("utf-8", errors="surrogateescape"))
-    os.chmod(tmp, path.stat().st_mode & 0o7777)
-    os.replace(tmp, path)
+    atomic_write(path, clean.encode("utf-8", errors="surrogateescape"),
+                 mode=path.stat().st_mode & 0o7777)
     return True
 
 

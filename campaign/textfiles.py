@@ -17,10 +17,12 @@ from typing import BinaryIO
 from campaign.errors import ResultsError, StorageError, UsageError
 
 
-def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> None:
+def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True,
+                 mode: int | None = None) -> None:
     """Write via a temp file + fsync + rename, so a crash never leaves half a file.
 
     With `overwrite=False` an existing file is an error (results are never replaced).
+    `mode` sets the file's permission bits (else the temp file's 0600).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     if not overwrite and path.exists():
@@ -30,6 +32,8 @@ def atomic_write(path: Path, data: str | bytes, *, overwrite: bool = True) -> No
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             f.flush()
             os.fsync(f.fileno())
         if not overwrite:

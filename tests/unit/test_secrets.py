@@ -3,6 +3,7 @@ screens (the end-to-end test is tests/unit/cli/test_secrets_everywhere.py)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,31 @@ def test_a_quoted_log_tail_is_scrubbed(tmp_path: Path, monkeypatch: pytest.Monke
     server = ProcessServer(launch, _ctx(tmp_path))
     (tmp_path / "server.log").write_text("got value-from-env and hf-token-value\n")
     assert server.logs() == ["got <redacted> and <redacted>"]
+
+
+def test_scrub_file_is_atomic_and_durable(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scrubbed log is written to a temp file, fsynced, renamed over the old one: a crash
+    (here the rename failing) leaves the old file whole and no temp file behind."""
+    log = tmp_path / "server.log"
+    log.write_text("a tokenvalue b\n")
+    log.chmod(0o640)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    real_replace = os.replace
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        secrets.scrub_file(log, ["tokenvalue"])
+    assert log.read_text() == "a tokenvalue b\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]
+    monkeypatch.setattr(os, "replace", real_replace)
+    synced.clear()
+    assert secrets.scrub_file(log, ["tokenvalue"])
+    assert synced and log.read_text() == "a <redacted> b\n"
+    assert log.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]

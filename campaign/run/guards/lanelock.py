@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from campaign.errors import PreflightError, ResultsError
-from campaign.textfiles import read_capped
+from campaign.textfiles import atomic_write, read_capped
 
 LOCK_DIR_ENV = "SPECAB_LOCK_DIR"
 MAX_SLUG = 64
@@ -90,7 +90,7 @@ def hold(lane: str, run_id: str, *,
 
     def name(holder: str) -> None:
         try:
-            info.write_text(json.dumps({"run_id": holder, "pid": os.getpid()}))
+            atomic_write(info, json.dumps({"run_id": holder, "pid": os.getpid()}), mode=0o644)
         except OSError:
             pass  # the side file only names the holder in a "busy" message
 

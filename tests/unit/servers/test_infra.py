@@ -3,6 +3,7 @@ the process and external backends (real child processes), readiness with fakes."
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -57,6 +58,24 @@ def test_lane_lock(tmp_path: Path) -> None:
             pass
     with lanelock.hold("gb300 station", "run-b", lock_dir=tmp_path):
         pass
+
+
+def test_the_lane_holder_note_is_written_whole(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note that names who holds a lane is written to a temp file, fsynced and renamed:
+    a crash while it is written leaves the old note or none, never half of one, so the
+    next run's "busy" message can still name the holder."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    with lanelock.hold("gb300 station", "run-a", lock_dir=tmp_path) as name:
+        assert synced
+        name("2026-12-04-run-a")
+        note = tmp_path / "gb300_station.holder.json"
+        assert json.loads(note.read_text())["run_id"] == "2026-12-04-run-a"
+        assert note.stat().st_mode & 0o777 == 0o644
+        assert sorted(p.name for p in tmp_path.iterdir()
+                      if p.name.startswith(".")) == []  # no temp file left
 
 
 def test_redaction() -> None:
