@@ -14,7 +14,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
 
 from campaign import campaignfile as spec
 
@@ -74,7 +73,7 @@ def _default(info: FieldInfo) -> str:
         if isinstance(value, list) and value and isinstance(value[0], BaseModel):
             return "; ".join(str(v.model_dump(exclude_defaults=True)) for v in value)
         return f"`{value}`"
-    if info.default is PydanticUndefined:
+    if info.is_required():  # no default and no factory
         return ""
     return f"`{info.default}`"
 
