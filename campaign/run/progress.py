@@ -37,8 +37,8 @@ from campaign.campaignfile import Campaign
 from campaign.campaignfile.duration import boot_s, estimate
 from campaign.campaignfile.schedule import plan_slots
 from campaign.fmt import clock as human
-from campaign.run.measure.metrics import ScrapeFailed, parse
 from campaign.results.journal import of_kind, read_journal
+from campaign.run.measure.metrics import ScrapeFailed, parse
 
 log = logging.getLogger("campaign.run")
 
