@@ -7,8 +7,9 @@ streamed (`send`). The texts are kept in `pairs/NN/<arm>/fidelity.jsonl` and in 
 journal (`fidelity` event), so a resume or a rebuild keeps them.
 
 Figures (`compare`, rows at workload `fidelity`, level `c1`): the share of requests whose
-text equals the other's, the share of whitespace tokens equal at the same position (up to
-the shorter text) and the mean position of the first divergence. On a candidate's rows:
+text equals the other's, the share of whitespace tokens equal at the same position (over
+the longer text: a missing or extra token is a mismatch) and the mean position of the first
+divergence. On a candidate's rows:
 against the control of its pair. On the control's rows: the control against itself — the
 previous pair's control (across boots), or, in the first pair, its own second answer on
 the same boot — the reference a guardrail judges the candidate against, measured, not
@@ -102,7 +103,9 @@ def send(client: httpx.Client, base_url: str, campaign: Campaign,
 def compare(reference: Sequence[Mapping[str, Any]],
             other: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The figures of `other` against `reference`, request by request (matched by id; a
-    failed or missing answer counts as a text with no token matched)."""
+    failed or missing answer counts as a text with no token matched). Tokens are compared
+    position by position over the longer of the two texts: a token missing or added is a
+    mismatch. Nothing compared (0 of 0 tokens) is no agreement: a token match of 0."""
     theirs = {o["id"]: o for o in other}
     identical = 0
     matched = compared = 0
@@ -111,18 +114,18 @@ def compare(reference: Sequence[Mapping[str, Any]],
         mine = theirs.get(ref["id"], {})
         if "text" not in ref or "text" not in mine:
             firsts.append(0)
-            compared += len(str(ref.get("text", "")).split())
+            compared += max(len(str(ref.get("text", "")).split()),
+                            len(str(mine.get("text", "")).split()))
             continue
         a, b = str(ref["text"]).split(), str(mine["text"]).split()
-        n = min(len(a), len(b))
-        same = [x == y for x, y in zip(a[:n], b[:n], strict=True)]
+        same = [x == y for x, y in zip(a, b, strict=False)]
         matched += sum(same)
-        compared += max(n, 1 if len(a) != len(b) else 0)
-        firsts.append(same.index(False) if False in same else n)
+        compared += max(len(a), len(b))
+        firsts.append(same.index(False) if False in same else len(same))
         identical += ref["text"] == mine["text"]
     requests = len(reference)
     return {
-        "fidelity_token_match": matched / compared if compared else 1.0,
+        "fidelity_token_match": matched / compared if compared else 0.0,
         "fidelity_identical_share": identical / requests if requests else 0.0,
         "fidelity_first_divergence": sum(firsts) / len(firsts) if firsts else 0.0,
         "fidelity_requests": float(requests),
