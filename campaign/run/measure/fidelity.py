@@ -244,9 +244,9 @@ def judge(answers: Sequence[Sequence[Mapping[str, Any]]], wall_s: float, timeout
     if failed:
         first, rnd = failed[0]
         total = sum(len(outputs) for outputs in answers)
-        why = (f"{len(failed)} of {total} fidelity requests failed (first: {first['id']}, "
-               f"round {rnd}: {first.get('error', 'no answer')}): a pass without every "
-               "answer compares nothing")
+        why = (f"{len(failed)} of {total} fidelity prompts got no answer (first: "
+               f"{first['id']}, round {rnd}: {first.get('error', 'no answer')}): a pass "
+               "without every answer compares nothing")
         problems.append(why)
         own.append(why)
     if wall_s > timeout_s:

@@ -28,7 +28,7 @@ def test_a_server_that_dies_after_two_prompts_is_an_invalid_pass(tmp_path: Path)
     assert [("text" in o) for o in out] == [True, True, False, False, False]
     check = fd.judge([out], 1.0, 20.0, None)
     assert not check.valid and check.fault("cand") == "own"
-    assert check.problems[0].startswith("3 of 5 fidelity requests failed (first: p-2")
+    assert check.problems[0].startswith("3 of 5 fidelity prompts got no answer (first: p-2")
 
 
 def test_a_server_that_hangs_costs_the_pass_its_time_not_each_request(tmp_path: Path) -> None:

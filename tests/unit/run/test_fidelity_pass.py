@@ -110,7 +110,7 @@ def test_a_candidate_whose_server_dies_under_the_fidelity_pass_is_no_fidelity_fi
     assert (1, 1, "cand") not in _figures(journal)
     (kept,) = [e for e in journal if e["event"] == "fidelity" and e["arm"] == "cand"
                and e["pair"] == 1]
-    assert not kept["valid"] and "3 of 5 fidelity requests failed" in kept["problems"][0]
+    assert not kept["valid"] and "3 of 5 fidelity prompts got no answer" in kept["problems"][0]
 
 
 def test_a_control_that_hangs_under_the_fidelity_pass_is_retried_redone_never_a_reference(

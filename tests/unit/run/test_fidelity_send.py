@@ -278,7 +278,7 @@ def test_a_pass_against_a_failing_server_keeps_each_error_and_is_invalid(
     answers = jr.of_kind(store.read_journal(), "fidelity")
     assert [(e["round"], e["valid"]) for e in answers] == [(1, False), (2, False)]
     assert answers[0]["problems"][0].startswith(
-        "6 of 6 fidelity requests failed (first: shell-0, round 1: HTTPStatusError")
+        "6 of 6 fidelity prompts got no answer (first: shell-0, round 1: HTTPStatusError")
     assert answers[0]["fault"] == "lane"  # the control's: always the lane's
 
 
