@@ -1,8 +1,9 @@
 """The lossless check's requests (`run.fidelity.send`) and an arm's fidelity pass
-(`run.fidelity.run`), in process against an OpenAI-compatible server answered by
+(`run.fidelity.run_attempt`), in process against an OpenAI-compatible server answered by
 `httpx.MockTransport`: what is asked (greedy, seeded, not streamed, the configured
-tokens), what is kept for each prompt (its text, or why there is none), and what a pass
-leaves in the arm's folder and the journal."""
+tokens), what is kept for each prompt (its text, or why there is none), how the pass's time
+bounds it, and what a pass leaves in the arm's folder and the journal (an invalid one: no
+figure, and never a reference)."""
 
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ class FakeServer:
 
 @dataclass
 class FakeArm:
-    """What the fidelity pass reads of a running arm (`fidelity.Arm`)."""
+    """What the fidelity pass reads of a running arm (`fidelity.LiveSlot`)."""
 
     campaign: Campaign
     store: RunStore
