@@ -72,8 +72,9 @@ _METRICS = [
 
 _METRICS += [
     Metric("fidelity_token_match", "fraction", "higher", "pass",
-           "fidelity pass: whitespace tokens equal at the same position (up to the shorter "
-           "text) ÷ tokens compared, candidate against the control of its pair; on the "
+           "fidelity pass: whitespace tokens equal at the same position ÷ the tokens of "
+           "the longer text (missing or extra tokens are mismatches; 0 when nothing was "
+           "compared), candidate against the control of its pair; on the "
            "control's rows its agreement with itself (the reference)"),
     Metric("fidelity_identical_share", "fraction", "higher", "pass",
            "fidelity pass: requests whose output equals the other's ÷ requests"),

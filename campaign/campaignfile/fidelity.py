@@ -13,7 +13,12 @@ class FidelityWorkload(Model):
     prompts greedily (temperature 0, a fixed seed, one at a time, not streamed), and the
     candidate's texts are compared with the control's of the same pair; the control's own
     agreement (with the previous pair's control, or with itself on its boot in the first
-    pair) is the reference (figures at workload `fidelity`, level `c1`)."""
+    pair) is the reference (figures at workload `fidelity`, level `c1`). It is a pass like
+    any other: a request that fails or times out, the pass over `gates.pass_timeout_s`
+    (which bounds the whole pass, all its requests), or a server dead or unhealthy after it
+    makes it invalid — retried (`gates.retries`), then the pair redone (the control's: the
+    lane's fault) or left invalid (the candidate's own); only valid answers are compared,
+    and only a valid control's are ever a reference."""
 
     prompts_per_class: Prompts = Field(
         2, ge=1, description="Prompts taken from each agent-fixture class (the first N of "

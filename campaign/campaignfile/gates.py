@@ -19,7 +19,8 @@ class Gates(Model):
         4, ge=1, description="Fewest completed requests per level in a valid pass."
     )
     pass_timeout_s: float = Field(
-        1800, gt=0, description="Wall-clock limit of one AIPerf invocation (seconds)."
+        1800, gt=0, description="Wall-clock limit of one AIPerf invocation, and of one "
+        "attempt of the fidelity pass, all its requests (seconds)."
     )
     retries: Int = Field(1, ge=0, le=5, description="Retries of an invalid pass.")
     pair_retries: Int = Field(

@@ -72,8 +72,10 @@ Event = Literal[
 - `pass`: one AIPerf pass with its `rows` (the tidy rows of `passes.csv`), `valid`,
   `problems`, whose failure an invalid pass is (`fault`: `lane` or `own`) and what AIPerf
   did; `pass_interrupted` when a stop cut it; `fidelity`: an arm's answers to the fidelity
-  prompts (`round`, `outputs`; `campaign.run.measure.fidelity`), whose figures follow as `pass`
-  events of workload `fidelity` (`against` names what they compare with);
+  prompts, one event per round of one attempt (`name`, `attempt`, `round`, `outputs`,
+  `wall_s`, `valid`, `problems`, `fault`; `campaign.run.measure.fidelity`), whose figures
+  (valid answers only) follow as `pass` events of workload `fidelity` (`against` names what
+  they compare with);
 - `pair_redo`: a pair left invalid by the lane alone, measured again within the night
   (`pair`, the `pair_attempt` the redo will be, its `cause`, `budget_left` of
   `gates.redo_budget`);

@@ -7,12 +7,19 @@ streamed (`send`). The texts are kept in `pairs/NN/<arm>/fidelity.jsonl` and in 
 journal (`fidelity` event), so a resume or a rebuild keeps them.
 
 Figures (`compare`, rows at workload `fidelity`, level `c1`): the share of requests whose
-text equals the other's, the share of whitespace tokens equal at the same position (up to
-the shorter text) and the mean position of the first divergence. On a candidate's rows:
+text equals the other's, the share of whitespace tokens equal at the same position (over
+the longer text: a missing or extra token is a mismatch) and the mean position of the first
+divergence. On a candidate's rows:
 against the control of its pair. On the control's rows: the control against itself — the
 previous pair's control (across boots), or, in the first pair, its own second answer on
 the same boot — the reference a guardrail judges the candidate against, measured, not
 assumed (engines are not bit-deterministic across batch shapes).
+
+It is a pass like any other (`judge`): every prompt answered with a text, within
+`gates.pass_timeout_s` for the whole pass (each request waits at most what is left of it),
+on a server found healthy after it; else invalid, retried, then its pair redone or left
+invalid (`campaign.run.slot.lifecycle`). Only a valid pass's answers are compared, and only
+a valid control's are ever a reference.
 
 The fidelity pass as a run measures it; as a campaign file registers it (its workload,
 prompts and guardrail): `campaign.campaignfile.fidelity`.
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +41,7 @@ from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.schedule import Slot
 from campaign.results import journal as jr
 from campaign.results.store import RunStore
+from campaign.run.measure.passes import PassCheck, ServerFault
 from campaign.servers import Server
 from campaign.textfiles import atomic_write
 
@@ -84,14 +93,25 @@ def _text_of(endpoint: str, data: Mapping[str, Any]) -> str:
     return str(choice["text"])
 
 
+NOT_ASKED = "not asked: the pass's time (gates.pass_timeout_s) was spent"
+
+
 def send(client: httpx.Client, base_url: str, campaign: Campaign,
-         items: Sequence[tuple[str, str]], timeout_s: float) -> list[dict[str, Any]]:
-    """Each prompt's answer, in order: {id, text} or {id, error}."""
+         items: Sequence[tuple[str, str]], budget_s: float,
+         clock: Callable[[], float] = time.monotonic) -> list[dict[str, Any]]:
+    """Each prompt's answer, in order: {id, text} or {id, error}. `budget_s` bounds the
+    whole call, not each request: a request waits at most what is left of it, and a prompt
+    reached once it is spent is not asked (its error says so)."""
+    end = clock() + budget_s
     out: list[dict[str, Any]] = []
     for pid, text in items:
+        left = end - clock()
+        if left <= 0:
+            out.append({"id": pid, "error": NOT_ASKED})
+            continue
         endpoint, body = _request(campaign, text)
         try:
-            resp = client.post(base_url.rstrip("/") + endpoint, json=body, timeout=timeout_s)
+            resp = client.post(base_url.rstrip("/") + endpoint, json=body, timeout=left)
             resp.raise_for_status()
             out.append({"id": pid, "text": _text_of(endpoint, resp.json())})
         except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
@@ -102,7 +122,9 @@ def send(client: httpx.Client, base_url: str, campaign: Campaign,
 def compare(reference: Sequence[Mapping[str, Any]],
             other: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The figures of `other` against `reference`, request by request (matched by id; a
-    failed or missing answer counts as a text with no token matched)."""
+    failed or missing answer counts as a text with no token matched). Tokens are compared
+    position by position over the longer of the two texts: a token missing or added is a
+    mismatch. Nothing compared (0 of 0 tokens) is no agreement: a token match of 0."""
     theirs = {o["id"]: o for o in other}
     identical = 0
     matched = compared = 0
@@ -111,18 +133,18 @@ def compare(reference: Sequence[Mapping[str, Any]],
         mine = theirs.get(ref["id"], {})
         if "text" not in ref or "text" not in mine:
             firsts.append(0)
-            compared += len(str(ref.get("text", "")).split())
+            compared += max(len(str(ref.get("text", "")).split()),
+                            len(str(mine.get("text", "")).split()))
             continue
         a, b = str(ref["text"]).split(), str(mine["text"]).split()
-        n = min(len(a), len(b))
-        same = [x == y for x, y in zip(a[:n], b[:n], strict=True)]
+        same = [x == y for x, y in zip(a, b, strict=False)]
         matched += sum(same)
-        compared += max(n, 1 if len(a) != len(b) else 0)
-        firsts.append(same.index(False) if False in same else n)
+        compared += max(len(a), len(b))
+        firsts.append(same.index(False) if False in same else len(same))
         identical += ref["text"] == mine["text"]
     requests = len(reference)
     return {
-        "fidelity_token_match": matched / compared if compared else 1.0,
+        "fidelity_token_match": matched / compared if compared else 0.0,
         "fidelity_identical_share": identical / requests if requests else 0.0,
         "fidelity_first_divergence": sum(firsts) / len(firsts) if firsts else 0.0,
         "fidelity_requests": float(requests),
@@ -134,6 +156,8 @@ class _Edges(Protocol):
 
     @property
     def progress(self) -> Callable[..., None]: ...
+    @property
+    def monotonic(self) -> Callable[[], float]: ...
 
 
 class LiveSlot(Protocol):
@@ -160,26 +184,79 @@ class LiveSlot(Protocol):
     def started_at(self) -> str: ...
 
 
-def run(live: LiveSlot) -> None:
-    """The arm's fidelity pass (the control answers twice when no earlier pair's control
-    did: its reference on the same boot), kept and journaled, then any figures it
-    completes."""
+def pass_name(attempt: int) -> str:
+    """The pass's name in the journal and its files (`fidelity`, `fidelity.retry1`, …)."""
+    return WORKLOAD if attempt == 1 else f"{WORKLOAD}.retry{attempt - 1}"
+
+
+def run_attempt(live: LiveSlot, attempt: int,
+                health: Callable[[], ServerFault | None]) -> PassCheck:
+    """One attempt of the arm's fidelity pass (the control answers twice when no earlier
+    pair's valid control did: its reference on the same boot), judged (`judge`, with
+    what `health` finds wrong with the server after it), kept and journaled whatever it
+    is, then the figures it completes when it is valid."""
     campaign, slot = live.campaign, live.slot
     items = prompts(campaign)
     timeout = campaign.preregistration.gates.pass_timeout_s
     rounds = 1
     if slot.arm == CONTROL and _earlier_control(live.store.read_journal(), slot.pair) is None:
         rounds = 2
-    live.rt.progress("slot_phase", pair=slot.pair, arm=slot.arm, phase=WORKLOAD)
+    name = pass_name(attempt)
+    live.rt.progress("slot_phase", pair=slot.pair, arm=slot.arm, phase=name)
+    clock = live.rt.monotonic
+    t0 = clock()
+    answers: list[list[dict[str, Any]]] = []
+    for _ in range(rounds):
+        answers.append(send(live.client, live.server.base_url, campaign, items,
+                            timeout - (clock() - t0), clock))
+    wall_s = clock() - t0
+    check = judge(answers, wall_s, timeout, health())
+    fault = check.fault(slot.arm)
     lines: list[str] = []
-    for rnd in range(1, rounds + 1):
-        outputs = send(live.client, live.server.base_url, campaign, items, timeout)
+    for rnd, outputs in enumerate(answers, start=1):
         lines += [json.dumps({"round": rnd, **o}) for o in outputs]
         live.store.journal("fidelity", slot=slot.index, pair=slot.pair,
-                           pair_attempt=live.pair_attempt, arm=slot.arm, round=rnd,
-                           started_at=live.started_at, outputs=outputs)
-    atomic_write(live.arm_dir / "fidelity.jsonl", "\n".join(lines) + "\n")
-    journal_figures(live.store, slot.pair, live.pair_attempt)
+                           pair_attempt=live.pair_attempt, arm=slot.arm, name=name,
+                           attempt=attempt, round=rnd, started_at=live.started_at,
+                           valid=check.valid, problems=check.problems,
+                           **({"fault": fault} if fault else {}),
+                           wall_s=round(wall_s, 3), outputs=outputs)
+    atomic_write(live.arm_dir / f"{name}.jsonl", "\n".join(lines) + "\n")
+    live.rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name,
+                     valid=check.valid, measured=True, summary={},
+                     problems=check.all_problems())
+    if check.valid:
+        journal_figures(live.store, slot.pair, live.pair_attempt)
+    return check
+
+
+def judge(answers: Sequence[Sequence[Mapping[str, Any]]], wall_s: float, timeout_s: float,
+          server_fault: ServerFault | None) -> PassCheck:
+    """Whether a fidelity pass can be used, as any pass: every prompt answered with a text
+    (a failed, timed-out or unasked request is no answer to compare: a crash is not a
+    change of the model), within `pass_timeout_s`, on a server found healthy after it.
+    Failed requests and the server's death are the server's own; a pass over its time with
+    every answer in is the lane's."""
+    problems: list[str] = []
+    own: list[str] = []
+    failed = [(o, rnd) for rnd, outputs in enumerate(answers, start=1)
+              for o in outputs if "text" not in o]
+    if failed:
+        first, rnd = failed[0]
+        total = sum(len(outputs) for outputs in answers)
+        why = (f"{len(failed)} of {total} fidelity prompts got no answer (first: "
+               f"{first['id']}, round {rnd}: {first.get('error', 'no answer')}): a pass "
+               "without every answer compares nothing")
+        problems.append(why)
+        own.append(why)
+    if wall_s > timeout_s:
+        problems.append(f"the pass took {wall_s:.1f} s, over gates.pass_timeout_s "
+                        f"{timeout_s:g} s")
+    if server_fault is not None:
+        problems.append(server_fault.reason)
+        if not server_fault.scrape:
+            own.append(server_fault.reason)
+    return PassCheck(problems, {}, {}, tuple(own))
 
 
 Key = tuple[int, int, str, int]
@@ -187,12 +264,16 @@ Key = tuple[int, int, str, int]
 
 
 def _outputs(events: jr.Events) -> dict[Key, Mapping[str, Any]]:
+    """The answers of valid passes only (a journal older than the pass's validity: those
+    with every prompt answered): an errored or timed-out answer is never compared, nor
+    ever a reference."""
     return {(ev["pair"], ev["pair_attempt"], ev["arm"], ev["round"]): ev
-            for ev in jr.of_kind(events, "fidelity")}
+            for ev in jr.of_kind(events, "fidelity")
+            if ev.get("valid", all("text" in o for o in ev["outputs"]))}
 
 
 def _earlier_control(events: jr.Events, pair: int) -> Mapping[str, Any] | None:
-    """The latest first-round answers of a control of an earlier pair."""
+    """The latest valid first-round answers of a control of an earlier pair."""
     found = [ev for (p, _, a, r), ev in sorted(_outputs(events).items())
              if a == CONTROL and r == 1 and p < pair]
     return found[-1] if found else None

@@ -114,7 +114,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                                                "; ".join(check.all_problems())))
             if campaign.workloads.fidelity is not None:
                 f0 = rt.monotonic()
-                fidelity.run(live)
+                invalid += _fidelity_pass(live)
                 fidelity_s = rt.monotonic() - f0
             facts = server.facts()  # before the stop, like every other look at the server
     except ServerError as exc:
@@ -187,6 +187,45 @@ def _run_pass(live: LiveSlot, ap: ArmPass) -> tuple[float, PassCheck]:
         if check.valid or not ap.measured:
             break
     return aiperf_s, check
+
+
+def _fidelity_pass(live: LiveSlot) -> list[InvalidPass]:
+    """The arm's fidelity pass with its retries, between two /metrics scrapes and
+    followed by the server's health check, like any measured pass: the pass left invalid
+    after its retries, or none. Raises PairInvalid when the server failed under it."""
+    attempts = 1 + live.campaign.preregistration.gates.retries
+    base = live.server.base_url
+    for attempt in range(1, attempts + 1):
+        check_cancel(live.rt)
+        name = fidelity.pass_name(attempt)
+        live.rt.doing = (f"the fidelity pass ({name}, {live.slot.arm}, pair "
+                         f"{live.slot.pair}), then the server")
+        before = scrape(live.client, base, live.arm_dir / "metrics" / f"{name}-before.prom")
+        health = _HealthAfter(live, name, before)
+        check = fidelity.run_attempt(live, attempt, health)
+        if health.died is not None:
+            raise PairInvalid(health.died.reason, check.fault(live.slot.arm) or "lane")
+        if check.valid:
+            return []
+    return [InvalidPass(f"{live.slot.arm}/{fidelity.WORKLOAD}",
+                        check.fault(live.slot.arm) or "lane", "; ".join(check.all_problems()))]
+
+
+@dataclass
+class _HealthAfter:
+    """What the server did wrong under a pass that is not AIPerf's, found after it: the
+    /metrics scrape after it against the one before (`before`), /health."""
+
+    live: LiveSlot
+    name: str
+    before: metrics.Snapshot | None
+    died: ServerFault | None = None
+
+    def __call__(self) -> ServerFault | None:
+        after = scrape(self.live.client, self.live.server.base_url,
+                       self.live.arm_dir / "metrics" / f"{self.name}-after.prom")
+        self.died = _server_fault(self.live, self.name, self.before, after)[0]
+        return self.died
 
 
 def _pass_attempt(live: LiveSlot, ap: ArmPass,

@@ -1,8 +1,9 @@
 """The lossless check's requests (`run.fidelity.send`) and an arm's fidelity pass
-(`run.fidelity.run`), in process against an OpenAI-compatible server answered by
+(`run.fidelity.run_attempt`), in process against an OpenAI-compatible server answered by
 `httpx.MockTransport`: what is asked (greedy, seeded, not streamed, the configured
-tokens), what is kept for each prompt (its text, or why there is none), and what a pass
-leaves in the arm's folder and the journal."""
+tokens), what is kept for each prompt (its text, or why there is none), how the pass's time
+bounds it, and what a pass leaves in the arm's folder and the journal (an invalid one: no
+figure, and never a reference)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from campaign.campaignfile.schedule import Slot
 from campaign.results import journal as jr
 from campaign.results.store import RunStore
 from campaign.run.measure import fidelity as fd
+from campaign.run.measure.passes import PassCheck
 from campaign.run.runtime import Runtime
 
 CAMPAIGN = """
@@ -85,7 +87,8 @@ def test_send_asks_greedily_one_prompt_at_a_time_and_keeps_each_text(tmp_path: P
     campaign = _campaign(tmp_path)
     seen: list[httpx.Request] = []
     items = fd.prompts(campaign)
-    out = fd.send(_client(_echo(seen)), "http://box:8000/", campaign, items, 42.0)
+    out = fd.send(_client(_echo(seen)), "http://box:8000/", campaign, items, 42.0,
+                  clock=lambda: 0.0)
     assert out == [{"id": "shell-0", "text": " echo ls -la"},
                    {"id": "shell-1", "text": " echo git status"},
                    {"id": "prose-0", "text": " echo Write a haiku."}]
@@ -158,7 +161,7 @@ class FakeServer:
 
 @dataclass
 class FakeArm:
-    """What the fidelity pass reads of a running arm (`fidelity.Arm`)."""
+    """What the fidelity pass reads of a running arm (`fidelity.LiveSlot`)."""
 
     campaign: Campaign
     store: RunStore
@@ -169,6 +172,11 @@ class FakeArm:
     server: Any = field(default_factory=FakeServer)  # a `Server`: only its base_url is read
     pair_attempt: int = 1
     started_at: str = "2026-12-01T00:00:00.000Z"
+
+
+def _run(arm: FakeArm) -> PassCheck:
+    """One attempt of the arm's fidelity pass on a server found healthy after it."""
+    return fd.run_attempt(arm, 1, lambda: None)
 
 
 def test_an_arms_pass_keeps_its_answers_and_journals_the_figures(tmp_path: Path) -> None:
@@ -188,9 +196,11 @@ def test_an_arms_pass_keeps_its_answers_and_journals_the_figures(tmp_path: Path)
                                                      position=index), folder, rt)
 
     control = arm("control", 0)
-    fd.run(control)
+    _run(control)
     assert len(seen) == 2 * 3  # two rounds of the three prompts
-    assert said == [("slot_phase", {"pair": 1, "arm": "control", "phase": "fidelity"})]
+    assert said[0] == ("slot_phase", {"pair": 1, "arm": "control", "phase": "fidelity"})
+    assert [(e, d["name"], d["valid"]) for e, d in said[1:]] == [
+        ("pass_done", "fidelity", True)]
     kept = [json.loads(line)
             for line in (control.arm_dir / "fidelity.jsonl").read_text().splitlines()]
     assert [(k["round"], k["id"]) for k in kept] == [
@@ -208,7 +218,7 @@ def test_an_arms_pass_keeps_its_answers_and_journals_the_figures(tmp_path: Path)
     assert ref["summary"]["fidelity_identical_share"] == 1.0
 
     cand = arm("cand", 1)
-    fd.run(cand)
+    _run(cand)
     assert len(seen) == 2 * 3 + 3  # the candidate answers once
     assert len((cand.arm_dir / "fidelity.jsonl").read_text().splitlines()) == 3
     passes = [e for e in jr.of_kind(store.read_journal(), "pass")
@@ -229,9 +239,9 @@ def test_a_later_pairs_control_answers_once_against_the_earlier_control(
     for pair in (1, 2):
         folder = store.run_dir / "pairs" / f"{pair:02d}" / "control"
         folder.mkdir(parents=True)
-        fd.run(FakeArm(campaign, store, client, Slot(index=2 * (pair - 1), pair=pair,
-                                                     arm="control", position=0),
-                       folder, Runtime()))
+        _run(FakeArm(campaign, store, client, Slot(index=2 * (pair - 1), pair=pair,
+                                                   arm="control", position=0),
+                     folder, Runtime()))
     assert len(seen) == 2 * 3 + 3
     refs = [e["against"] for e in jr.of_kind(store.read_journal(), "pass")
             if e.get("workload") == "fidelity"]
@@ -249,8 +259,8 @@ def _failed_control(tmp_path: Path, status: int) -> tuple[RunStore, Path]:
     def fail(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status)
 
-    fd.run(FakeArm(campaign, store, _client(fail), Slot(index=0, pair=1, arm="control",
-                                                        position=0), folder, Runtime()))
+    _run(FakeArm(campaign, store, _client(fail), Slot(index=0, pair=1, arm="control",
+                                                      position=0), folder, Runtime()))
     return store, folder
 
 
@@ -260,12 +270,81 @@ def _fidelity_passes(store: RunStore) -> list[Mapping[str, Any]]:
 
 
 @pytest.mark.parametrize("status", [404, 503])
-def test_a_pass_against_a_failing_server_keeps_each_error(tmp_path: Path,
-                                                          status: int) -> None:
+def test_a_pass_against_a_failing_server_keeps_each_error_and_is_invalid(
+        tmp_path: Path, status: int) -> None:
     store, folder = _failed_control(tmp_path, status)
     kept = [json.loads(line) for line in (folder / "fidelity.jsonl").read_text().splitlines()]
     assert len(kept) == 6 and all(str(status) in k["error"] for k in kept)
     assert not any("text" in k for k in kept)
-    (ref,) = _fidelity_passes(store)
-    assert ref["summary"]["fidelity_identical_share"] == 0.0
-    assert ref["summary"]["fidelity_requests"] == 3.0
+    answers = jr.of_kind(store.read_journal(), "fidelity")
+    assert [(e["round"], e["valid"]) for e in answers] == [(1, False), (2, False)]
+    assert answers[0]["problems"][0].startswith(
+        "6 of 6 fidelity prompts got no answer (first: shell-0, round 1: HTTPStatusError")
+    assert answers[0]["fault"] == "lane"  # the control's: always the lane's
+
+
+def test_a_control_that_answered_nothing_is_no_perfect_token_match(tmp_path: Path) -> None:
+    """A control whose every request failed has nothing to agree with: it is no reference
+    (no figure of 100% of tokens matched, for it or a candidate against it)."""
+    store, _ = _failed_control(tmp_path, 503)
+    folder = store.run_dir / "pairs" / "01" / "cand"
+    folder.mkdir(parents=True)
+    _run(FakeArm(store=store, campaign=_campaign(tmp_path), client=_client(_echo([])),
+                 slot=Slot(index=1, pair=1, arm="cand", position=1), arm_dir=folder,
+                 rt=Runtime()))
+    assert not [p for p in _fidelity_passes(store)
+                if p["summary"]["fidelity_token_match"] == 1.0]
+    assert not _fidelity_passes(store)  # no valid control: nothing to compare with
+
+
+def test_the_pass_time_bounds_the_whole_pass_not_each_request(tmp_path: Path) -> None:
+    """A server that answers two prompts (5 s each) and then hangs: each request waits at
+    most what is left of the pass's time, and a prompt reached after it is spent is not
+    asked: 10 prompts at pass_timeout_s 25 take 25 s, not 25 s each."""
+    campaign = _campaign(tmp_path)
+    now = [0.0]
+    waits: list[float] = []
+
+    def slow_then_hung(request: httpx.Request) -> httpx.Response:
+        wait = request.extensions["timeout"]["read"]
+        waits.append(wait)
+        if len(waits) <= 2:
+            now[0] += 5.0
+            return httpx.Response(200, json={"choices": [{"text": " ok"}]})
+        now[0] += wait
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    items = [(f"p-{i}", "x") for i in range(10)]
+    out = fd.send(_client(slow_then_hung), "http://box:8000", campaign, items, 25.0,
+                  clock=lambda: now[0])
+    assert now[0] == 25.0 and waits == [25.0, 20.0, 15.0]
+    assert [o.get("text") for o in out[:2]] == [" ok", " ok"]
+    assert out[2]["error"].startswith("ReadTimeout")
+    assert all(o["error"].startswith("not asked: the pass's time") for o in out[3:])
+
+
+def test_an_invalid_control_is_never_a_later_pairs_reference(tmp_path: Path) -> None:
+    """Pair 1's control times out on most requests: its pass is invalid, gives no figures,
+    and pair 2's control (on a healthy server) is no more compared with it: it answers
+    twice and is its own reference on its boot."""
+    campaign = _campaign(tmp_path)
+    store = RunStore.create(tmp_path / "results", "fid", b"name: fid\n", short_id="abcdef")
+    seen: list[httpx.Request] = []
+
+    def hung(request: httpx.Request) -> httpx.Response:
+        if len(seen) >= 1:
+            raise httpx.ReadTimeout("timed out", request=request)
+        return _echo(seen)(request)
+
+    for pair, client in ((1, _client(hung)), (2, _client(_echo(seen)))):
+        folder = store.run_dir / "pairs" / f"{pair:02d}" / "control"
+        folder.mkdir(parents=True)
+        check = _run(FakeArm(campaign, store, client, Slot(index=2 * (pair - 1), pair=pair,
+                                                           arm="control", position=0),
+                             folder, Runtime()))
+        assert check.valid == (pair == 2)
+    refs = [(e["pair"], e["against"]) for e in _fidelity_passes(store)]
+    assert refs == [(2, "reference: against itself on the same boot")]
+    assert [(e["pair"], e["round"], e["valid"])
+            for e in jr.of_kind(store.read_journal(), "fidelity")] == [
+        (1, 1, False), (1, 2, False), (2, 1, True), (2, 2, True)]

@@ -24,13 +24,31 @@ def test_identical_answers_match_fully() -> None:
                  "fidelity_first_divergence": 5.0, "fidelity_requests": 2.0}
 
 
-def test_a_divergence_counts_tokens_up_to_the_shorter_and_its_position() -> None:
+def test_a_divergence_counts_tokens_over_the_longer_and_its_position() -> None:
     b = [{"id": "p-0", "text": " a b x y"},            # diverges at 2: 2 of 4 match
-         {"id": "p-1", "text": " e f g h"}]            # shorter: 4 of 4 compared match
+         {"id": "p-1", "text": " e f g h"}]            # 2 tokens short: 4 of 6 match
     f = fd.compare(A, b)
-    assert f["fidelity_token_match"] == pytest.approx(6 / 8)
+    assert f["fidelity_token_match"] == pytest.approx(6 / 10)
     assert f["fidelity_identical_share"] == 0.0
     assert f["fidelity_first_divergence"] == pytest.approx((2 + 4) / 2)
+
+
+def test_missing_or_extra_tokens_are_mismatches() -> None:
+    """A server that stops at 18 of 24 words (while its usage may claim all 24) is no
+    perfect match: what is missing, or added, counts as tokens not matched."""
+    ref = [{"id": "p", "text": " " + " ".join(f"w{i}" for i in range(24))}]
+    short = [{"id": "p", "text": " " + " ".join(f"w{i}" for i in range(18))}]
+    assert fd.compare(ref, short)["fidelity_token_match"] == pytest.approx(18 / 24)
+    assert fd.compare(short, ref)["fidelity_token_match"] == pytest.approx(18 / 24)
+    assert fd.compare(ref, short)["fidelity_first_divergence"] == 18.0
+
+
+def test_a_reference_that_answered_nothing_is_no_perfect_match() -> None:
+    """0 of 0 tokens compared is no agreement: nothing matched, not 100%."""
+    failed = [{"id": "p-0", "error": "HTTPStatusError: 503"},
+              {"id": "p-1", "error": "ReadTimeout: timed out"}]
+    assert fd.compare(failed, failed)["fidelity_token_match"] == 0.0
+    assert fd.compare(failed, A)["fidelity_token_match"] == 0.0
 
 
 def test_failed_or_missing_answers_match_nothing() -> None:
