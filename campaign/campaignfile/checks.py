@@ -6,7 +6,9 @@ exist, existing ones must serve: `files.py`), the ports of the commands, the cel
 must name measured levels, a drift band and a pair count that make sense. Each problem is
 one line `yaml.path: what is wrong (line N)`.
 
-Secrets (`campaign.secrets`): `secret_collisions` is asked by `check` and `run` (it
+Secrets (`campaign.secrets`): a well-known token shape (`hf_…`, `sk-…`) is refused in
+every field, name and comment of the file (`token_problems`), which is frozen byte for
+byte into every results folder. `secret_collisions` is asked by `check` and `run` (it
 depends on the runner's environment): a secret value that is an arm's, a metric's or a
 workload's name, or a path the run uses, would turn it into `<redacted>` in every log
 line and message; it is refused (exit 2) with the fix.
@@ -23,6 +25,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from campaign import catalog, secrets
 from campaign.campaignfile.base import ZERO_ON_CONTROL, close_hint, shown
@@ -56,6 +59,8 @@ def check_campaign(campaign: Campaign, launches: Mapping[str, LaunchModel], line
             add(path, msg)
         for path, msg in content_problems(campaign, launches):
             add(path, msg)
+        # a frozen copy read back (check_files False) keeps what it was registered with
+        problems.extend(token_problems(lines, campaign.source))
     _port_problems(campaign, launches, add)
     _cell_problems(campaign, add)
     _rule_problems(campaign, add)
@@ -148,6 +153,46 @@ def band_over_margin(band: float, margin: float) -> str:
 
 
 # --------------------------------------------------------------------------- secrets
+
+TOKEN_FIX = ("a credential does not belong in the campaign file (it is frozen, byte for "
+             "byte, into every results folder): remove it; a server is given a secret only "
+             "as a reference read from the runner's environment at launch, e.g. "
+             "${HF_TOKEN} in its env, args or URL")
+
+
+def token_problems(lines: Lines, source: Path | None = None) -> list[str]:
+    """A well-known token shape (`secrets.TOKEN_SHAPES`) in any string of the file (the
+    hypothesis, a description, a capture's name or regex, any value) or in a name, named
+    by its place, never quoted; one in a comment by its line (`source`, when the walk found
+    none)."""
+    found: list[str] = []
+
+    def walk(node: Any, path: YamlPath) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                shapes = list(secrets.token_shapes(str(key)))
+                for what in shapes:
+                    found.append(lines.problem(path, f"a name holds {what}: {TOKEN_FIX}"))
+                if not shapes:  # below a name that is a token, its path would quote it
+                    walk(value, (*path, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, (*path, i))
+        elif isinstance(node, str):
+            found.extend(lines.problem(path, f"holds {what}: {TOKEN_FIX}")
+                         for what in secrets.token_shapes(node))
+
+    walk(lines.root, ())
+    if not found and source is not None:
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for n, line in enumerate(text.splitlines(), start=1):
+            found += [f"line {n}: holds {what} outside any field (a comment): {TOKEN_FIX}"
+                      for what in secrets.token_shapes(line)]
+    return found
+
 
 def _used_names(campaign: Campaign) -> list[tuple[str, str, str]]:
     """(name, what it is, how to rename it) of every name a record keys on."""
