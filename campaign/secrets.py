@@ -8,8 +8,14 @@ credentials, and so is a per-token quantity (`DECODE_DELAY_PER_TOKEN_MS`,
 runner's environment instead (`HF_TOKEN: ${HF_TOKEN}`), expanded only when the server is
 launched, so the frozen campaign copy, the journal, the manifest, `check` and `--dry-run`
 show the reference. Launch lines print secret variables as references (`-e HF_TOKEN`,
-`HF_TOKEN="$HF_TOKEN"`), and `scrub` replaces the value of any secret-looking variable of
-the runner's environment in text that is written or printed (a last guard).
+`HF_TOKEN="$HF_TOKEN"`), and `scrub` replaces the secret values (`secret_variables`: every
+variable a launch reads in a secret position, whatever its length, and the runner's
+secret-looking variables from `MIN_SCRUB_LEN` characters on) in free text that is written
+or printed: log lines, error messages, command lines, a record's free-text fields
+(`scrub_fields`). It never touches a record's structured fields (arms, metrics, numbers,
+paths: a value that happens to equal one would change what was measured), nor a
+measurement file (`scrub_tree`); a secret value equal to an arm, a metric or a path of
+the run is refused at start instead (`campaignfile.checks.secret_collisions`).
 
 The same holds for every other form a secret takes in a campaign file: a literal value
 after a secret-looking flag in `args` or a command (`--hf-token hf_x`, `--api-key=abc`),
@@ -22,12 +28,12 @@ password in any text, and `scrub` applies it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from campaign.textfiles import atomic_write
 
@@ -131,30 +137,104 @@ def shell_join(argv: Iterable[str]) -> str:
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the secret-looking variables of the runner's environment, longest first."""
+    """Values of the secret-looking variables of the runner's environment (from
+    `MIN_SCRUB_LEN` characters on), longest first."""
     source = os.environ if environ is None else environ
     values = {v for k, v in source.items() if is_secret(k) and len(v) >= MIN_SCRUB_LEN}
     return sorted(values, key=len, reverse=True)
 
 
-def known_values(texts: Iterable[str] = (),
-                 environ: Mapping[str, str] | None = None) -> list[str]:
-    """Every value a secret can have here, longest first: the secret-looking variables of
-    the runner's environment, and the value of every variable a `${NAME}` in `texts` (an
-    arm's args, env, URLs) refers to, secret-looking name or not."""
+VARIABLE_RE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+BEARER_RE = re.compile(r"(?i)authorization:\s*(?:bearer|basic|token)\s+(\S+)")
+
+
+def _variables(text: str) -> list[str]:
+    """Every variable `text` reads: `${NAME}` (spec-ab expands it) or `$NAME` (a shell)."""
+    return [a or b for a, b in VARIABLE_RE.findall(text)]
+
+
+def _after_secret_flags(words: list[str]) -> list[str]:
+    """The variables given to a secret-looking flag (`--api-key ${A}`, `--token=$A`)."""
+    found: list[str] = []
+    for i, word in enumerate(words):
+        if flag_variable(word) is None:
+            continue
+        if "=" in word:
+            found += _variables(word.split("=", 1)[1])
+        elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+            found += _variables(words[i + 1])
+    return found
+
+
+def _text_references(text: str) -> list[str]:
+    """The secret references of one string: a secret-looking `${NAME}`, a URL's userinfo,
+    and in a shell command a secret flag's value, a secret assignment, a credential header."""
+    found = [n for n in references(text) if is_secret(n)]
+    for m in URL_USERINFO_RE.finditer(text):
+        found += _variables(f"{m.group('user')}:{m.group('pw')}")
+    if " " in text.strip():
+        try:
+            words = shlex.split(text)
+        except ValueError:
+            words = text.split()
+        found += _after_secret_flags(words)
+        for word in words:
+            assign = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", word, re.DOTALL)
+            if assign and is_secret(assign.group(1)):
+                found += _variables(assign.group(2))
+        for m in BEARER_RE.finditer(text):
+            found += _variables(m.group(1))
+    return found
+
+
+def secret_references(tree: object) -> list[str]:
+    """The variables a launch (its dump: mappings, lists, strings) reads in a secret
+    position: the value of a secret-looking name (`DB_PASSWORD: ${PW}`), the word after a
+    secret-looking flag (`--api-key ${K}`), a URL's userinfo (`http://u:${PW}@h`), a
+    shell command's secret assignment or `Authorization:` header, and any secret-looking
+    `${NAME}`. A reference elsewhere (`--model ${MODEL_DIR}`) is no secret."""
+    found: list[str] = []
+    if isinstance(tree, str):
+        found += _text_references(tree)
+    elif isinstance(tree, Mapping):
+        for key, value in tree.items():
+            if is_secret(str(key)) and isinstance(value, str):
+                found += _variables(value)
+            found += secret_references(value)
+    elif isinstance(tree, list | tuple):
+        if all(isinstance(w, str) for w in tree):
+            found += _after_secret_flags(list(tree))
+        for value in tree:
+            found += secret_references(value)
+    return list(dict.fromkeys(found))
+
+
+def secret_variables(trees: Iterable[object] = (),
+                     environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Name → value of every variable whose value is scrubbed: the runner's secret-looking
+    variables (from `MIN_SCRUB_LEN` characters on: shorter ones, "1" or "false", would
+    mangle text), and every variable `trees` (launch dumps) reads in a secret position
+    (`secret_references`), whatever its length (not empty)."""
     source = os.environ if environ is None else environ
-    values = set(secret_values(source))
-    for text in texts:
-        values.update(v for name in references(text)
-                      if len(v := source.get(name, "")) >= MIN_SCRUB_LEN)
-    return sorted(values, key=len, reverse=True)
+    found = {k: v for k, v in source.items() if is_secret(k) and len(v) >= MIN_SCRUB_LEN}
+    for tree in trees:
+        for name in secret_references(tree):
+            if value := source.get(name, ""):
+                found[name] = value
+    return found
+
+
+def known_values(trees: Iterable[object] = (),
+                 environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every value a secret can have here (`secret_variables`), longest first."""
+    return sorted(set(secret_variables(trees, environ).values()), key=len, reverse=True)
 
 
 def launch_values(launch: object, environ: Mapping[str, str] | None = None) -> list[str]:
     """`known_values` of one launch (a pydantic model, or its dump): the runner's secret
-    values and what the launch's `${NAME}` references expand to."""
+    values and what the launch's secret references expand to."""
     dump = launch.model_dump(mode="json") if hasattr(launch, "model_dump") else launch
-    return known_values([json.dumps(dump, default=str)], environ)
+    return known_values([dump], environ)
 
 
 def redact_url(text: str) -> str:
@@ -194,13 +274,36 @@ def scrub_file(path: Path, values: Iterable[str]) -> bool:
     return True
 
 
+FREE_TEXT_SUFFIXES = (".log", ".command", ".txt")
+"""Files of an arm's folder that are free text (server logs, AIPerf's own logs, command
+lines): scrubbed of every value. Every other file (AIPerf's exports, scrapes, fidelity
+answers) holds measurements: only a URL's password is redacted in it."""
+
+
 def scrub_tree(folder: Path, values: Iterable[str]) -> list[Path]:
-    """`scrub_file` on every file under `folder`; the files rewritten."""
+    """`scrub_file` on every file under `folder`, of `values` in free text
+    (`FREE_TEXT_SUFFIXES`), of URL passwords alone elsewhere; the files rewritten."""
     kept = list(values)
     if not folder.is_dir():
         return []
     return [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()
-            and scrub_file(p, kept)]
+            and scrub_file(p, kept if p.name.endswith(FREE_TEXT_SUFFIXES) else ())]
+
+
+def scrub_fields(tree: Any, fields: Collection[str], values: Iterable[str] | None = None,
+                 *, inside: bool = False) -> Any:
+    """`tree` (a record: mappings, lists, scalars) with `scrub` applied to the strings
+    under a key in `fields` (free text: a reason, an error, log lines), at any depth, and
+    every other value as it is: arms, metrics, numbers and paths are never touched."""
+    kept = secret_values() if values is None else list(values)
+    if isinstance(tree, str):
+        return scrub(tree, values=kept) if inside else tree
+    if isinstance(tree, Mapping):
+        return {k: scrub_fields(v, fields, kept, inside=inside or k in fields)
+                for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return [scrub_fields(v, fields, kept, inside=inside) for v in tree]
+    return tree
 
 
 # ---------------------------------------------------------------- literal secrets refused
@@ -315,6 +418,7 @@ def unset_references(tree: object, environ: Mapping[str, str] | None = None,
 
 __all__ = ["REDACTED", "SECRET_RE", "argv_problems", "expand", "expand_argv", "expand_text",
            "flag_variable", "is_secret", "known_values", "launch_values", "literal_secrets",
-           "redact", "redact_url", "reference", "references", "scrub", "scrub_file",
-           "scrub_tree", "secret_values", "shell_join", "shell_problems", "shell_word",
+           "redact", "redact_url", "reference", "references", "scrub", "scrub_fields",
+           "scrub_file", "scrub_tree", "secret_references", "secret_values",
+           "secret_variables", "shell_join", "shell_problems", "shell_word",
            "token_shapes", "unexpanded_references", "unset_references", "url_problems"]

@@ -6,6 +6,13 @@ exist, existing ones must serve: `files.py`), the ports of the commands, the cel
 must name measured levels, a drift band and a pair count that make sense. Each problem is
 one line `yaml.path: what is wrong (line N)`.
 
+Secrets (`campaign.secrets`): a well-known token shape (`hf_…`, `sk-…`) is refused in
+every field, name and comment of the file (`token_problems`), which is frozen byte for
+byte into every results folder. `secret_collisions` is asked by `check` and `run` (it
+depends on the runner's environment): a secret value that is an arm's, a metric's or a
+workload's name, or a path the run uses, would turn it into `<redacted>` in every log
+line and message; it is refused (exit 2) with the fix.
+
 `thin_tails` is asked by `check` and `run`, not by the loader: a guardrail on a quantile
 (`ttft_p99`) whose passes have too few requests per level for the quantile to be one. It
 warns, or refuses (exit 2) when the campaign registered `gates.tail_requests: refuse`
@@ -17,13 +24,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from campaign import catalog
+from campaign import catalog, secrets
 from campaign.campaignfile.base import ZERO_ON_CONTROL, close_hint, shown
 from campaign.campaignfile.files import (
     YamlPath,
     content_problems,
     format_yaml_path,
+    local_files,
     missing_files,
 )
 from campaign.campaignfile.launch import DockerLaunch, ExternalLaunch, LaunchModel
@@ -49,6 +59,8 @@ def check_campaign(campaign: Campaign, launches: Mapping[str, LaunchModel], line
             add(path, msg)
         for path, msg in content_problems(campaign, launches):
             add(path, msg)
+        # a frozen copy read back (check_files False) keeps what it was registered with
+        problems.extend(token_problems(lines, campaign.source))
     _port_problems(campaign, launches, add)
     _cell_problems(campaign, add)
     _rule_problems(campaign, add)
@@ -138,6 +150,128 @@ def band_over_margin(band: float, margin: float) -> str:
     return (f"the drift band {band:g} is larger than the margin {margin:g}: a gain that "
             "clears the margin could still be the lane's noise, so the rule could never "
             "tell a gain from noise; make the margin at least the band")
+
+
+# --------------------------------------------------------------------------- secrets
+
+TOKEN_FIX = ("a credential does not belong in the campaign file (it is frozen, byte for "
+             "byte, into every results folder): remove it; a server is given a secret only "
+             "as a reference read from the runner's environment at launch, e.g. "
+             "${HF_TOKEN} in its env, args or URL")
+
+
+def token_problems(lines: Lines, source: Path | None = None) -> list[str]:
+    """A well-known token shape (`secrets.TOKEN_SHAPES`) in any string of the file (the
+    hypothesis, a description, a capture's name or regex, any value) or in a name, named
+    by its place, never quoted; one in a comment by its line (`source`, when the walk found
+    none)."""
+    found: list[str] = []
+
+    def walk(node: Any, path: YamlPath) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                shapes = list(secrets.token_shapes(str(key)))
+                for what in shapes:
+                    found.append(lines.problem(path, f"a name holds {what}: {TOKEN_FIX}"))
+                if not shapes:  # below a name that is a token, its path would quote it
+                    walk(value, (*path, key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, (*path, i))
+        elif isinstance(node, str):
+            found.extend(lines.problem(path, f"holds {what}: {TOKEN_FIX}")
+                         for what in secrets.token_shapes(node))
+
+    walk(lines.root, ())
+    if not found and source is not None:
+        try:
+            text = source.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        for n, line in enumerate(text.splitlines(), start=1):
+            found += [f"line {n}: holds {what} outside any field (a comment): {TOKEN_FIX}"
+                      for what in secrets.token_shapes(line)]
+    return found
+
+
+def _used_names(campaign: Campaign) -> list[tuple[str, str, str]]:
+    """(name, what it is, how to rename it) of every name a record keys on."""
+    rule = campaign.preregistration
+    metrics = dict.fromkeys([*catalog.METRICS, rule.primary_metric,
+                             *(g.metric for g in rule.guardrails)])
+    workloads = [w for w in ("knee", "agentfix", "fidelity")
+                 if getattr(campaign.workloads, w, None) is not None]
+    arms, lanes = campaign.arm_names, campaign.lane_names
+    # said by its place, not its name: a message naming it would be scrubbed to <redacted>
+    return ([(a, f"the name of arm {i} of {len(arms)} under `arms:`", " (or rename the arm)")
+             for i, a in enumerate(arms, start=1)]
+            + [(m, "a metric's name (`spec-ab check --metrics`)", "") for m in metrics]
+            + [(w, "a workload's name", "") for w in workloads]
+            + [(campaign.name, "the campaign's name", " (or rename the campaign)")]
+            + [(lane, f"the name of lane {i} of {len(lanes)}", " (or rename the lane)")
+               for i, lane in enumerate(lanes, start=1)])
+
+
+def _used_paths(campaign: Campaign) -> list[tuple[Path, str]]:
+    """(path, what it is) of every path the run reads or writes."""
+    out = [(campaign.base_dir, "the campaign's folder"),
+           (campaign.resolve(campaign.results_dir), "the results folder")]
+    if campaign.source is not None:
+        out.append((campaign.source, "the campaign file"))
+    out += [(f.resolved, f"{format_yaml_path(f.yaml_path)}'s path") for f in local_files(campaign)]
+    return out
+
+
+def _path_collision(value: str, path: Path, what: str) -> str | None:
+    if value == str(path):
+        return f"is {what}"
+    if value.startswith("/") and Path(value) in path.parents:
+        return f"is a folder above {what}"
+    if value in path.parts[1:]:
+        return f"is the name of a folder on {what}"
+    return None
+
+
+def secret_collisions(campaign: Campaign, environ: Mapping[str, str] | None = None
+                      ) -> list[str]:
+    """Each secret value (`secrets.secret_variables`: what a launch reads in a secret
+    position, and the runner's secret-looking variables) that is an arm's, a metric's, a
+    workload's, the campaign's or a lane's name, or a path the run uses (equal, a folder
+    above it, a folder name on it): scrubbed from every log line and message, it would
+    hide that name or path there. One problem per variable, with the fix; the value is
+    never shown."""
+    views = ([campaign] if campaign.lane_chosen
+             else [campaign.for_lane(n) for n in campaign.lane_names])
+    dumps = [launch.model_dump(mode="json") for v in views for launch in v.launches.values()]
+    referenced = {n for d in dumps for n in secrets.secret_references(d)}
+    found = []
+    for name, value in sorted(secrets.secret_variables(dumps, environ).items()):
+        hit = next(((f"is {what}", rename) for used, what, rename in _used_names(campaign)
+                    if value == used), None)
+        if hit is None:
+            hit = next(((said, "") for path, what in _used_paths(campaign)
+                        if (said := _path_collision(value, path, what)) is not None), None)
+        if hit is None:
+            continue
+        said, rename = hit
+        how, fix = ((f"read by the campaign as ${{{name}}}", f"give {name} another value")
+                    if name in referenced else
+                    ("a secret-looking variable of this environment",
+                     f"unset {name} before spec-ab runs"))
+        found.append(f"{name} ({how}) {said}: a secret's value is replaced by "
+                     f"{secrets.REDACTED} in every log line and message, so it would be "
+                     f"hidden there too; {fix}{rename}")
+    return found
+
+
+def refuse_secret_collisions(campaign: Campaign,
+                             environ: Mapping[str, str] | None = None) -> None:
+    """`secret_collisions`, raised as `SpecError` (exit 2): `check` and `run` (a resume
+    too) refuse to start."""
+    found = secret_collisions(campaign, environ)
+    if found:
+        where = str(campaign.source) if campaign.source is not None else campaign.name
+        raise SpecError(where, found)
 
 
 # --------------------------------------------------------------------------- thin tails

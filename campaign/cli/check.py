@@ -37,7 +37,7 @@ def check(
 ) -> None:
     """Validate a campaign file (with the simulator's knobs and vLLM's own flag parser), show every arm's launch, the schedule and the duration estimate, then run the preflight (exit 3 when the machine is not ready) and, with --boot, boot each launch once."""
     from campaign.campaignfile import load_campaign
-    from campaign.campaignfile.checks import refuse_thin_tails
+    from campaign.campaignfile.checks import refuse_secret_collisions, refuse_thin_tails
     from campaign.run.checks import checkview, launchcheck
     from campaign.run.checks.preflight import preflight as run_preflight
     from campaign.run.checks.vllmengine import Engines
@@ -50,6 +50,7 @@ def check(
         raise UsageError("give a campaign file (or --metrics for the metric names)",
                          hint="spec-ab check examples/sim-pair.yaml")
     campaign = load_campaign(campaign_file, lane=lane)
+    refuse_secret_collisions(campaign)  # exit 2: a secret value that is an arm, a path...
     _warn_unset_references(campaign)
     _check_aa_bands(campaign)
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below

@@ -116,21 +116,35 @@ def iso(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+FREE_TEXT_FIELDS = frozenset({
+    "reason", "error", "headline", "problems", "problem", "why", "cause", "launch",
+    "command", "docker_run", "server_version"})
+"""The fields of an event or a results file that are free text (messages, log lines,
+command lines): the only ones scrubbed of secret values (`secrets.scrub_fields`). Every
+other field (arms, metrics, numbers, `base_dir` and other paths, a model's answers) is
+written as it is: a secret value that equals one is refused at start
+(`campaignfile.checks.secret_collisions`), never replaced in the record."""
+
+
 def dumps(obj: Any) -> str:
-    """JSON for a results file (secret values of the runner's environment scrubbed)."""
-    return secrets.scrub(json.dumps(obj, indent=2, sort_keys=False, default=str)) + "\n"
+    """JSON for a results file (its free-text fields scrubbed: `FREE_TEXT_FIELDS`)."""
+    clean = secrets.scrub_fields(obj, FREE_TEXT_FIELDS)
+    return json.dumps(clean, indent=2, sort_keys=False, default=str) + "\n"
 
 
 def append(path: Path, event: Event, t: str, **data: Any) -> dict[str, Any]:
     """Append one event at time `t` (flushed and fsynced: a crash loses at most this
-    line), chained to the line before it (`prev`: `results.chain`); the record written.
-    A line torn by a crash is first ended with a newline, so the new line does not glue
-    onto it (the torn line stays, damaged and chained to)."""
+    line), chained to the line before it (`prev`: `results.chain`), its free-text fields
+    scrubbed (`FREE_TEXT_FIELDS`); the record written. A line torn by a crash is first
+    ended with a newline, so the new line does not glue onto it (the torn line stays,
+    damaged and chained to)."""
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         prev, torn = chain.prev_for_append(fd, path)
-        record = {"t": t, "event": event, **({"prev": prev} if prev else {}), **data}
-        line = secrets.scrub(json.dumps(record, default=str)) + "\n"
+        record: dict[str, Any] = secrets.scrub_fields(
+            {"t": t, "event": event, **({"prev": prev} if prev else {}), **data},
+            FREE_TEXT_FIELDS)
+        line = json.dumps(record, default=str) + "\n"
         raw = line.encode("utf-8")
         size = os.fstat(fd).st_size
         try:

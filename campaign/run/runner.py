@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from campaign.campaignfile import Campaign, load_campaign
-from campaign.campaignfile.checks import refuse_thin_tails
+from campaign.campaignfile.checks import refuse_secret_collisions, refuse_thin_tails
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.errors import (
     STORAGE_ERRNOS,
@@ -151,7 +151,10 @@ def refuse_unrunnable(campaign: Campaign, opts: RunOptions) -> None:
     """UsageError (exit 2) for a campaign that cannot run as asked: a sharded campaign with
     no lane chosen, a shard with verdict conditions, a resumed shard of another lane; and
     SpecError (exit 2) for a guardrail's quantile its passes are too small for, when the
-    campaign registered `gates.tail_requests: refuse`."""
+    campaign registered `gates.tail_requests: refuse`, or for a secret value that is an
+    arm's, a metric's or a path's (`secret_collisions`; a resume too: the environment is
+    this session's)."""
+    refuse_secret_collisions(campaign)
     shown = opts.shown_as or campaign.source
     if opts.resume is not None:
         if opts.lane is not None and opts.lane != campaign.lane:

@@ -3,6 +3,7 @@ screens (the end-to-end test is tests/unit/cli/test_secrets_everywhere.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -105,8 +106,8 @@ def test_url_problems() -> None:
 def test_known_values_and_scrub_file(tmp_path: Path) -> None:
     environ = {"HF_TOKEN": "tokenvalue", "MY_ARG": "argvalue-long", "SHORT": "ab",
                "OTHER": "not-referenced"}
-    values = secrets.known_values(['["--x", "${MY_ARG}", "${SHORT}"]'], environ)
-    assert values == ["argvalue-long", "tokenvalue"]
+    values = secrets.known_values([["--api-key", "${MY_ARG}", "--x", "${SHORT}"]], environ)
+    assert values == ["argvalue-long", "tokenvalue"]  # SHORT: in no secret position
     log = tmp_path / "server.log"
     log.write_bytes(b"a tokenvalue b argvalue-long c http://u:pw@h \xff not-referenced\n")
     log.chmod(0o640)
@@ -117,8 +118,9 @@ def test_known_values_and_scrub_file(tmp_path: Path) -> None:
     assert not secrets.scrub_file(log, values)  # clean: not rewritten
     assert not secrets.scrub_file(tmp_path / "absent.log", values)
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "x.json").write_text('{"k": "tokenvalue"}')
-    assert secrets.scrub_tree(tmp_path, values) == [tmp_path / "sub" / "x.json"]
+    (tmp_path / "sub" / "x.log").write_text("k tokenvalue")
+    (tmp_path / "sub" / "x.json").write_text('{"k": "tokenvalue"}')  # a measurement
+    assert secrets.scrub_tree(tmp_path, values) == [tmp_path / "sub" / "x.log"]
 
 
 def test_unset_references() -> None:
@@ -226,7 +228,7 @@ def test_a_quoted_log_tail_is_scrubbed(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("E2E_VAL", "value-from-env")
     monkeypatch.setenv("HF_TOKEN", "hf-token-value")
     launch = ProcessLaunch(backend="process", command=["serve"], port=1,
-                           args=["--x", "${E2E_VAL}"])
+                           args=["--api-key", "${E2E_VAL}"])
     server = ProcessServer(launch, _ctx(tmp_path))
     (tmp_path / "server.log").write_text("got value-from-env and hf-token-value\n")
     assert server.logs() == ["got <redacted> and <redacted>"]
@@ -258,3 +260,86 @@ def test_scrub_file_is_atomic_and_durable(tmp_path: Path,
     assert synced and log.read_text() == "a <redacted> b\n"
     assert log.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]
+
+
+# ------------------------------------------------ issue 37: what the scrubber may touch
+
+
+def test_a_referenced_secret_is_scrubbed_whatever_its_length(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 5-character `${DB_PASSWORD}` the server prints is scrubbed from its log lines; a
+    reference in no secret position (`--model ${MODEL_DIR}`) is no secret, and an
+    unreferenced secret-looking variable is looked for from `MIN_SCRUB_LEN` on."""
+    from campaign.campaignfile import ProcessLaunch
+
+    monkeypatch.setenv("DB_PASSWORD", "pw123")
+    monkeypatch.setenv("PIN", "4711")
+    monkeypatch.setenv("MODEL_DIR", "/models/m1")
+    monkeypatch.setenv("OTHER_SECRET", "abc")  # shorter than MIN_SCRUB_LEN, unreferenced
+    launch = ProcessLaunch(backend="process", command=["serve"], port=1,
+                           args=["--model", "${MODEL_DIR}", "--api-key=${PIN}"],
+                           env={"DB_PASSWORD": "${DB_PASSWORD}"})
+    server = ProcessServer(launch, _ctx(tmp_path))
+    (tmp_path / "server.log").write_text("db pw123, pin 4711, model /models/m1, abc\n")
+    assert server.logs() == ["db <redacted>, pin <redacted>, model /models/m1, abc"]
+
+
+@pytest.mark.parametrize(("tree", "names"), [
+    ({"env": {"DB_PASSWORD": "${A}", "PLAIN": "${B}"}}, ["A"]),
+    (["--api-key", "${A}", "--model", "${B}"], ["A"]),
+    (["--hf-token=${A}", "${MY_TOKEN}"], ["A", "MY_TOKEN"]),
+    ("http://${U}:${A}@host:1/${B}", ["U", "A"]),
+    ("curl -H 'Authorization: Bearer ${A}' http://x/${B}", ["A"]),
+    ("API_KEY=$A B=$B serve --token \"$C\"", ["A", "C"]),
+])
+def test_secret_references_are_those_in_a_secret_position(tree: Any, names: list[str]
+                                                          ) -> None:
+    assert sorted(secrets.secret_references(tree)) == sorted(names)
+
+
+def test_structured_fields_are_never_scrubbed_free_text_is() -> None:
+    environ = {"LAB_SECRET": "control", "SSH_KEY_DIR": "/lab/campaign"}
+    record = {"arm": "control", "base_dir": "/lab/campaign", "value": 1.5,
+              "reason": "control died in /lab/campaign", "problems": ["control: slow"],
+              "rows": [{"arm": "control", "reason": "control cut"}]}
+    values = secrets.known_values((), environ)
+    assert secrets.scrub_fields(record, {"reason", "problems"}, values) == {
+        "arm": "control", "base_dir": "/lab/campaign", "value": 1.5,
+        "reason": "<redacted> died in <redacted>", "problems": ["<redacted>: slow"],
+        "rows": [{"arm": "control", "reason": "<redacted> cut"}]}
+
+
+def test_the_journal_keeps_its_structured_fields_whatever_the_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A secret-looking variable holding the campaign's folder, or an arm's name, leaves
+    `base_dir`, arms and rows as they are; free text is scrubbed."""
+    from campaign.results import journal as jr
+
+    monkeypatch.setenv("SSH_KEY_DIR", str(tmp_path))
+    monkeypatch.setenv("LAB_SECRET", "control")
+    path = tmp_path / jr.FILE_NAME
+    jr.append(path, "registered", "t0", base_dir=str(tmp_path), campaign_path="c.yaml")
+    jr.append(path, "pair_invalid", "t1", pair=1, pair_attempt=1,
+              reason="control: server died", fault="lane")
+    jr.append(path, "pass", "t2", arm="control", name="knee", problems=["control slow"],
+              rows=[{"arm": "control", "metric": "ttft_p50", "value": 1.0, "reason": ""}])
+    first, invalid, done = [json.loads(line) for line in path.read_text().splitlines()]
+    assert first["base_dir"] == str(tmp_path)
+    assert invalid["reason"] == "<redacted>: server died"
+    assert done["arm"] == "control" and done["rows"][0]["arm"] == "control"
+    assert done["problems"] == ["<redacted> slow"]
+    assert json.loads(jr.dumps({"base_dir": str(tmp_path), "error": f"in {tmp_path}"})) == {
+        "base_dir": str(tmp_path), "error": "in <redacted>"}
+
+
+def test_an_arm_folder_scrub_leaves_measurements_alone(tmp_path: Path) -> None:
+    """Logs are scrubbed of the values; AIPerf's exports and the scrapes only of URL
+    passwords (a value that is a number would change a measurement)."""
+    (tmp_path / "passes" / "knee").mkdir(parents=True)
+    export = tmp_path / "passes" / "knee" / "profile_export.jsonl"
+    export.write_text('{"url": "http://u:pw@h", "ttft": 4711.0}\n')
+    log = tmp_path / "server.log"
+    log.write_text("pin 4711\n")
+    assert secrets.scrub_tree(tmp_path, ["4711"]) == [export, log]
+    assert export.read_text() == '{"url": "http://u:<redacted>@h", "ttft": 4711.0}\n'
+    assert log.read_text() == "pin <redacted>\n"

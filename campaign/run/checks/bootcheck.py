@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from campaign import secrets
 from campaign.campaignfile import Campaign, LaunchModel
 from campaign.errors import ServerError
 from campaign.markers import LABEL_LANE, LABEL_PID, run_labels
@@ -127,5 +128,8 @@ def _boot(campaign: Campaign, arms: list[str], launch: LaunchModel, server: Serv
                                  arm=", ".join(arms), client=client, clock=clock, sleep=sleep)
     except ServerError as exc:
         text = str(exc).removeprefix(f"{', '.join(arms)}: ")  # the arms are named already
+        # the server's log lines it quotes, scrubbed of every value the launch reads in a
+        # secret position, however short (a server's backend scrubs them too: a last guard)
+        text = secrets.scrub(text, values=secrets.launch_values(launch))
         return Boot(arms=arms, seconds=clock() - start, error=text)
     return Boot(arms=arms, seconds=seconds)

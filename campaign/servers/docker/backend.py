@@ -317,7 +317,8 @@ class DockerServer(ServerContext):
                 f"{exc.explanation or exc}",
                 hint="a missing GPU runtime, a busy port or a bad entrypoint is the usual cause",
             ) from None
-        started.follower = LogFollower(container, log_path)
+        started.follower = LogFollower(container, log_path,
+                                       values=secrets.launch_values(self.launch))
         started.follower.start()
         return started
 

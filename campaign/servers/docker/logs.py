@@ -2,8 +2,9 @@
 keeps output from the first second), written to the arm's log file as it arrives, so a
 runner that dies keeps it and a boot failure can quote the last lines. Each line is
 scrubbed of the known secret values (`campaign.secrets.scrub`: the runner's secret
-variables, URL passwords) as it is written; a line not yet ended is held back until its
-newline (or the end of the stream), so a secret split across two chunks is still found."""
+variables, what the launch reads in a secret position, URL passwords) as it is written;
+a line not yet ended is held back until its newline (or the end of the stream), so a
+secret split across two chunks is still found."""
 
 from __future__ import annotations
 

@@ -83,3 +83,34 @@ def test_the_p99_of_too_few_requests_is_the_largest_one() -> None:
         assert x[-2] <= np.percentile(x, 99) <= x[-1]
     x = np.sort(rng.lognormal(3, 0.3, 100))
     assert np.percentile(x, 99) < x[-1] and (x > np.percentile(x, 99)).sum() == 1
+
+
+# --------------------------------------------------------------------------- token shapes
+
+HF = "hf_" + "Q7" * 17
+
+
+@pytest.mark.parametrize(("old", "new", "where"), [
+    ("hypothesis: depth 7 beats depth 5 at one stream",
+     f"hypothesis: depth 7 beats depth 5 ({HF})", "hypothesis:"),
+    ("lane: sim", f"lane: sim\nlog_captures:\n  spec: \"token {HF}\"", "log_captures.spec:"),
+    ("  depth7:\n", f"  depth7:\n    description: \"tried with {HF}\"\n",
+     "arms.depth7.description:"),
+    ("lane: sim", f"lane: sim\nlog_captures:\n  {HF}: spec", "log_captures: a name"),
+    ("lane: sim", f"lane: sim  # {HF}", "line 3"),
+])
+def test_a_token_in_any_free_text_field_is_refused_with_the_fix(
+        tmp_path: Path, old: str, new: str, where: str) -> None:
+    """A literal token in the hypothesis, a capture's regex, a description, a name or a
+    comment would be frozen into every results folder (`campaign.yaml` is kept byte for
+    byte): refused, named by its place, never quoted."""
+    with pytest.raises(SpecError) as info:
+        load_campaign(write(tmp_path, sub(old, new)))
+    text = str(info.value)
+    assert "Hugging Face token" in text and where in text, text
+    assert "${HF_TOKEN}" in text and HF not in text
+
+
+def test_a_frozen_copy_with_a_token_is_read_back(tmp_path: Path) -> None:
+    path = write(tmp_path, sub("hypothesis: depth 7", f"hypothesis: {HF} depth 7"))
+    assert load_campaign(path, check_files=False).hypothesis.startswith(HF)

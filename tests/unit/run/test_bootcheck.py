@@ -88,3 +88,23 @@ def test_a_busy_lane_boots_nothing(tmp_path: Path) -> None:
             pytest.raises(PreflightError, match="busy"):
         boot_all(c, server_factory=factory, lock_dir=tmp_path)
     assert started == []
+
+
+def test_check_boot_prints_no_referenced_secret_however_short(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that prints its 5-character `${DB_PASSWORD}` and dies: the boot's error
+    (what `check --boot` prints) quotes its log lines scrubbed."""
+    monkeypatch.setenv("DB_PASSWORD", "pw123")
+    c = load_campaign(write(tmp_path, SIM.replace(
+        "env: {", 'env: {DB_PASSWORD: "${DB_PASSWORD}", '), "control: {}\ncand: {}\n"))
+
+    class Talkative(FakeServer):
+        def logs(self, tail: int = 40) -> list[str]:
+            return ["connecting with password pw123"]
+
+    def factory(launch: LaunchModel, ctx: ArmContext) -> FakeServer:
+        return Talkative(1, ctx, [], die_on_start=True)
+
+    [boot] = boot_all(c, server_factory=factory, lock_dir=tmp_path / "locks")
+    assert boot.error is not None and "password <redacted>" in boot.error
+    assert "pw123" not in boot.error

@@ -149,6 +149,31 @@ def test_a_run_writes_no_secret(tmp_path: Path, listener: int,
     assert "<redacted>" in (run_dir / "journal.jsonl").read_text()
 
 
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("LAB_SECRET", "control", "is the name of arm 1 of 2 under `arms:`"),
+    ("LAB_SECRET", "ttft_p99", "is a metric's name"),
+    ("SSH_KEY_DIR", None, "is the campaign's folder"),
+])
+def test_a_secret_that_is_an_arm_a_metric_or_a_path_is_refused_at_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str | None,
+        says: str) -> None:
+    """Scrubbed from every log and message, its value would hide the arm, the metric or
+    the folder there: `check`, `run` and `--dry-run` refuse it (exit 2), with the fix."""
+    campaign = _campaign(tmp_path, CAMPAIGN)
+    assert campaign.source is not None
+    monkeypatch.setenv(variable, value or str(campaign.base_dir))
+    for args in (["check", str(campaign.source), "--no-preflight", "--no-engine"],
+                 ["run", str(campaign.source), "--dry-run"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert says in result.output and f"unset {variable}" in result.output, result.output
+        assert "Traceback" not in result.output
+    with pytest.raises(SpecError, match=f"unset {variable}"):
+        runner.run_campaign(campaign, None, tmp_path / "results", make_rt(
+            tmp_path, 1, Script(), []), opts=UNGUARDED)
+    assert not (tmp_path / "results").exists()
+
+
 # ------------------------------------------------------------------ 2. unhealthy engine
 
 
