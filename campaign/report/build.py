@@ -157,7 +157,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
-    verdict = _registered_verdict(run, rule, verdict, unjudged, pooled)
+    verdict = _registered_verdict(run, rule, verdict, unjudged, pooled, shown is not None)
     reg, frozen = run.registration, run.campaign
     newest = shown is not None
     return RunReport(
@@ -209,14 +209,17 @@ def _registered_only(run: RunDir) -> tuple[str, ...]:
 
 
 def _registered_verdict(run: RunDir, rule: rl.Rule, verdict: oc.RunVerdict,
-                        unjudged: Sequence[str], pooled: pool.Pooled | None
-                        ) -> oc.RunVerdict:
+                        unjudged: Sequence[str], pooled: pool.Pooled | None,
+                        newest: bool) -> oc.RunVerdict:
     """The verdict with what the registration does not allow said first among its
     reasons: rows set aside (`unjudged`), journaled looks its rows do not give, and, when
     the registered decision cells cannot be known, the default kept (nothing registered
     to judge: the measured levels are no stand-in for the registered ones)."""
     said = list(unjudged)
-    if rule.prereg.sequential is not None and pooled is None:
+    # the newest run's journal is read; an older night's only when the store read it
+    # (else it is as the run finished it): a history of sequential nights stays fast
+    if (rule.prereg.sequential is not None and pooled is None
+            and (newest or run._journal is not None)):
         said += structure.look_problems(run.journal, recomputed_looks(verdict), run.run_dir)
     unknown = structure.unknown_cells(run.run_dir, run.registration.rule,
                                       run.registration.levels is not None,

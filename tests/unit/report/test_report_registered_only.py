@@ -128,6 +128,15 @@ def test_a_flipped_look_is_named(tmp_path: Path) -> None:
     assert code == 2 and "journal.jsonl says adopt" in _structure_line(out)
 
 
+def test_a_flipped_look_of_a_finished_run_is_named(tmp_path: Path) -> None:
+    run = _sequential(tmp_path)
+    store = RunStore.open(run)
+    store.journal("look", pair=3, look=2, stop=True, candidates={"cand": {"state": "keep-default"}})
+    store.finish(complete=True)  # journal and passes.csv as the run left them
+    reasons = build_report([run]).latest.verdict.reasons
+    assert "journal.jsonl says keep-default, the rows give adopt" in reasons[0]
+
+
 def test_a_duplicated_look_with_another_outcome_is_named(tmp_path: Path) -> None:
     run = _sequential(tmp_path)
     store = RunStore.open(run)
