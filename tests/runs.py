@@ -127,6 +127,9 @@ def make_run(
     """A results directory made with the store's API (what `spec-ab run` writes); each
     guardrail's band is registered resolved as `spec-ab run` does, or as given."""
     rule_kw.setdefault("decision_cells", [{"workload": "knee", "level": "c1"}])
+    measured = max((len(v) for v in spec.values()), default=0)
+    if "pairs" not in rule_kw and "sequential" not in rule_kw and measured > 2:
+        rule_kw["pairs"] = measured  # as `spec-ab run` would: no pair beyond the registered
     rule = Preregistration(**rule_kw).model_dump(mode="json", by_alias=True)
     campaign = {
         "name": name,

@@ -32,7 +32,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import bootfail, pool, redos, running
+from campaign.results import bootfail, pool, redos, running, structure
 from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
@@ -79,6 +79,7 @@ def _build(run_dirs: Sequence[Path], rule_overrides: dict[str, str] | None,
         runs = load_runs([Path(d) for d in run_dirs])
     else:
         runs = [loader(Path(d)) for d in run_dirs]
+    unjudged = {run.run_id: _registered_only(run) for run in runs}
     pooled = pool.pool(runs)  # shards of one sharded campaign: one run (or refused)
     if pooled is not None:
         runs = [pooled.run]
@@ -99,7 +100,9 @@ def _build(run_dirs: Sequence[Path], rule_overrides: dict[str, str] | None,
     _refuse_unmeasured(picked, all_rows)
     tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
     out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
-                       pooled, overrides, picked, shown if i == newest else None)
+                       pooled, overrides, picked, shown if i == newest else None,
+                       unjudged.get(run.run_id, tuple(
+                           line for lines in unjudged.values() for line in lines)))
            for i, (run, prep) in enumerate(zip(runs, prepared, strict=True))]
     out.sort(key=lambda r: (r.registered_at, r.run_id))
     return Report(runs=tuple(out))
@@ -134,9 +137,12 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
 
 def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
                 pooled: pool.Pooled | None, overrides: dict[str, str],
-                picked: tuple[str, ...] | None, shown: set[str] | None) -> RunReport:
+                picked: tuple[str, ...] | None, shown: set[str] | None,
+                unjudged: Sequence[str] = ()) -> RunReport:
     """One run judged under its prepared rule; `shown`: the metrics of the newest run,
-    judged in full (None for an older run of a history: its decision needs only)."""
+    judged in full (None for an older run of a history: its decision needs only);
+    `unjudged`: what the run holds beyond its registration (`_registered_only`), said
+    first among the headline's reasons."""
     rule_dict, rule = prep.rule_dict, prep.rule
     arms = _arms(run)
     never = _never_ready(run, arms) if pooled is None else ()
@@ -151,6 +157,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
+    verdict = _registered_verdict(run, rule, verdict, unjudged, pooled, shown is not None)
     reg, frozen = run.registration, run.campaign
     newest = shown is not None
     return RunReport(
@@ -185,6 +192,54 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         pooled=pooled,
         never_ready=never,
     )
+
+
+def _registered_only(run: RunDir) -> tuple[str, ...]:
+    """Set aside the rows the run's registration does not allow (`results.structure`:
+    a pair beyond the registered pairs, a redo journaled after the run finished, another
+    run's rows): they stay in the files, the verdict does not read them. The lines that
+    name them. A journal the store did not read ends in its `finished` event as the run
+    wrote it (`store._run_data`): nothing was journaled after it."""
+    found = structure.unregistered(run.run_dir, run.passes, run.registration.rule,
+                                   run._journal)
+    if found.keep is not None:
+        run.passes = run.passes[found.keep].reset_index(drop=True)
+        run.batch = None
+    return found.lines
+
+
+def _registered_verdict(run: RunDir, rule: rl.Rule, verdict: oc.RunVerdict,
+                        unjudged: Sequence[str], pooled: pool.Pooled | None,
+                        newest: bool) -> oc.RunVerdict:
+    """The verdict with what the registration does not allow said first among its
+    reasons: rows set aside (`unjudged`), journaled looks its rows do not give, and, when
+    the registered decision cells cannot be known, the default kept (nothing registered
+    to judge: the measured levels are no stand-in for the registered ones)."""
+    said = list(unjudged)
+    # the newest run's journal is read; an older night's only when the store read it
+    # (else it is as the run finished it): a history of sequential nights stays fast
+    if (rule.prereg.sequential is not None and pooled is None
+            and (newest or run._journal is not None)):
+        said += structure.look_problems(run.journal, recomputed_looks(verdict), run.run_dir)
+    unknown = structure.unknown_cells(run.run_dir, run.registration.rule,
+                                      run.registration.levels is not None,
+                                      run.campaign is not None)
+    if unknown is not None:
+        return dataclasses.replace(
+            verdict, decision="keep-default", adopt_arm=None, reason="inconclusive",
+            settle="restore campaign.yaml from a backup of the run folder",
+            reasons=(unknown, *said), ranking=(),
+            candidates=tuple(dataclasses.replace(cv, decision="keep-default")
+                             for cv in verdict.candidates))
+    if not said:
+        return verdict
+    return dataclasses.replace(verdict, reasons=(*said, *verdict.reasons))
+
+
+def recomputed_looks(verdict: oc.RunVerdict) -> dict[str, list[tuple[int, str]]]:
+    """Candidate → (pairs, state) of each look its rows give (a sequential design)."""
+    return {cv.arm: [(s.pairs, s.state) for s in cv.sequential.steps]
+            for cv in verdict.candidates if cv.sequential is not None}
 
 
 def _aa_band(run: RunDir, arms: list[str], verdict: oc.RunVerdict,

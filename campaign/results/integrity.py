@@ -27,7 +27,7 @@ from typing import Any
 
 from campaign.campaignfile.yamlread import read_yaml
 from campaign.errors import ResultsError, SpecError
-from campaign.results import chain, damage, signing
+from campaign.results import chain, damage, signing, structure
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
 from campaign.results.registration import FILE_NAME, Registration
@@ -191,6 +191,9 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     reading = jr.read(run_dir)  # parsed once, lines that are no event left out
     events = reading.events
     checks.append(_rows_check(run_dir, reading))
+    checks.append(Check("structure", *structure.check(
+        run_dir, registration.rule, registration.levels is not None, events,
+        jr.base_dir_of([first]))))
     checks.append(_signature_check(run_dir, events, allowed_signers, signer))
     if expected_digest is not None:
         checks.append(_digest_check(walk.head, expected_digest))

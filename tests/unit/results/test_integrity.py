@@ -101,7 +101,7 @@ def test_verify_an_intact_run_and_its_digest(tmp_path: Path) -> None:
     code, text = _cli("verify", str(run), "--digest", head[:16])
     assert code == 0, text
     assert f"digest=sha256:{head}" in text
-    assert "FAIL " not in text and text.count("ok ") == 6
+    assert "FAIL " not in text and text.count("ok ") == 7
     code, text = _cli("verify", str(run), "--digest", "0" * 64)
     assert code == 2 and "FAIL digest" in text and "not verified (digest)" in text
 
