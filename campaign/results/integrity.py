@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from campaign.campaignfile.yamlread import read_yaml
-from campaign.errors import ResultsError, SpecError
+from campaign.errors import ResultsError, SpecError, UsageError
 from campaign.results import chain, damage, signing
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
@@ -223,6 +224,13 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     """Every copy of the run checked against the others (and the digest against
     `expected_digest`, a copy kept outside the folder; the registration's signature
     against `allowed_signers`)."""
+    want = None if expected_digest is None else parse_digest(expected_digest)
+    if signer is not None and allowed_signers is None:
+        raise UsageError("--signer needs --allowed-signers: the signer is looked up in "
+                         "that file", hint=f"add --allowed-signers FILE (an OpenSSH "
+                         f"allowed_signers file naming {signer})")
+    if allowed_signers is not None:
+        signing.check_allowed_signers(allowed_signers)
     path = run_dir / jr.FILE_NAME
     if not run_dir.is_dir() or not (path.exists()
                                     or (run_dir / "preregistration.json").exists()):
@@ -246,8 +254,7 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     events = reading.events
     checks.append(_rows_check(run_dir, reading, chained=walk.chained))
     checks.append(_signature_check(run_dir, events, allowed_signers, signer))
-    if expected_digest is not None:
-        want = expected_digest.strip().lower().removeprefix("sha256:")
+    if want is not None:
         checks.append(_digest_check(walk, want))
     return Verification(run_dir, walk.head, tuple(checks))
 
@@ -308,6 +315,12 @@ def _signature_check(run_dir: Path, events: list[dict[str, Any]], allowed: Path 
                      signer: str | None) -> Check:
     ok, text = signing.check_signature(run_dir, allowed, signer)
     digest = signing.signature_digest(run_dir)
+    recorded = next((e["registration_sig_sha256"] for e in events
+                     if isinstance(e.get("registration_sig_sha256"), str)), None)
+    if digest is None and recorded is not None:
+        return Check("signature", False, f"signature recorded in the journal, file missing: "
+                     f"journal.jsonl records {signing.SIG_FILE} (sha256 {recorded[:12]}), "
+                     "the folder holds none (restore it from a backup of the run folder)")
     if not ok or digest is None:
         return Check("signature", ok, text)
     firsts = [e for e in events if e.get("event") in ("run_start", "slot_start")][:1]
@@ -315,6 +328,21 @@ def _signature_check(run_dir: Path, events: list[dict[str, Any]], allowed: Path 
         return Check("signature", False, text + f"; but journal.jsonl does not record "
                      f"{signing.SIG_FILE} before the first boot (made or replaced later)")
     return Check("signature", True, text + ", before the first boot")
+
+
+DIGEST = re.compile(r"[0-9a-f]{12,64}")
+
+
+def parse_digest(text: str) -> str:
+    """A digest as given to --digest (`sha256:` and `digest=` prefixes allowed, any case):
+    its hex digits; a UsageError (exit 2) when it is none, so a typo never reads as
+    tampering."""
+    want = text.strip().lower().removeprefix("digest=").removeprefix("sha256:")
+    if not DIGEST.fullmatch(want):
+        raise UsageError(f"--digest {text!r}: malformed digest (want ≥ 12 hex digits)",
+                         hint="give the digest= line `spec-ab run` printed (sha256:<64 hex "
+                         "digits>), or at least its first 12 digits")
+    return want
 
 
 def _digest_check(walk: chain.Walk, want: str) -> Check:
@@ -326,7 +354,7 @@ def _digest_check(walk: chain.Walk, want: str) -> Check:
     if walk.breaks:
         return Check("digest", False, "the chain is broken (see chain): the digest of the "
                      "last line vouches for no line before the break")
-    if head is not None and len(want) >= 12 and head.startswith(want):
+    if head is not None and head.startswith(want):
         return Check("digest", True, f"the run's digest is {head}, as given")
     return Check("digest", False, f"the run's digest is {head or 'none'}, not {want}: the "
                  "journal is not the one whose digest was kept (a line was edited, added "
