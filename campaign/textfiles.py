@@ -200,9 +200,10 @@ def read_capped(path: Path, cap: int, what: str = "results file") -> bytes:
             raise ResultsError(f"{path}: cannot read the {what}: {exc.strerror or exc}",
                                hint="check the disk and the file's permissions") from None
     if size > cap or len(raw) > cap:
+        unit, name = (MiB, "MiB") if cap >= MiB else (1024, "KiB")
         raise ResultsError(
-            f"{path}: the {what} is over {cap // MiB} MiB ({max(size, len(raw)) / MiB:.0f}"
-            f"{'+' if len(raw) > cap else ''} MiB); spec-ab writes far less",
+            f"{path}: the {what} is over {cap // unit} {name} ({max(size, len(raw)) / unit:.0f}"
+            f"{'+' if len(raw) > cap else ''} {name}); spec-ab writes far less",
             hint="this is not the file spec-ab wrote: restore it from a copy, or report on "
             "another run")
     return raw

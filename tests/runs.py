@@ -230,8 +230,14 @@ CHAIN_FIELDS = ("prev", "chain", "registration_sha256", "campaign_sha256")
 
 def unchain(run_dir: Path) -> None:
     """Rewrite a run's journal as a spec-ab before the hash chain wrote it (no `prev`, no
-    file digests on its first line): a directory of an older results schema."""
+    file digests on its first line, no `journal_chain` in preregistration.json): a
+    directory of an older results schema."""
     path = run_dir / "journal.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     path.write_text("".join(json.dumps({k: v for k, v in ev.items() if k not in CHAIN_FIELDS})
                             + "\n" for ev in lines))
+    reg = run_dir / "preregistration.json"  # nor did its registration record the chain
+    doc = json.loads(reg.read_text())
+    if doc.pop("journal_chain", None) is not None:
+        reg.chmod(0o644)
+        reg.write_text(json.dumps(doc, indent=2) + "\n")

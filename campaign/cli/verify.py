@@ -23,13 +23,13 @@ def verify(
     digest: Annotated[str | None, typer.Option(
         "--digest", help="The run's digest as kept outside the folder (the `digest=` line "
         "`spec-ab run` printed, or `integrity.journal_sha256` of a report's JSON); at "
-        "least 12 hex digits.")] = None,
+        "least 12 hex digits, else exit 2. Fails on a run whose chain was not walked.")] = None,
     allowed_signers: Annotated[Path | None, typer.Option(
         "--allowed-signers", help="Check registration.sig against this OpenSSH "
         "allowed_signers file (`spec-ab run --sign-key` made it).")] = None,
     signer: Annotated[str | None, typer.Option(
         "--signer", help="The identity that must have signed (default: any in "
-        "--allowed-signers).")] = None,
+        "--allowed-signers; needs --allowed-signers).")] = None,
 ) -> None:
     """Check a run folder against itself and an outside copy: the journal's hash chain line by line, preregistration.json and campaign.yaml against what the journal registered before the first boot, the registration's own hashes, every row of passes.csv against the journal, and the run's digest against --digest, and the registration's signature (--allowed-signers). Exit 0 when every check holds, 2 when one fails (each failing check is named)."""
     from campaign.results.integrity import verify_run  # the results stack: not for --help

@@ -15,6 +15,12 @@ anchor outside the folder (the digest printed in a CI log, or a signature:
 `results.signing`); without one, an editor who rewrites every line consistently is
 caught by nothing but the anchor — which is why the digest is printed.
 
+Whether a journal is chained is not its first line's to say: an editor would delete the
+marker. `walk` is told why it must be (`integrity.chain_expected`: the registration
+records `journal_chain`, or the run is signed) and also takes any line's `prev`, or the
+first line's file digests, as proof; only a journal none of these marks is read as
+written before the chain (`PRE_CHAIN`).
+
 Appends are cheap: the digest of the last line is kept per path with the file's size and
 modification time, and re-read from the file's tail only when either differs (another
 process appended, or the file was replaced).
@@ -115,12 +121,35 @@ def head(path: Path) -> str | None:
     return line_digest(raw) if raw.endswith(b"\n") else None
 
 
+PRE_CHAIN = "unprotected (written before the chain)"
+"""What `verify` and `report` say of a run registered before spec-ab chained its journal."""
+
+CHAIN_KEYS = ("chain", "registration_sha256", "campaign_sha256")
+"""Keys only a chaining spec-ab writes on the first line."""
+
+
+def chain_traces(first: object) -> str | None:
+    """Why a first line without a valid marker still belongs to a chained journal (it
+    holds a `chain` key of another value, or the file digests that came with the chain);
+    None: none of those keys."""
+    if not isinstance(first, dict):
+        return None
+    if "chain" in first and first["chain"] != CHAIN_VERSION:
+        return f"its chain marker is {json.dumps(first['chain'])[:40]}, not {CHAIN_VERSION}"
+    keys = [k for k in CHAIN_KEYS[1:] if k in first]
+    if keys:
+        return f"it records {' and '.join(keys)}, which only a chaining spec-ab writes"
+    return None
+
+
 @dataclass(frozen=True)
 class Walk:
     """A journal's chain, walked from its first line."""
 
     chained: bool
-    """The first line says the journal is chained (`chain`); older journals are not."""
+    """The chain was walked: the first line says the journal is chained (`chain`), or the
+    journal must be (the registration records it, the journal's lines carry `prev`). A
+    journal of a run registered before the chain is not: nothing vouches for its lines."""
     head: str | None
     """SHA-256 of the last complete line."""
     lines: int
@@ -131,20 +160,30 @@ class Walk:
     as written, so not a break, but nothing can be read from them."""
 
 
-def walk(raw: bytes) -> Walk:
+def walk(raw: bytes, *, expected: str | None = None) -> Walk:
     """Check every line's `prev` against the line before it. A line whose `prev` is not
     the previous line's digest breaks the chain there: a line was edited, inserted or
-    removed (or the line before it was)."""
+    removed (or the line before it was).
+
+    Whether the journal is chained is not the first line's to say (an editor deletes its
+    marker): `expected` says why it must be (the registration records the chain: see
+    `integrity.chain_expected`), and any line holding `prev` or a first line holding the
+    chain's other keys say so too. A journal that must be chained and whose first line is
+    not the chain's start (no marker, another value) is broken at line 1."""
     parts = raw.split(b"\n")
     lines = [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
     complete = [ln for ln in lines if ln.endswith(b"\n")]
     head_digest = line_digest(complete[-1]) if complete else None
     first = _record(lines[0]) if lines else None
-    if not (isinstance(first, dict) and first.get("chain") == CHAIN_VERSION):
-        return Walk(False, head_digest, len(lines))
     breaks: list[str] = []
+    if not (isinstance(first, dict) and first.get("chain") == CHAIN_VERSION):
+        why = expected or chain_traces(first) or _linked(lines)
+        if why is None:
+            return Walk(False, head_digest, len(lines))
+        breaks.append(f"line 1 has no chain marker (\"chain\": {CHAIN_VERSION}) although "
+                      f"{why}: the marker was removed or the line replaced")
     damaged: list[int] = []
-    prev = line_digest(lines[0])
+    prev = line_digest(lines[0]) if lines else None
     for i, ln in enumerate(lines[1:], start=2):
         rec = _record(ln)
         if rec is None:
@@ -155,6 +194,15 @@ def walk(raw: bytes) -> Walk:
                           "removed")
         prev = line_digest(ln if ln.endswith(b"\n") else ln + b"\n")
     return Walk(True, head_digest, len(lines), tuple(breaks), tuple(damaged))
+
+
+def _linked(lines: list[bytes]) -> str | None:
+    """Which line after the first names the line before it (`prev`): only a chaining
+    spec-ab writes one (None: no line does)."""
+    for i, ln in enumerate(lines[1:], start=2):
+        if b'"prev"' in ln and "prev" in (_record(ln) or {}):
+            return f"line {i} names the digest of the line before it (prev)"
+    return None
 
 
 def _record(line: bytes) -> dict[str, object] | None:

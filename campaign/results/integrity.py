@@ -20,13 +20,15 @@ disagree, this module says which ones and where; it does not guess which was edi
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from campaign.campaignfile.yamlread import read_yaml
-from campaign.errors import ResultsError, SpecError
+from campaign.errors import ResultsError, SpecError, UsageError
 from campaign.results import chain, damage, signing, structure
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
@@ -59,7 +61,60 @@ def copies_disagree(run_dir: Path, registration: Registration, first: Mapping[st
             out.append(f"{name} and journal.jsonl disagree: the file's sha256 is "
                        f"{(got or 'unreadable')[:12]}, the journal registered {want[:12]} "
                        "before the first boot")
+    unmarked = missing_marker(registration, first)
+    if unmarked is not None:
+        out.append(unmarked)
     return tuple(out)
+
+
+def chain_expected(registration: Registration, run_dir: Path) -> str | None:
+    """Why the run's journal must be hash-chained, whatever its first line says (None: the
+    run was registered before the chain, or its registration does not say): the
+    registration records the chain (`journal_chain`), or the run is signed (signing came
+    with the chain)."""
+    if registration.journal_chain is not None:
+        return (f"{FILE_NAME} records a chained journal (journal_chain "
+                f"{registration.journal_chain})")
+    if os.path.lexists(run_dir / signing.SIG_FILE):
+        return f"the registration is signed ({signing.SIG_FILE}), which came with the chain"
+    return None
+
+
+def missing_marker(registration: Registration, first: Mapping[str, Any]) -> str | None:
+    """The cheap check every report makes of the chain: a registration that records it (or
+    a first line holding the chain's other keys) with a first line that does not start
+    it. The marker decides nothing on its own: an editor deletes it."""
+    if first.get("event") != "registered" or first.get("chain") == chain.CHAIN_VERSION:
+        return None
+    why = (f"{FILE_NAME} records a chained journal (journal_chain "
+           f"{registration.journal_chain})" if registration.journal_chain is not None
+           else chain.chain_traces(dict(first)))
+    if why is None:
+        return None
+    return (f"journal.jsonl's first line has no chain marker (\"chain\": "
+            f"{chain.CHAIN_VERSION}), although {why}: the journal was edited after the run "
+            "wrote it")
+
+
+def pre_chain(registration: Registration, first: Mapping[str, Any]) -> bool:
+    """A run registered before spec-ab chained its journal: nothing records the chain,
+    in the registration or on the first line (its journal is unprotected)."""
+    return (registration.journal_chain is None and first.get("chain") is None
+            and chain.chain_traces(dict(first)) is None)
+
+
+PRE_CHAIN_NOTE = f"journal.jsonl is {chain.PRE_CHAIN}: its lines are not hash-chained"
+"""The note a report gives a run registered before the chain (`pre_chain`)."""
+
+
+def unjournaled_rows(rows: int, events: list[dict[str, Any]]) -> str | None:
+    """passes.csv holds rows but the journal no pass event: nothing vouches for them
+    (asked of a chained run only: a schema-1 journal held no pass events)."""
+    if rows == 0 or any(e.get("event") == "pass" for e in events):
+        return None
+    return (f"passes.csv holds {rows} rows and journal.jsonl no pass events: nothing "
+            "vouches for them (the journal lost its passes, or passes.csv is not this "
+            "run's)")
 
 
 REGISTERED_WITHIN_S = 60.0
@@ -169,6 +224,13 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     """Every copy of the run checked against the others (and the digest against
     `expected_digest`, a copy kept outside the folder; the registration's signature
     against `allowed_signers`)."""
+    want = None if expected_digest is None else parse_digest(expected_digest)
+    if signer is not None and allowed_signers is None:
+        raise UsageError("--signer needs --allowed-signers: the signer is looked up in "
+                         "that file", hint=f"add --allowed-signers FILE (an OpenSSH "
+                         f"allowed_signers file naming {signer})")
+    if allowed_signers is not None:
+        signing.check_allowed_signers(allowed_signers)
     path = run_dir / jr.FILE_NAME
     if not run_dir.is_dir() or not (path.exists()
                                     or (run_dir / "preregistration.json").exists()):
@@ -176,9 +238,9 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
                            hint="give the folder `spec-ab run` printed")
     damage.require_registered(run_dir, jr.first_event(run_dir))  # missing, or no line 1
     raw = read_capped(path, JOURNAL_CAP, "journal")  # a FIFO or a device is refused
-    walk = chain.walk(raw)
-    checks = [_chain_check(walk)]
     registration = Registration.load(run_dir / "preregistration.json")
+    walk = chain.walk(raw, expected=chain_expected(registration, run_dir))
+    checks = [_chain_check(walk)]
     checks.append(_registration_check(run_dir, registration))
     first = jr.first_event(run_dir)
     disagree = copies_disagree(run_dir, registration, first)
@@ -190,20 +252,21 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
                         "; ".join(disagree) if disagree else _copies_ok(first)))
     reading = jr.read(run_dir)  # parsed once, lines that are no event left out
     events = reading.events
-    checks.append(_rows_check(run_dir, reading))
+    checks.append(_rows_check(run_dir, reading, chained=walk.chained))
     checks.append(Check("structure", *structure.check(
         run_dir, registration.rule, registration.levels is not None, events,
         jr.base_dir_of([first]))))
     checks.append(_signature_check(run_dir, events, allowed_signers, signer))
-    if expected_digest is not None:
-        checks.append(_digest_check(walk.head, expected_digest))
+    if want is not None:
+        checks.append(_digest_check(walk, want))
     return Verification(run_dir, walk.head, tuple(checks))
 
 
 def _chain_check(walk: chain.Walk) -> Check:
     if not walk.chained:
-        return Check("chain", True, "journal.jsonl is not hash-chained (written before "
-                     "spec-ab chained its journal): its lines cannot be checked one by one")
+        return Check("chain", True, f"{chain.PRE_CHAIN}: journal.jsonl is not "
+                     "hash-chained and its registration records no chain, so its lines "
+                     "cannot be checked one by one and no digest vouches for them")
     if walk.breaks:
         more = f" (+{len(walk.breaks) - 3} more)" if len(walk.breaks) > 3 else ""
         return Check("chain", False, "journal.jsonl's chain is broken: "
@@ -234,8 +297,11 @@ def _copies_ok(first: Mapping[str, Any]) -> str:
             "the files themselves were not recorded)")
 
 
-def _rows_check(run_dir: Path, reading: jr.Reading) -> Check:
+def _rows_check(run_dir: Path, reading: jr.Reading, *, chained: bool) -> Check:
     csv = pc.read_passes(run_dir / "passes.csv")
+    lost = unjournaled_rows(len(csv.rows), reading.events) if chained else None
+    if lost is not None:
+        return Check("rows", False, lost)
     try:
         _, problems = pc.reconcile(run_dir, csv, reading.events)
     except ResultsError as exc:
@@ -252,6 +318,12 @@ def _signature_check(run_dir: Path, events: list[dict[str, Any]], allowed: Path 
                      signer: str | None) -> Check:
     ok, text = signing.check_signature(run_dir, allowed, signer)
     digest = signing.signature_digest(run_dir)
+    recorded = next((e["registration_sig_sha256"] for e in events
+                     if isinstance(e.get("registration_sig_sha256"), str)), None)
+    if digest is None and recorded is not None:
+        return Check("signature", False, f"signature recorded in the journal, file missing: "
+                     f"journal.jsonl records {signing.SIG_FILE} (sha256 {recorded[:12]}), "
+                     "the folder holds none (restore it from a backup of the run folder)")
     if not ok or digest is None:
         return Check("signature", ok, text)
     firsts = [e for e in events if e.get("event") in ("run_start", "slot_start")][:1]
@@ -261,9 +333,31 @@ def _signature_check(run_dir: Path, events: list[dict[str, Any]], allowed: Path 
     return Check("signature", True, text + ", before the first boot")
 
 
-def _digest_check(head: str | None, expected: str) -> Check:
-    want = expected.strip().lower().removeprefix("sha256:")
-    if head is not None and len(want) >= 12 and head.startswith(want):
+DIGEST = re.compile(r"[0-9a-f]{12,64}")
+
+
+def parse_digest(text: str) -> str:
+    """A digest as given to --digest (`sha256:` and `digest=` prefixes allowed, any case):
+    its hex digits; a UsageError (exit 2) when it is none, so a typo never reads as
+    tampering."""
+    want = text.strip().lower().removeprefix("digest=").removeprefix("sha256:")
+    if not DIGEST.fullmatch(want):
+        raise UsageError(f"--digest {text!r}: malformed digest (want ≥ 12 hex digits)",
+                         hint="give the digest= line `spec-ab run` printed (sha256:<64 hex "
+                         "digits>), or at least its first 12 digits")
+    return want
+
+
+def _digest_check(walk: chain.Walk, want: str) -> Check:
+    head = walk.head
+    if not walk.chained:
+        return Check("digest", False, f"the chain was not walked (journal.jsonl is "
+                     f"{chain.PRE_CHAIN}): its last line's digest vouches for no line before "
+                     "it, so no digest can verify this run")
+    if walk.breaks:
+        return Check("digest", False, "the chain is broken (see chain): the digest of the "
+                     "last line vouches for no line before the break")
+    if head is not None and head.startswith(want):
         return Check("digest", True, f"the run's digest is {head}, as given")
     return Check("digest", False, f"the run's digest is {head or 'none'}, not {want}: the "
                  "journal is not the one whose digest was kept (a line was edited, added "

@@ -24,7 +24,9 @@ carries a `schema_version` carries the same number):
        boot-to-boot band resolved (its own, its A/A run's, or the campaign's).
        `values_sha256` covers both. Schema-2 directories have neither (None): their
        verdict reads the levels from campaign.yaml and judges guardrails against the
-       campaign's band, as before.
+       campaign's band, as before. Registrations made since the journal is chained
+       also carry `journal_chain` (`results.chain`): the run's journal must be chained
+       (an added key, not a new schema: absent, the run reads as before).
 
 Reading a directory of an older schema never rewrites it: `update_to_<N>` turns the
 version N-1 document into version N in memory, one step at a time, and remembers the
@@ -46,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from campaign import RESULTS_SCHEMA_VERSION, __version__, catalog
 from campaign.campaignfile import Campaign
 from campaign.errors import ResultsError
+from campaign.results.chain import CHAIN_VERSION
 from campaign.textfiles import DOC_CAP, atomic_write, read_capped
 
 FILE_NAME = "preregistration.json"
@@ -205,6 +208,13 @@ class Registration(BaseModel):
         "run, or the campaign's band (None: registered before guardrails had bands)."
     )
 
+    journal_chain: int | None = Field(
+        None, description="How the run's journal.jsonl is hash-chained (`results.chain."
+        "CHAIN_VERSION`), recorded at registration: a run registered by a spec-ab that "
+        "chains must hold a chained journal, whatever its first line says (None: "
+        "registered before the registration recorded it)."
+    )
+
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
     _file_sha256: str | None = PrivateAttr(None)
     """SHA-256 of the file's bytes as read (`load`): what the journal's first line is
@@ -234,7 +244,7 @@ class Registration(BaseModel):
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
                    values_sha256=values_hash(rule, drift_band, arms, levels, bands),
-                   levels=levels, guardrail_bands=bands)
+                   levels=levels, guardrail_bands=bands, journal_chain=CHAIN_VERSION)
 
     @property
     def file_sha256(self) -> str | None:

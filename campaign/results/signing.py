@@ -17,15 +17,20 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from campaign.errors import PreflightError
+from campaign.errors import PreflightError, UsageError
+from campaign.textfiles import open_regular, read_capped
 
 NAMESPACE = "spec-ab-registration"
 SIG_FILE = "registration.sig"
 TIMEOUT_S = 60
+SIG_CAP = 64 * 1024
+"""registration.sig: `ssh-keygen -Y sign` writes well under 1 KiB; more is not a signature."""
+SIGNERS_CAP = 1 << 20
+"""An allowed_signers file: a line per key, a few hundred bytes each."""
 
 
 def _first_line(run_dir: Path) -> bytes:
-    with open(run_dir / "journal.jsonl", "rb") as f:
+    with open_regular(run_dir / "journal.jsonl", "journal") as f:
         return f.readline(1 << 20)
 
 
@@ -63,12 +68,43 @@ def sign_registration(run_dir: Path, key: Path) -> str:
     return hashlib.sha256(sig).hexdigest()
 
 
+def read_signature(run_dir: Path) -> bytes | None:
+    """registration.sig's bytes (None: the run is not signed). A FIFO, a device or a file
+    over `SIG_CAP` is no signature: a ResultsError (exit 2) names it, nothing waits on it
+    or reads it whole."""
+    try:
+        return read_capped(run_dir / SIG_FILE, SIG_CAP, "signature")
+    except FileNotFoundError:
+        return None
+
+
 def signature_digest(run_dir: Path) -> str | None:
     """SHA-256 of registration.sig (None: the run is not signed)."""
+    sig = read_signature(run_dir)
+    return None if sig is None else hashlib.sha256(sig).hexdigest()
+
+
+def check_allowed_signers(path: Path) -> None:
+    """An --allowed-signers file that is there, a regular file and small (UsageError or
+    ResultsError, exit 2): ssh-keygen would wait on a FIFO until its timeout, and a
+    missing file would read as "no signer"."""
     try:
-        return hashlib.sha256((run_dir / SIG_FILE).read_bytes()).hexdigest()
-    except OSError:
-        return None
+        read_capped(path, SIGNERS_CAP, "allowed_signers file")
+    except FileNotFoundError:
+        raise UsageError(f"--allowed-signers {path}: file not found",
+                         hint="give the OpenSSH allowed_signers file that names the "
+                         "lab's signing keys") from None
+
+
+def _run_keygen(args: list[str], message: bytes | None = None
+                ) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(args, input=message, capture_output=True, timeout=TIMEOUT_S,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise PreflightError(f"ssh-keygen did not answer within {TIMEOUT_S} s checking "
+                             f"{SIG_FILE}", hint="check the machine's load and run "
+                             "spec-ab verify again") from None
 
 
 def check_signature(run_dir: Path, allowed_signers: Path | None,
@@ -76,7 +112,9 @@ def check_signature(run_dir: Path, allowed_signers: Path | None,
     """Is registration.sig a good signature of the `registered` line by an allowed
     signer? (ok, what was found)."""
     sig = run_dir / SIG_FILE
-    if not sig.is_file():
+    if allowed_signers is not None:
+        check_allowed_signers(allowed_signers)
+    if read_signature(run_dir) is None:  # a FIFO or a device is refused by name
         if allowed_signers is None:
             return True, "not signed (spec-ab run --sign-key signs the registration)"
         return False, f"no {SIG_FILE}: the registration was not signed"
@@ -89,9 +127,8 @@ def check_signature(run_dir: Path, allowed_signers: Path | None,
         return False, f"{SIG_FILE} is by no signer of {allowed_signers}"
     message = _first_line(run_dir)
     for who in ids:
-        res = subprocess.run([exe, "-Y", "verify", "-f", str(allowed_signers), "-I", who,
-                              "-n", NAMESPACE, "-s", str(sig)], input=message,
-                             capture_output=True, timeout=TIMEOUT_S, check=False)
+        res = _run_keygen([exe, "-Y", "verify", "-f", str(allowed_signers), "-I", who,
+                           "-n", NAMESPACE, "-s", str(sig)], message)
         if res.returncode == 0:
             return True, f"the registration is signed by {who} ({SIG_FILE})"
     return False, (f"{SIG_FILE} does not sign journal.jsonl's first line for "
@@ -99,6 +136,7 @@ def check_signature(run_dir: Path, allowed_signers: Path | None,
 
 
 def _principals(exe: str, sig: Path, allowed: Path) -> list[str]:
-    res = subprocess.run([exe, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed)],
-                         capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    return [p.strip() for p in res.stdout.splitlines() if p.strip()] if res.returncode == 0 else []
+    res = _run_keygen([exe, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed)])
+    if res.returncode != 0:
+        return []
+    return [p.strip() for p in res.stdout.decode("utf-8", "replace").splitlines() if p.strip()]

@@ -367,6 +367,7 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
            else pc.Csv(passes, digest=digest))
     events: list[dict[str, Any]] | None = None
     notes: list[str] = []
+    lost: str | None = None
     end = jr.ending(run_dir)
     damage.require_registered(run_dir, end.first)  # no journal, no registration: damaged
     vouched = (csv.digest == end.passes_sha256 if end.passes_sha256 is not None
@@ -380,6 +381,8 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
     else:
         events, notes = damage.journal_problems(run_dir)
         passes, more = pc.reconcile(run_dir, csv, events)
+        lost = (None if integrity.pre_chain(registration, end.first)
+                else integrity.unjournaled_rows(len(csv.rows), events))
         notes += more
     first = end.first
     campaign, problems, campaign_sha = _frozen_campaign(run_dir, jr.base_dir_of([first]))
@@ -388,9 +391,13 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
         registration, first, campaign_name=campaign.name if vouched and campaign else None)
     if foreign is not None:  # not this run's registration edited: no verdict to give
         raise ResultsError(f"{run_dir}: {foreign}", hint=integrity.FOREIGN_HINT)
+    if lost is not None:  # passes.csv's rows without the journal's: damaged
+        raise ResultsError(f"{run_dir}: {lost}", hint=damage.DAMAGED_HINT)
     disagree = integrity.copies_disagree(run_dir, registration, first,
                                          campaign_sha256=campaign_sha)
     notes[:0] = [*disagree, integrity.NOT_PREREGISTERED] if disagree else []
+    if integrity.pre_chain(registration, first):
+        notes.append(integrity.PRE_CHAIN_NOTE)
     edits: tuple[str, ...] = ()
     if registration.rule_intact:  # an edited rule is refused by whoever judges the run
         verified = registration.verify(

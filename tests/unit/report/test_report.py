@@ -229,7 +229,8 @@ def test_missing_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
                for n in rep.latest.notes), rep.latest.notes
     first = (run / "journal.jsonl").read_bytes().splitlines(keepends=True)[0]
     (run / "journal.jsonl").write_bytes(first)  # no passes to arbitrate: an error naming the file
-    with pytest.raises(ResultsError, match=r"passes\.csv.*no usable value"):
+    with pytest.raises(ResultsError, match=r"passes\.csv holds 12 rows and journal\.jsonl no "
+                       "pass events"):
         rp.build_report([run])
 
 

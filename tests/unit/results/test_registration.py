@@ -14,6 +14,7 @@ from campaign import RESULTS_SCHEMA_VERSION, __version__
 from campaign import report as rp
 from campaign.campaignfile import Campaign, Preregistration, load_campaign
 from campaign.errors import EXIT_USAGE, ResultsError, SpecError
+from campaign.results.integrity import PRE_CHAIN_NOTE
 from campaign.results.registration import (
     CellRef,
     Registration,
@@ -48,7 +49,8 @@ def test_round_trip(tmp_path: Path) -> None:
     assert back.sha256 == rule_hash(FIXED) and back.rule == FIXED
     assert list(json.loads(path.read_text())) == [
         "schema_version", "campaign", "registered_at", "arms", "rule", "drift_band", "sha256",
-        "tool_version", "values_sha256", "levels", "guardrail_bands"]
+        "tool_version", "values_sha256", "levels", "guardrail_bands", "journal_chain"]
+    assert back.journal_chain == 1
     assert back.values_sha256 == values_hash(FIXED, 0.03, ["control", "cand"])
     design = Registration.new(Preregistration(sequential={"max_pairs": 4}).model_dump(
         mode="json", by_alias=True), campaign="d", arms=["control", "cand"], drift_band=0.03,
@@ -114,7 +116,8 @@ def test_schema_2_directory_is_read_and_verified_as_before(tmp_path: Path) -> No
     path.write_text(json.dumps(doc))
     data = load_run(run)
     assert data.schema_version == 2 and data.registration.levels is None
-    assert data.registration_edits == () and not data.notes
+    assert data.registration_edits == ()
+    assert data.notes == (PRE_CHAIN_NOTE,)  # the only note: a journal before the chain
     rep = rp.build_report([run])
     assert rep.latest.decision == "adopt" and rep.latest.results_schema_version == 2
 
