@@ -44,6 +44,7 @@ from scipy import stats as sps
 
 from campaign import catalog
 from campaign.campaignfile import Preregistration
+from campaign.campaignfile.base import READ_BACK
 from campaign.errors import UsageError
 from campaign.fmt import abs_pct, pct
 from campaign.verdict import stats as st
@@ -321,7 +322,10 @@ def parse_rule(rule: Mapping[str, Any], band: float,
     if isinstance(guards, list):
         data["guardrails"] = [{**g, "at": "all"} if isinstance(g, Mapping) and "at" not in g
                               else g for g in guards]
-    return Rule(prereg=Preregistration.model_validate(data), band=float(band),
+    # registered: what was valid then stays readable (a margin above 1 from before fractions
+    # were bounded)
+    return Rule(prereg=Preregistration.model_validate(data, context={READ_BACK: True}),
+                band=float(band),
                 guardrail_bands=tuple(float(b) for b in guardrail_bands))
 
 
