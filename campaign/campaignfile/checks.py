@@ -78,7 +78,8 @@ def _cell_problems(campaign: Campaign, add: Add) -> None:
 
 def _rule_problems(campaign: Campaign, add: Add) -> None:
     """A drift band that is a fraction below the margin; an even pair count for ABBA; a
-    primary metric a relative bar can be put on."""
+    sequential block design on whole blocks; a primary metric a relative bar can be put
+    on."""
     pre = campaign.preregistration
     if pre.primary_metric in ZERO_ON_CONTROL:
         m = pre.primary_metric
@@ -91,9 +92,17 @@ def _rule_problems(campaign: Campaign, add: Add) -> None:
         add(("preregistration", "drift_band"), "must be a fraction in [0, 1), e.g. 0.03")
     elif isinstance(pre.drift_band, float) and pre.drift_band > pre.margin:
         add(("preregistration", "drift_band"), band_over_margin(pre.drift_band, pre.margin))
-    if pre.order == "ABBA" and pre.pairs % 2:
+    if pre.order == "ABBA" and pre.pairs % 2 and pre.sequential is None:
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
+    if pre.sequential is not None:
+        for key, problem in pre.sequential.block_problems().items():
+            add(("preregistration", "sequential", key), problem)
+        if pre.order == "ABBA" and pre.pairs % 2 and "max_pairs" not in \
+                pre.sequential.block_problems():
+            add(("preregistration", "sequential", "max_pairs"),
+                f"ABBA needs an even number of pairs so each order is used equally: write "
+                f"max_pairs: {pre.pairs + 1}")
 
 
 def _port_in_argv(argv: list[str]) -> tuple[int, str] | None:
