@@ -203,3 +203,22 @@ def test_a_negative_fraction_is_refused(
         assert [p for p in info.value.problems if p.startswith(field)] == [
             p for p in info.value.problems], info.value.problems
         assert "is negative: a fraction here is 0 or more" in info.value.problems[0]
+
+
+def test_a_rule_override_reads_fractions_as_the_file_does() -> None:
+    """`report --rule margin=10` is the same typo as `margin: 10`; `drift_band=2%` the same
+    percentage."""
+    from campaign.errors import UsageError
+
+    registered = {"margin": 0.10, "drift_band": 0.03}
+    with pytest.raises(UsageError) as info:
+        rl.apply_overrides(registered, {"margin": "10"})
+    assert str(info.value) == (
+        "--rule overrides are invalid: margin: 10 would be 1000%: a fraction is written 0.10 "
+        "(or 10%) for 10%; did you mean 0.10 (10%)?")
+    out = rl.apply_overrides(registered, {"margin": "15%", "drift_band": "2%"})
+    assert out["drift_band"] == pytest.approx(0.02)
+    with pytest.raises(UsageError) as info:
+        rl.apply_overrides(registered, {"drift_band": "3"})
+    assert "--rule drift_band=3: must be a fraction in [0, 1)" in str(info.value)
+    assert "did you mean 0.03 (3%)?" in str(info.value)
