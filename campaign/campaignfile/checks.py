@@ -168,6 +168,8 @@ class ThinTail:
     requests: int
     """Requests per level the workload's passes have."""
     quantile: float
+    unit: str = ""
+    """The limit's unit when absolute (`ms`); "" when it is a fraction of the control's."""
 
     @property
     def meaningful(self) -> int:
@@ -188,8 +190,12 @@ class ThinTail:
                 "it is the slowest request or two); at least "
                 f"{self.meaningful} requests per level make the guardrail meaningful, "
                 f"{self.resolving} ({BEYOND_TO_RESOLVE} beyond it) let each pass measure its "
-                f"sampling error, as resolving a {self.limit:.0%} limit needs "
+                f"sampling error, as resolving a {self._limit_text()} limit needs "
                 f"({_where(self.workload)})")
+
+
+    def _limit_text(self) -> str:
+        return f"{self.limit:g} {self.unit}" if self.unit else f"{self.limit:.0%}"
 
 
 def _where(workload: str) -> str:
@@ -218,8 +224,9 @@ def thin_tails(campaign: Campaign) -> list[ThinTail]:
         for workload in _guarded_workloads(campaign, g.workload, g.at):
             n = _requests_per_level(campaign, workload)
             if n is not None and n * (1 - q) < 1 - 1e-9:
+                unit = catalog.METRICS[g.metric].unit if g.absolute else ""
                 out.append(ThinTail(("preregistration", "guardrails", i), g.metric, workload,
-                                    g.max_worsening, n, q))
+                                    g.max_worsening, n, q, unit))
     return out
 
 

@@ -222,3 +222,12 @@ def test_a_rule_override_reads_fractions_as_the_file_does() -> None:
         rl.apply_overrides(registered, {"drift_band": "3"})
     assert "--rule drift_band=3: must be a fraction in [0, 1)" in str(info.value)
     assert "did you mean 0.03 (3%)?" in str(info.value)
+
+
+def test_an_absolute_limit_is_shown_in_its_unit(tmp_path: Path) -> None:
+    """The thin-tail warning of an absolute 5 ms limit on ttft_p99 said "a 500% limit"."""
+    path = _write(tmp_path, "{metric: ttft_p99, max_worsening: 0.05}",
+                  "{metric: ttft_p99, max_worsening: 5, absolute: true}")
+    r = invoke("check", "--no-preflight", str(path))
+    assert r.code == 0, r.output
+    assert "as resolving a 5 ms limit needs" in r.output and "500%" not in r.output
