@@ -273,8 +273,9 @@ class FractionOf:
                 if number < 0 and not _read_back(info):
                     raise ValueError(f"{text} is negative: a fraction here is 0 or more")
                 if self._over(number / 100) and not _read_back(info):
-                    raise ValueError(f"{text} is {self._limit_text('%')}: write a "
-                                     "percentage below it")
+                    most = "below 100%" if self.below_one else "at most 100%"
+                    raise ValueError(f"{text} is {self._limit_text('%')}: this fraction is "
+                                     f"{most}")
                 return number / 100
             try:
                 v = float(text)
@@ -339,7 +340,12 @@ def _limit(v: Any, info: ValidationInfo) -> Any:
 
 
 def _is_true(v: Any) -> bool:
-    return v is True or (isinstance(v, str) and v.strip().lower() in ("true", "yes", "on"))
+    """What pydantic reads as a yes (`true`, `1`, `"yes"`, `"on"`, …)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return v == 1
+    return isinstance(v, str) and v.strip().lower() in ("1", "on", "t", "true", "y", "yes")
 
 
 def limit_with_unit(data: Any) -> Any:

@@ -98,7 +98,7 @@ def test_the_worst_typos_of_the_audit_are_refused_through_check(tmp_path: Path) 
 
 def test_one_hundred_percent_and_beyond(tmp_path: Path) -> None:
     assert _load(tmp_path, "  margin: 0.10 ", "  margin: 100% ").preregistration.margin == 1
-    for value, says in (("150%", "150% is more than 100%"),
+    for value, says in (("150%", "150% is more than 100%: this fraction is at most 100%"),
                         ("250", "250 would be 25000%: a fraction is written 0.10 (or 10%) "
                                 "for 10%; write a fraction, e.g. 0.10 or 10%"),
                         ("ten%", "'ten%' is not a percentage"),
@@ -231,3 +231,11 @@ def test_an_absolute_limit_is_shown_in_its_unit(tmp_path: Path) -> None:
     r = invoke("check", "--no-preflight", str(path))
     assert r.code == 0, r.output
     assert "as resolving a 5 ms limit needs" in r.output and "500%" not in r.output
+
+
+@pytest.mark.parametrize("yes", ["true", "1", "yes", "on"])
+def test_an_absolute_limit_written_any_yes_way_is_in_its_unit(tmp_path: Path, yes: str) -> None:
+    c = _load(tmp_path, "{metric: ttft_p99, max_worsening: 0.05}",
+              f"{{metric: ttft_p99, max_worsening: 5, absolute: {yes}}}")
+    assert c.preregistration.guardrails[0].absolute
+    assert c.preregistration.guardrails[0].max_worsening == 5
