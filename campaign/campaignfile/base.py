@@ -8,7 +8,10 @@ Rules every field follows, whatever its model (one place, so no field is forgott
   bounded counts `Requests`, `Tokens`, `Streams`, `Prompts`; a number written as a string,
   `"2"`, is read as before);
 - no text holds a NUL character, which no argument, environment variable or file name can
-  carry (`Model._no_nul`).
+  carry (`Model._no_nul`);
+- a fraction (a margin, a limit, a band, a share: `Fraction`, `FractionBelowOne`) is at
+  most 1 and may be written as a percentage (`10%` is 0.10): a `10` meant as 10% is
+  refused with "did you mean 0.10 (10%)?", never read as +1000%.
 
 A name spec-ab does not know (a key, a metric) is named with the invisible characters it
 holds escaped (`margin\\u200b`) and the closest known one (`close_hint`).
@@ -224,6 +227,144 @@ CellTokens = Annotated[int, BeforeValidator(_CELL_TOKENS.before),
                        AfterValidator(_CELL_TOKENS.after)]
 Seed = Annotated[int, BeforeValidator(_WHOLE.before), AfterValidator(_seed)]
 """A seed AIPerf takes: 0 ≤ seed < 2**32."""
+
+
+# --------------------------------------------------------------------------- fractions
+
+READ_BACK = "read_back"
+"""Validation context key: a frozen copy (or registered rule) of an earlier run is read
+back for a report; what was valid when it was registered stays readable."""
+
+
+def _read_back(info: ValidationInfo | None) -> bool:
+    return bool(info is not None and (info.context or {}).get(READ_BACK))
+
+
+def _as_fraction_text(v: float) -> str:
+    """0.1 → "0.10", 0.125 → "0.125": two decimals at least, as a margin is written."""
+    text = f"{v:.2f}"
+    return text if float(text) == v else f"{v:g}"
+
+
+@dataclass(frozen=True)
+class FractionOf:
+    """The validator of a fraction field (a change of a metric, a share of requests): a
+    number from 0 to 1 (`below_one`: less than 1), or a percentage written as text (`10%` →
+    0.10). A number above 1 is a percentage typo: `10` is refused with "did you mean 0.10
+    (10%)?". An earlier run's registration read back (`READ_BACK`) is left as it was
+    registered."""
+
+    below_one: bool = False
+
+    def check(self, v: Any, info: ValidationInfo | None) -> Any:
+        if isinstance(v, bool):
+            raise ValueError(f"{str(v).lower()} is a yes/no value, not a fraction: write a "
+                             "fraction, e.g. 0.10 for 10%")
+        if isinstance(v, str):
+            text = v.strip()
+            if text.endswith("%"):
+                try:
+                    number = float(text[:-1].strip())
+                except ValueError:
+                    raise ValueError(f"'{v}' is not a percentage: write a fraction (0.10) or "
+                                     "a percentage (10%)") from None
+                if not math.isfinite(number):
+                    raise ValueError(f"'{v}' is not a finite percentage")
+                if number < 0 and not _read_back(info):
+                    raise ValueError(f"{text} is negative: a fraction here is 0 or more")
+                if self._over(number / 100) and not _read_back(info):
+                    most = "below 100%" if self.below_one else "at most 100%"
+                    raise ValueError(f"{text} is {self._limit_text('%')}: this fraction is "
+                                     f"{most}")
+                return number / 100
+            try:
+                v = float(text)
+            except ValueError:
+                return v  # pydantic says it is no number
+        if isinstance(v, int | float) and math.isfinite(v) and not _read_back(info):
+            if v < 0:
+                raise ValueError(f"{v:g} is negative: a fraction here is 0 or more, e.g. 0.05 "
+                                 "or 5%")
+            if self._over(v):
+                raise ValueError(self._typo(float(v)))
+        return v
+
+    def _over(self, v: float) -> bool:
+        return v >= 1 if self.below_one else v > 1
+
+    def _limit_text(self, unit: str = "") -> str:
+        one = "100%" if unit else "1"
+        return f"{'not below' if self.below_one else 'more than'} {one}"
+
+    def _typo(self, v: float) -> str:
+        head = (f"{v:g} would be {v * 100:g}%"
+                + (", and this fraction must be below 1" if self.below_one and v == 1 else "")
+                + ": a fraction is written 0.10 (or 10%) for 10%")
+        if not self._over(v / 100):
+            return f"{head}; did you mean {_as_fraction_text(v / 100)} ({v:g}%)?"
+        return f"{head}; write a fraction, e.g. 0.10 or 10%"
+
+
+Fraction = Annotated[float, BeforeValidator(FractionOf().check)]
+"""A fraction in [0, 1] (a margin, a limit, a share of requests): `0.10` or `10%`; `10` is
+refused as a percentage typo. Every fraction field of the campaign file uses this (or
+`FractionBelowOne`, or `FractionOf` itself where the unit depends on another field)."""
+FractionBelowOne = Annotated[float, BeforeValidator(FractionOf(below_one=True).check)]
+"""A fraction in [0, 1) (a drift band): as `Fraction`, 1 itself refused."""
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """A guardrail's `max_worsening` as written, with its unit (set by the guardrail, which
+    knows `absolute` and the metric): a fraction, or the metric's unit."""
+
+    value: Any
+    unit: str
+    """"fraction", or the metric's unit (ms, tokens) for an absolute limit on it."""
+    metric: str
+
+
+def _limit(v: Any, info: ValidationInfo) -> Any:
+    """A relative limit, or an absolute one on a share (error_rate), is a fraction
+    (`FractionOf`: `5` is refused as 500%); an absolute limit on another metric is a
+    difference in its unit (`5` ms), never a percentage."""
+    if not isinstance(v, _Limit):
+        return FractionOf().check(v, info)
+    if v.unit == "fraction":
+        return FractionOf().check(v.value, info)
+    if isinstance(v.value, str) and v.value.strip().endswith("%"):
+        raise ValueError(f"an absolute limit on {v.metric} is a difference in {v.unit}, not a "
+                         f"percentage: write a number of {v.unit} (or drop `absolute: true` "
+                         "for a limit relative to the control)")
+    return v.value
+
+
+def _is_true(v: Any) -> bool:
+    """What pydantic reads as a yes (`true`, `1`, `"yes"`, `"on"`, …)."""
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return v == 1
+    return isinstance(v, str) and v.strip().lower() in ("1", "on", "t", "true", "y", "yes")
+
+
+def limit_with_unit(data: Any) -> Any:
+    """A guardrail's fields as written, its `max_worsening` told its unit (`Limit`), which
+    depends on `absolute` and the metric: fields a field validator cannot see. (A model
+    validator's error would point at the guardrail, not at `max_worsening`.)"""
+    if isinstance(data, Mapping) and "max_worsening" in data \
+            and not isinstance(data["max_worsening"], _Limit):
+        metric = str(data.get("metric", ""))
+        known = catalog.METRICS.get(metric)
+        unit = (known.unit if known is not None and _is_true(data.get("absolute"))
+                else "fraction")
+        data = {**data, "max_worsening": _Limit(data["max_worsening"], unit, metric)}
+    return data
+
+
+Limit = Annotated[float, BeforeValidator(_limit)]
+"""A guardrail's limit: a `Fraction`, or a number of the metric's unit when absolute on a
+metric with one (`limit_with_unit` tells it which)."""
 
 
 # --------------------------------------------------------------------------- names and checks

@@ -90,7 +90,8 @@ def _cell_problems(campaign: Campaign, add: Add) -> None:
 
 def _rule_problems(campaign: Campaign, add: Add) -> None:
     """A drift band that is a fraction below the margin; an even pair count for ABBA; a
-    primary metric a relative bar can be put on."""
+    sequential block design on whole blocks; a primary metric a relative bar can be put
+    on."""
     pre = campaign.preregistration
     if pre.primary_metric in ZERO_ON_CONTROL:
         m = pre.primary_metric
@@ -103,9 +104,17 @@ def _rule_problems(campaign: Campaign, add: Add) -> None:
         add(("preregistration", "drift_band"), "must be a fraction in [0, 1), e.g. 0.03")
     elif isinstance(pre.drift_band, float) and pre.drift_band > pre.margin:
         add(("preregistration", "drift_band"), band_over_margin(pre.drift_band, pre.margin))
-    if pre.order == "ABBA" and pre.pairs % 2:
+    if pre.order == "ABBA" and pre.pairs % 2 and pre.sequential is None:
         add(("preregistration", "pairs"),
             "ABBA needs an even number of pairs so each order is used equally")
+    if pre.sequential is not None:
+        for key, problem in pre.sequential.block_problems().items():
+            add(("preregistration", "sequential", key), problem)
+        if pre.order == "ABBA" and pre.pairs % 2 and "max_pairs" not in \
+                pre.sequential.block_problems():
+            add(("preregistration", "sequential", "max_pairs"),
+                f"ABBA needs an even number of pairs so each order is used equally: write "
+                f"max_pairs: {pre.pairs + 1}")
 
 
 def _port_in_argv(argv: list[str]) -> tuple[int, str] | None:
@@ -293,6 +302,8 @@ class ThinTail:
     requests: int
     """Requests per level the workload's passes have."""
     quantile: float
+    unit: str = ""
+    """The limit's unit when absolute (`ms`); "" when it is a fraction of the control's."""
 
     @property
     def meaningful(self) -> int:
@@ -313,8 +324,12 @@ class ThinTail:
                 "it is the slowest request or two); at least "
                 f"{self.meaningful} requests per level make the guardrail meaningful, "
                 f"{self.resolving} ({BEYOND_TO_RESOLVE} beyond it) let each pass measure its "
-                f"sampling error, as resolving a {self.limit:.0%} limit needs "
+                f"sampling error, as resolving a {self._limit_text()} limit needs "
                 f"({_where(self.workload)})")
+
+
+    def _limit_text(self) -> str:
+        return f"{self.limit:g} {self.unit}" if self.unit else f"{self.limit:.0%}"
 
 
 def _where(workload: str) -> str:
@@ -343,8 +358,9 @@ def thin_tails(campaign: Campaign) -> list[ThinTail]:
         for workload in _guarded_workloads(campaign, g.workload, g.at):
             n = _requests_per_level(campaign, workload)
             if n is not None and n * (1 - q) < 1 - 1e-9:
+                unit = catalog.METRICS[g.metric].unit if g.absolute else ""
                 out.append(ThinTail(("preregistration", "guardrails", i), g.metric, workload,
-                                    g.max_worsening, n, q))
+                                    g.max_worsening, n, q, unit))
     return out
 
 

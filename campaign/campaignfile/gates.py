@@ -6,14 +6,22 @@ from typing import Literal
 
 from pydantic import Field
 
-from campaign.campaignfile.base import CellTokens, Int, Model, Requests
+from campaign.campaignfile.base import (
+    CellTokens,
+    Fraction,
+    FractionBelowOne,
+    Int,
+    Model,
+    Requests,
+)
 
 
 class Gates(Model):
     """When a pass counts as valid. An invalid pass is retried, then kept as invalid."""
 
-    max_error_rate: float = Field(
-        0.0, ge=0, le=1, description="Largest share of failed requests in a valid pass."
+    max_error_rate: Fraction = Field(
+        0.0, ge=0, le=1, description="Largest share of failed requests in a valid pass "
+        "(0.02 or `2%`)."
     )
     min_completed_requests: Requests = Field(
         4, ge=1, description="Fewest completed requests per level in a valid pass."
@@ -69,7 +77,7 @@ class Gates(Model):
         "(the lane's fault: retried, then the pair redone), never measured. Raise it for "
         "prompts whose prefill alone takes longer.",
     )
-    max_osl_mismatch: float | None = Field(
+    max_osl_mismatch: Fraction | None = Field(
         None,
         ge=0,
         le=1,
@@ -77,7 +85,7 @@ class Gates(Model):
         "differently from what was asked (its own re-tokenization); beyond it the pass is "
         "invalid. Default: not gated, but measured (`osl_mismatch_share`) and shown.",
     )
-    max_window_drift: float | None = Field(
+    max_window_drift: FractionBelowOne | None = Field(
         None,
         ge=0,
         lt=1,

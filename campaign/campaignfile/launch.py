@@ -25,6 +25,7 @@ from pydantic import (
 from campaign import secrets
 from campaign.campaignfile.base import (
     NAME_RE,
+    READ_BACK,
     Int,
     Model,
     check_regex,
@@ -114,8 +115,8 @@ def _env_name(name: str) -> str:
     return name
 
 
-READ_BACK = "read_back"
-"""Validation context key: a frozen copy read back, not a campaign about to run."""
+# READ_BACK (base): the validation context key of a frozen copy read back, not a campaign
+# about to run.
 
 
 def _env_value(value: str, info: ValidationInfo) -> str:

@@ -19,10 +19,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from campaign.campaignfile.base import CONTROL, close_hint
+from campaign.campaignfile.base import CONTROL, READ_BACK, close_hint
 from campaign.campaignfile.checks import band_over_margin as band_over_margin  # verdict/aa
 from campaign.campaignfile.checks import check_campaign
-from campaign.campaignfile.launch import LAUNCH_ADAPTER, READ_BACK, LaunchModel
+from campaign.campaignfile.launch import LAUNCH_ADAPTER, LaunchModel
 from campaign.campaignfile.models import ARM_OWN_FIELDS, Campaign, merge
 from campaign.campaignfile.problems import Lines, campaign_problems, override_problems
 from campaign.campaignfile.yamlread import read_yaml

@@ -23,7 +23,10 @@ from campaign.campaignfile.base import (
     CONTROL,
     NAME_RE,
     CaptureName,
+    Fraction,
+    FractionBelowOne,
     Int,
+    Limit,
     Model,
     Requests,
     Seed,
@@ -31,6 +34,7 @@ from campaign.campaignfile.base import (
     Tokens,
     check_metric,
     check_regex,
+    limit_with_unit,
 )
 from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.fidelity import FidelityWorkload
@@ -65,11 +69,12 @@ class Guardrail(Model):
     """A metric the candidate may not worsen by more than a pre-registered amount."""
 
     metric: str = Field(description="Metric name (see `spec-ab check --metrics`).")
-    max_worsening: float = Field(
+    max_worsening: Limit = Field(
         0.05,
         ge=0,
-        description="Largest allowed worsening: a fraction of the control's value (0.05 = "
-        "5%), or an absolute difference when `absolute` is true.",
+        description="Largest allowed worsening: a fraction of the control's value (0.05 or "
+        "`5%`; at most 1), or an absolute difference when `absolute` is true (in the "
+        "metric's unit; a fraction for a share such as error_rate).",
     )
     absolute: bool = Field(
         False, description="Compare absolute differences (for rates that are often 0)."
@@ -84,10 +89,10 @@ class Guardrail(Model):
         "workloads and levels, `*` expanded as theirs); `all`: at every measured cell of "
         "its metric. A registration made before `at` existed is read as `all`.",
     )
-    drift_band: float | DriftFrom | None = Field(
+    drift_band: FractionBelowOne | DriftFrom | None = Field(
         None,
-        description="The metric's boot-to-boot noise (a fraction, or `{from: RUN_DIR}` of an "
-        "A/A campaign, whose report recommends it); default: the campaign's drift band.",
+        description="The metric's boot-to-boot noise (a fraction below 1, or `{from: RUN_DIR}` "
+        "of an A/A campaign, whose report recommends it); default: the campaign's drift band.",
     )
     unclear_stops: bool | None = Field(
         None,
@@ -97,12 +102,10 @@ class Guardrail(Model):
         "on a maybe).",
     )
 
-    @field_validator("drift_band")
+    @model_validator(mode="before")
     @classmethod
-    def _band_fraction(cls, v: float | DriftFrom | None) -> float | DriftFrom | None:
-        if isinstance(v, float | int) and not 0 <= v < 1:
-            raise ValueError("a drift band is a fraction in [0, 1), e.g. 0.05")
-        return v
+    def _limit_unit(cls, data: Any) -> Any:
+        return limit_with_unit(data)
 
     @property
     def stops_when_unclear(self) -> bool:
@@ -124,14 +127,14 @@ class Preregistration(Model):
     direction: Literal["higher", "lower"] | None = Field(
         None, description="Which way is better; default: the metric's own direction."
     )
-    margin: float = Field(
-        0.10, ge=0, le=10, description="Bar the change must clear to adopt (0.10 = +10%; "
-        "for a lower-is-better metric, a 10% reduction)."
+    margin: Fraction = Field(
+        0.10, ge=0, description="Bar the change must clear to adopt (0.10 or `10%` = +10%; "
+        "for a lower-is-better metric, a 10% reduction; at most 1)."
     )
-    drift_band: float | DriftFrom = Field(
+    drift_band: FractionBelowOne | DriftFrom = Field(
         0.03,
-        description="Changes inside ±band are noise: a fraction (0.03), or `{from: RUN_DIR}` "
-        "of an A/A campaign.",
+        description="Changes inside ±band are noise: a fraction below 1 (0.03 or `3%`), or "
+        "`{from: RUN_DIR}` of an A/A campaign.",
     )
     rule: RuleName = Field(
         "bound",

@@ -11,7 +11,6 @@ problem of a merged launch blamed on the arm or lane whose override caused it
 
 from __future__ import annotations
 
-import math
 import re
 import types
 from collections.abc import Mapping
@@ -205,11 +204,22 @@ def _union_noise(err: Any, data: Any) -> bool:
         if not _is_branch(part) or part in _TAGS:
             continue
         value = _value_at(data, _clean_loc(raw[:i], data))
-        if part in _SCALAR_BRANCHES and isinstance(value, Mapping):
+        if _scalar_branch(part) and isinstance(value, Mapping):
             return True
-        if part[:1].isupper() and isinstance(value, float) and not math.isfinite(value):
-            return True  # `.inf` for `float | DriftFrom`: the number's error says it
+        number = (isinstance(value, int | float) and not isinstance(value, bool)) or (
+            isinstance(value, str) and value.strip().endswith("%"))
+        if part[:1].isupper() and number:
+            return True  # a number for `Fraction | DriftFrom`: the number's error says it
     return False
+
+
+def _scalar_branch(part: str) -> bool:
+    """A union member that takes a scalar: `float`, or a validated one
+    (`function-before[FractionOf()(), float]`)."""
+    if part in _SCALAR_BRANCHES:
+        return True
+    inner = re.fullmatch(r"function-(?:before|after|wrap|plain)\[.*, (\w+)\]", part)
+    return inner is not None and inner.group(1) in _SCALAR_BRANCHES
 
 
 def _merge_same_place(items: list[tuple[tuple[str | int, ...], str]]

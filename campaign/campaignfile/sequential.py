@@ -29,7 +29,8 @@ class Sequential(Model):
                            "statistic needs two).")
     look: Literal["pair", "block"] = Field(
         "pair", description="`pair`: look after every pair; `block`: after every second "
-        "pair (an ABBA block), so that every look is balanced.")
+        "pair (an ABBA block), so that every look is balanced (`min_pairs` and `max_pairs` "
+        "even).")
     power: float = Field(0.90, gt=0.5, lt=1, description="P(adopt) at 1.5 × the margin the "
                          "design is powered for; 1 − power is the futility boundary's error "
                          "(keep-default although the change is that large).")
@@ -43,12 +44,41 @@ class Sequential(Model):
     def pairs_for(self, rule: str, pairs: int | None) -> int:
         """The campaign's `pairs` under this design (max_pairs), refusing a rule it cannot
         be put on and a `pairs` that says otherwise."""
-        if rule != "bound":
-            raise ValueError(f"a sequential design needs rule bound (registered: {rule})")
+        problem = self.rule_problem(rule)
+        if problem is not None:
+            raise ValueError(problem)
         if pairs is not None and pairs != self.max_pairs:
             raise ValueError(f"pairs {pairs} and sequential.max_pairs {self.max_pairs} "
                              "differ: give max_pairs only")
         return self.max_pairs
+
+    @staticmethod
+    def rule_problem(rule: str) -> str | None:
+        """Why this design cannot be put on `rule` (what `check` and `plan --rule` say),
+        or None."""
+        if rule == "bound":
+            return None
+        return (f"a sequential design needs rule bound, not {rule}: its looks stop on the "
+                "bound rule's boundaries; use rule bound, or drop `sequential:` for a fixed "
+                f"number of pairs under rule {rule}")
+
+    def block_problems(self) -> dict[str, str]:
+        """`look: block` looks after every second pair: a `min_pairs` or `max_pairs` that
+        is odd falls inside a block (field → what to write instead)."""
+        if self.look != "block":
+            return {}
+        out = {}
+        if self.min_pairs % 2:
+            out["min_pairs"] = (
+                f"min_pairs {self.min_pairs} is odd, but look: block looks after whole blocks "
+                f"of two pairs, so the first look would be at {self.min_pairs + 1} pairs: "
+                f"write min_pairs: {self.min_pairs + 1} (or look: pair)")
+        if self.max_pairs % 2:
+            out["max_pairs"] = (
+                f"max_pairs {self.max_pairs} is odd, but look: block looks after whole blocks "
+                f"of two pairs, so the last look would be at half a block: write max_pairs: "
+                f"{self.max_pairs - 1} or {self.max_pairs + 1} (or look: pair)")
+        return out
 
     @property
     def step(self) -> int:

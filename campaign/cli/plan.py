@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from campaign.campaignfile.models import RULES
-from campaign.cli.app import app, guarded, out, pct
+from campaign.cli.app import app, err, guarded, out, pct
 from campaign.errors import UsageError
 
 PlanFormat = enum.Enum("PlanFormat", {k: k for k in ("table", "json")},  # type: ignore[misc]
@@ -66,7 +66,8 @@ def plan(
     campaign = load_campaign(campaign_file)
     result = plan_mod.plan_campaign(
         campaign, effect=size, noise_run=noise, drift=sd, sims=sims, pairs=pairs,
-        rule=None if rule is None else rule.value, invalid_rate=p_invalid)
+        rule=None if rule is None else rule.value, invalid_rate=p_invalid,
+        progress=lambda text: err.print(f"plan: {text}…", markup=False))
     if fmt.value == "json":
         sys.stdout.write(json.dumps(plan_mod.plan_json(result), indent=1) + "\n")
     else:

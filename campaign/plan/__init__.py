@@ -78,7 +78,8 @@ JSON (`--format json`) keys:
 - `invalid_rate`, `sims`, `seed`, `exact_checked`;
 - `effects`: [{`name` ("0", "m/2", "m", "1.5m", "effect"), `effect` (change of the metric as
   a fraction, better-signed)}];
-- `table`: one row per pair count, {`pairs`, `adopt`: {effect name: rate},
+- `table`: one row per pair count (every one up to 16, then sparse:
+  `campaign.table_pairs`), {`pairs`, `adopt`: {effect name: rate},
   `lost_to_invalid`: rate (some decision cell short of its pairs, for the first
   candidate), `meets`: bool, `adopt_rule_only`: {effect name: rate} (without the guardrails),
   `false_adopt_half_margin`: {`single`: rate, `campaign`: rate, `candidates`},

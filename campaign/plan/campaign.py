@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -307,7 +307,7 @@ def alternatives(spec: RuleSpec, noise: NoiseModel, max_pairs: int, *, sims: int
                  invalid_rate: float) -> list[Alternative]:
     """What would meet the bars when nothing up to `max_pairs` does: the other rule, every
     invalid pass redone, a lane half as noisy, more pairs."""
-    counts = list(range(1, max_pairs + 1))
+    counts = table_pairs(max_pairs, spec.pairs)
     other: RuleName = "ci" if spec.prereg.rule == "point" else "point"
     quiet = NoiseModel(noise.boot_sd / 2, noise.pass_sd / 2, noise.window_drift / 2,
                        "half the noise")
@@ -411,6 +411,21 @@ def _plan_notes(spec: RuleSpec, registered: RuleSpec, invalid_rate: float,
     return notes
 
 
+EVERY_PAIR_UP_TO = 16
+"""The pairs table has a row for every pair count up to this; beyond it, rows at 20, 24,
+32, 40, 48, 64, 80, 100, 128, 160, 200 (and the registered count): a row costs its pairs'
+worth of simulated campaigns, and 64 rows of them took minutes."""
+_SPARSE_ROWS = (20, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200)
+
+
+def table_pairs(max_pairs: int, registered: int) -> list[int]:
+    """The pair counts the table simulates: every one up to `EVERY_PAIR_UP_TO`, then the
+    sparse rows, `max_pairs` and the registered count."""
+    dense = range(1, min(max_pairs, EVERY_PAIR_UP_TO) + 1)
+    sparse = (n for n in _SPARSE_ROWS if n <= max_pairs)
+    return sorted({*dense, *sparse, max_pairs, registered})
+
+
 def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: int,
                 seed: int) -> SeqPlan | None:
     """The registered sequential design's figures on the plan's pair noise."""
@@ -421,11 +436,9 @@ def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: 
     return plan_sequential(rule, noise.pair_sd, sims=min(sims, 4000), seed=seed)
 
 
-def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
-                  drift: float | None, sims: int, seed: int = 0, pairs: int | None = None,
-                  rule: RuleName | None = None,
-                  invalid_rate: float = DEFAULT_INVALID_RATE) -> PlanResult:
-    """The whole plan (see the module docstring). Deterministic for a given seed."""
+def _check_arguments(campaign: Campaign, *, effect: float, sims: int, pairs: int | None,
+                     rule: RuleName | None, invalid_rate: float) -> None:
+    """Refuse what cannot be planned (UsageError, exit 2)."""
     if sims < 100:
         raise UsageError(f"--sims {sims}: use at least 100 simulated campaigns per effect")
     if effect <= -1 or (effect >= 1 and campaign.preregistration.metric_direction == "lower"):
@@ -437,6 +450,22 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         raise UsageError(f"--pairs {pairs}: between 1 and 200")
     if len(campaign.arm_names) < 2:
         raise UsageError("the campaign has no candidate arm")
+    design = campaign.preregistration.sequential
+    problem = None if rule is None or design is None else design.rule_problem(rule)
+    if problem is not None:  # what `check` says of such a file
+        raise UsageError(f"--rule {rule}: {problem}",
+                         hint="plan the sequential design under rule bound (leave out --rule)")
+
+
+def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
+                  drift: float | None, sims: int, seed: int = 0, pairs: int | None = None,
+                  rule: RuleName | None = None,
+                  invalid_rate: float = DEFAULT_INVALID_RATE,
+                  progress: Callable[[str], None] | None = None) -> PlanResult:
+    """The whole plan (see the module docstring). Deterministic for a given seed.
+    `progress` is told each long step as it starts."""
+    _check_arguments(campaign, effect=effect, sims=sims, pairs=pairs, rule=rule,
+                     invalid_rate=invalid_rate)
     registered = rule_spec(campaign)
     spec = registered.at(rule=rule) if rule is not None else registered
     noise = noise_for(campaign, noise_run=noise_run, drift=drift, band=spec.rule.band)
@@ -452,7 +481,13 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     kk = k if k > 1 else MULTI_CANDIDATES
     rows: list[PairRow] = []
     checked = 0
-    ns = sorted({*range(1, max_pairs + 1), spec.pairs})
+    ns = table_pairs(max_pairs, spec.pairs)
+    # a plan longer than the default table's says what it is doing (minutes, unsaid, look
+    # like a hang)
+    tell = (progress if progress is not None and max_pairs > MIN_TABLE_PAIRS
+            else lambda _text: None)
+    tell(f"simulating {sims:,} campaigns at each of {len(ns)} pair counts (1 to "
+         f"{max(ns)})")
     for n in ns:
         row, n_checked = _pair_row(spec, noise, n, effects, kk, sims=sims, seed=seed,
                                    invalid_rate=invalid_rate)
@@ -475,6 +510,9 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     notes = _plan_notes(spec, registered, invalid_rate, recommended)
     unequal = unequal_row(spec, noise, night_s=estimate.total_s, sims=sims, seed=seed,
                           invalid_rate=invalid_rate)
+    if campaign.preregistration.sequential is not None:
+        tell(f"simulating the sequential design ({campaign.preregistration.sequential.max_looks}"
+             " looks)")
     return PlanResult(
         sequential=_sequential(campaign, spec, noise, sims=sims, seed=seed),
         unequal_lanes=unequal,

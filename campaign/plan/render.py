@@ -24,6 +24,7 @@ from campaign.plan.kernel import (
     WD_POWER_AT,
     Rate,
 )
+from campaign.plan.sequential import EXACT_LOOKS
 from campaign.verdict import rule as rl
 
 # --------------------------------------------------------------------------- rendering
@@ -118,6 +119,7 @@ def sequential_json(r: PlanResult) -> dict[str, Any]:
             "max_pairs": sp.max_pairs, "pair_sd": float(sp.sigma), "sims": sp.sims,
             "fixed_pairs": sp.fixed_pairs, "recommended_max_pairs": sp.recommended_max_pairs,
             "judge_run_checked": sp.checked, "judge_run_disagree": int(sp.disagree),
+            "looks": sp.looks, "exact_boundaries": sp.exact,
         },
     }
 
@@ -129,7 +131,8 @@ def print_sequential(console: Console, r: PlanResult) -> None:
         return
     fixed = (f"the fixed design meeting the targets: {sp.fixed_pairs} pairs"
              if sp.fixed_pairs else "no fixed design up to 32 pairs meets the targets")
-    t = Table(title=f"sequential design (max_pairs {sp.max_pairs}; pair sd "
+    rough = "" if sp.exact else ", approximate"
+    t = Table(title=f"sequential design (max_pairs {sp.max_pairs}{rough}; pair sd "
                     f"{sp.sigma:.1%}; {sp.sims} sequences per row; {fixed})")
     for col in ("true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
                 "pairs: mean (p90)", "night", "fixed: P(adopt)"):
@@ -146,6 +149,14 @@ def print_sequential(console: Console, r: PlanResult) -> None:
                   f"{POWER_MIN:.0%} at 1.5m and ≤ {FALSE_MAX:.0%} at m/2); {sp.checked} "
                   f"sequences re-judged by verdict.judge_run, {sp.disagree} disagree",
                   markup=False)
+    if not sp.exact:
+        console.print(
+            f"approximate: {sp.looks} looks are more than the {EXACT_LOOKS} planned with the "
+            "judge's own boundaries (simulated anew at each look, minutes for this design): "
+            "these figures use the boundaries of the whole schedule, simulated once; they "
+            "differ from the judge's by their Monte Carlo error, large at the looks that "
+            "spend almost no α, so some re-judged sequences stop at another look; only "
+            f"sequences decided within {EXACT_LOOKS} looks are re-judged", markup=False)
 
 
 def _guard_json(g: GuardrailRow) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from scipy import stats as sps
 
 from campaign import catalog
 from campaign.campaignfile import Preregistration
+from campaign.campaignfile.base import READ_BACK, FractionOf
 from campaign.errors import UsageError
 from campaign.fmt import abs_pct, pct
 from campaign.verdict import stats as st
@@ -111,7 +112,8 @@ def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> di
         pre = Preregistration.model_validate(out)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if not str(p)[:1].isupper())}: {e['msg']}"
+            f"{'.'.join(str(p) for p in e['loc'] if not _is_branch(str(p)))}: "
+            f"{str(e['msg']).removeprefix('Value error, ')}"
             for e in exc.errors()
         )
         raise UsageError(f"--rule overrides are invalid: {problems}") from None
@@ -124,14 +126,22 @@ def apply_overrides(rule: Mapping[str, Any], overrides: Mapping[str, str]) -> di
     return out
 
 
+def _is_branch(part: str) -> bool:
+    """A union member in an error location (`DriftFrom`, `function-before[…]`)."""
+    return part[:1].isupper() or "[" in part
+
+
 def _fraction_override(key: str, value: str) -> float:
+    """A fraction as the campaign file reads one (`0.03` or `3%`: `FractionOf`)."""
     try:
-        band = float(value)
+        band = FractionOf(below_one=True).check(value, None)
+    except ValueError as exc:
+        raise UsageError(f"--rule {key}={value}: must be a fraction in [0, 1), e.g. 0.03 or "
+                         f"3%: {exc}") from None
+    try:
+        return float(band)
     except ValueError:
-        raise UsageError(f"--rule {key}={value}: give a fraction, e.g. 0.03") from None
-    if not 0 <= band < 1:
-        raise UsageError(f"--rule {key}={value}: must be a fraction in [0, 1), e.g. 0.03")
-    return band
+        raise UsageError(f"--rule {key}={value}: give a fraction, e.g. 0.03 or 3%") from None
 
 
 # --------------------------------------------------------------------------- one scale
@@ -321,7 +331,10 @@ def parse_rule(rule: Mapping[str, Any], band: float,
     if isinstance(guards, list):
         data["guardrails"] = [{**g, "at": "all"} if isinstance(g, Mapping) and "at" not in g
                               else g for g in guards]
-    return Rule(prereg=Preregistration.model_validate(data), band=float(band),
+    # registered: what was valid then stays readable (a margin above 1 from before fractions
+    # were bounded)
+    return Rule(prereg=Preregistration.model_validate(data, context={READ_BACK: True}),
+                band=float(band),
                 guardrail_bands=tuple(float(b) for b in guardrail_bands))
 
 

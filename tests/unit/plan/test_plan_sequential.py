@@ -3,9 +3,14 @@ cross-check through the real verdict (`judge_run`)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from campaign.campaignfile import Preregistration
 from campaign.plan.sequential import plan_sequential
 from campaign.verdict import rule as rl
+from tests.cli import invoke
+from tests.runs import ROOT
 
 
 def _rule(max_pairs: int) -> rl.Rule:
@@ -83,3 +88,83 @@ def test_plan_says_what_unequal_lane_noise_costs() -> None:
     two = next(x for x in result.lanes if x.lanes == 2)
     assert u.power.p < two.power.p and u.exact_checked > 0
     assert plan_json(result)["lanes_unequal"]["second_lane_noise"] == 2.0
+
+
+# --------------------------------------------------------------------------- bad designs
+
+
+def _sequential_file(tmp_path: Path, design: str, rule: str = "bound") -> Path:
+    text = (ROOT / "examples" / "sim-sequential.yaml").read_text()
+    old = ("    max_pairs: 6          # the most pairs the night may spend\n"
+           "    min_pairs: 2          # the first look\n"
+           "    look: pair            # or block: after every ABBA block\n")
+    assert old in text and "  rule: bound " in text
+    path = tmp_path / "seq.yaml"
+    path.write_text(text.replace(old, design).replace("  rule: bound ", f"  rule: {rule} "))
+    return path
+
+
+def test_a_block_design_from_an_odd_pair_is_planned() -> None:
+    """min_pairs 3, max_pairs 5, look block was an IndexError: the search for the max_pairs
+    to recommend tried one (3) that the block design never looks at."""
+    pre = Preregistration(decision_cells=[{"workload": "knee", "level": "c1"}], guardrails=[],
+                          sequential={"max_pairs": 5, "min_pairs": 3, "look": "block"})
+    r = rl.parse_rule(pre.model_dump(mode="json", by_alias=True), 0.03)
+    plan = plan_sequential(r, r.pair_sd, sims=500, seed=1, check=4)
+    for row in plan.rows:
+        assert abs(row.adopt + row.keep_default + row.inconclusive - 1) < 1e-9
+    assert plan.recommended_max_pairs is None or plan.recommended_max_pairs % 2 == 0
+    assert plan.exact and plan.disagree == 0
+
+
+def test_check_refuses_a_block_design_on_half_a_block(tmp_path: Path) -> None:
+    """look: block under order AB with an odd count was accepted silently (the first look
+    moved to the next block, the last one fell inside one)."""
+    path = _sequential_file(tmp_path, "    max_pairs: 5\n    min_pairs: 3\n    look: block\n")
+    r = invoke("check", "--no-preflight", str(path))
+    assert r.code == 2
+    assert ("preregistration.sequential.min_pairs: min_pairs 3 is odd, but look: block looks "
+            "after whole blocks of two pairs, so the first look would be at 4 pairs: write "
+            "min_pairs: 4 (or look: pair) (line 24)") in r.stderr
+    assert "sequential.max_pairs: max_pairs 5 is odd" in r.stderr
+    assert "write max_pairs: 4 or 6 (or look: pair) (line 23)" in r.stderr
+    r = invoke("plan", str(path))
+    assert r.code == 2 and "min_pairs 3 is odd" in r.stderr
+    path = _sequential_file(tmp_path, "    max_pairs: 6\n    min_pairs: 4\n    look: block\n")
+    assert invoke("check", "--no-preflight", str(path)).code == 0
+
+
+def test_plan_refuses_a_rule_check_refuses(tmp_path: Path) -> None:
+    """`plan --rule point` on a sequential design printed a table of a campaign `check`
+    refuses: it says what check says."""
+    design = "    max_pairs: 6\n    min_pairs: 2\n    look: pair\n"
+    r = invoke("check", "--no-preflight", str(_sequential_file(tmp_path, design, "point")))
+    assert r.code == 2
+    said = r.stderr.split("preregistration: ", 1)[1].rsplit(" (line", 1)[0]
+    assert said.startswith("a sequential design needs rule bound, not point")
+    r = invoke("plan", str(_sequential_file(tmp_path, design)), "--rule", "point")
+    assert r.code == 2 and r.stdout == ""
+    assert f"--rule point: {said}" in r.stderr
+
+
+def test_a_sequential_plan_of_64_pairs_is_bounded_and_says_so(tmp_path: Path) -> None:
+    """max_pairs 64 printed nothing for minutes: the judge's boundaries are simulated anew
+    at each look, 63 of them. Now: a progress line on stderr, a pairs table of sparse rows
+    above 16, and the design's figures on the whole schedule's boundaries, said so."""
+    path = _sequential_file(tmp_path, "    max_pairs: 64\n    min_pairs: 2\n    look: pair\n")
+    r = invoke("plan", str(path), "--sims", "200", "--format", "json", seconds=120)
+    assert r.code == 0, r.stderr
+    assert "plan: simulating 200 campaigns at each of 22 pair counts (1 to 64)…" in r.stderr
+    assert "plan: simulating the sequential design (63 looks)…" in r.stderr
+    doc = json.loads(r.stdout)
+    assert [row["pairs"] for row in doc["table"]][15:] == [16, 20, 24, 32, 40, 48, 64]
+    design = doc["sequential_design"]
+    assert design["looks"] == 63 and design["exact_boundaries"] is False
+    assert design["max_pairs"] == 64 and design["judge_run_checked"] > 0
+
+
+def test_a_short_plan_says_nothing_on_stderr() -> None:
+    r = invoke("plan", str(ROOT / "examples" / "sim-sequential.yaml"), "--sims", "200",
+               "--format", "json")
+    assert r.code == 0 and r.stderr == ""
+    assert json.loads(r.stdout)["sequential_design"]["exact_boundaries"] is True
