@@ -3,7 +3,7 @@
 Tiers, by folder (each test gets its folder's marker; `pytest -m unit` runs one tier):
 
 - `tests/unit` (`unit`): in process; starts no server, no AIPerf, no container
-  (tests/unit/conftest.py refuses a listening socket and such a child).
+  (tests/unit/guard.py refuses a listening socket and such a child).
 - `tests/integration` (`integration`): one real component at a time: the simulated lane,
   AIPerf against it, the Docker engine, the CLI in a subprocess.
 - `tests/e2e` (`e2e`): whole campaigns through `spec-ab run` (real servers, real AIPerf).
@@ -120,6 +120,17 @@ def _isolated(tmp_path_factory: pytest.TempPathFactory,
     starts inherits both (a test that sets its own wins)."""
     monkeypatch.setenv("SPECAB_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
     monkeypatch.setenv(SCOPE_ENV, f"test-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(autouse=True)
+def _unit_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit tier's guard (tests/unit/guard.py) for every test under tests/unit, chosen
+    by the test's path: a conftest's autouse fixture in tests/unit was left off a unit test
+    collected after a root-level one in the same session."""
+    if Path(request.node.path).is_relative_to(ROOT / "tests" / "unit"):
+        from tests.unit.guard import no_servers
+
+        no_servers(monkeypatch)
 
 
 @pytest.fixture(scope="session")

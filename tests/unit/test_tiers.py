@@ -11,7 +11,7 @@ import pytest
 
 from campaign.markers import SCOPE_ENV
 from tests.runs import ROOT
-from tests.unit.conftest import serving_child
+from tests.unit.guard import serving_child
 
 PY = sys.executable
 
@@ -38,12 +38,37 @@ def test_the_unit_tier_knows_a_serving_child(argv: list[str], serves: bool) -> N
 
 
 def test_a_unit_test_that_starts_a_server_fails_with_where_it_belongs() -> None:
+    """The command lines read as the simulated lane, but would start nothing that stays:
+    were the guard off, the test fails without leaving a server on a port."""
     import subprocess
 
     with pytest.raises(AssertionError, match="belongs in tests/integration"):
-        subprocess.Popen([PY, "-m", "campaign.sim", "serve", "--port", "1"])
+        subprocess.Popen([PY, "-c", "pass", "-m", "campaign.sim", "serve", "--port", "1"])
     with pytest.raises(AssertionError, match="belongs in tests/integration"):
-        subprocess.run(["bash", "-c", "exec spec-ab sim serve --port 1"], check=False)
+        subprocess.run(["bash", "-c", "exit 0; exec spec-ab sim serve --port 1"],
+                       check=False)
+
+
+def test_a_unit_test_is_guarded_whatever_ran_before_it(monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    """A session given a unit folder's test, then a root-level test, then another unit test
+    (an order in which a conftest's autouse fixture was not applied to the last one, so it
+    could start a server) still guards every unit test."""
+    import subprocess
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    last = ("tests/unit/test_tiers.py::"
+            "test_a_unit_test_that_starts_a_server_fails_with_where_it_belongs")
+    out = subprocess.run(
+        [PY, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0",
+         "--setup-show", "-q", "tests/unit/scripts/test_ci_examples.py::"
+         "test_example_files_parse_and_name_the_lane", "tests/test_architecture.py::"
+         "test_no_import_circle", last],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False).stdout
+    (line,) = [ln for ln in out.splitlines() if ln.strip().startswith(last)]
+    assert "_unit_guard" in line, out
+    (arch,) = [ln for ln in out.splitlines() if "test_architecture.py::" in ln]
+    assert "_unit_guard" in arch  # requested everywhere, installed under tests/unit only
 
 
 def test_a_test_over_its_budget_fails_with_its_name(pytester: pytest.Pytester,

@@ -50,8 +50,10 @@ def _boots(args: Sequence[str]) -> bool:
             or (sub == "check" and "--boot" in args))
 
 
-@pytest.fixture(autouse=True)
-def _no_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_servers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install the guard for one test (tests/conftest.py does, for every test under
+    tests/unit: by the test's path, so no order of arguments on the command line can
+    leave a unit test unguarded, as a conftest's autouse fixture could)."""
     def accept(self: socket.socket) -> Any:
         raise AssertionError(f"a unit test accepted a connection (a server): {WHERE}")
 
