@@ -11,8 +11,10 @@ rows a report counts). A metric a night did not measure is absent, not zero.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import datetime as dt
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,32 +89,51 @@ def _is_run(path: Path) -> bool:
     return (path / "journal.jsonl").exists() or (path / "preregistration.json").exists()
 
 
+POOL_FROM = 32
+"""Nights to verify from which the work is spread over the machine's cores."""
+
+
 def read_nights(folders: Iterable[Path]) -> tuple[list[Night], list[Refused]]:
-    """Every run verified (or found verified in the cache) and summarised; the refused."""
+    """Every run verified (or found verified in the cache) and summarised; the refused,
+    in the order given."""
     where = cache.folder()
-    nights: list[Night] = []
-    refused: list[Refused] = []
+    done: dict[Path, Night | Refused] = {}
+    todo: list[tuple[Path, str | None]] = []
+    folders = list(folders)
     for run_dir in folders:
         k = cache.key(run_dir)
         doc = cache.load(where, k)
         if doc is not None:
             try:
-                nights.append(_night(doc, run_dir))
+                done[run_dir] = _night(doc, run_dir)
                 continue
             except (KeyError, TypeError, ValueError):
                 pass  # an older or damaged entry: verified again
-        why = _fails_verify(run_dir)
-        if why is not None:
-            refused.append(Refused(str(run_dir), why))
-            continue
-        try:
-            night = summarise(run_dir)
-        except ResultsError as exc:
-            refused.append(Refused(str(run_dir), exc.message))
-            continue
-        cache.save(where, k, night.doc())
-        nights.append(night)
+        todo.append((run_dir, k))
+    cores = os.cpu_count() or 1
+    if len(todo) >= POOL_FROM and cores > 1:
+        with cf.ProcessPoolExecutor(min(cores, 8)) as pool:
+            checked = list(pool.map(check, [d for d, _ in todo], chunksize=8))
+    else:
+        checked = [check(d) for d, _ in todo]
+    for (run_dir, k), got in zip(todo, checked, strict=True):
+        if isinstance(got, Night):
+            cache.save(where, k, got.doc())
+        done[run_dir] = got
+    nights = [n for d in folders if isinstance(n := done[d], Night)]
+    refused = [r for d in folders if isinstance(r := done[d], Refused)]
     return nights, refused
+
+
+def check(run_dir: Path) -> Night | Refused:
+    """One run verified as `spec-ab verify` verifies it, then summarised; or refused."""
+    why = _fails_verify(run_dir)
+    if why is not None:
+        return Refused(str(run_dir), why)
+    try:
+        return summarise(run_dir)
+    except ResultsError as exc:
+        return Refused(str(run_dir), exc.message)
 
 
 def _night(doc: dict[str, Any], run_dir: Path) -> Night:

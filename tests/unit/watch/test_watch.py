@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from campaign.watch import detect
 from campaign.watch.series import Series
@@ -131,3 +132,17 @@ def test_a_run_folder_inside_the_parent_is_given_once(tmp_path: Path) -> None:
     d = write_night(tmp_path, "lane", 0, 100.0)
     code, doc = _watch(str(tmp_path), str(d))
     assert code == 0 and len(doc["series"][0]["nights"]) == 1
+
+
+def test_nights_checked_on_several_cores_come_back_in_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pooled check (a long history's first watch) gives what one by one gives."""
+    from campaign.watch import nights
+
+    dirs = write_lane(tmp_path, "lane", noisy(6, seed=2))
+    (dirs[2] / "passes.csv").write_text("damaged\n")
+    monkeypatch.setattr(nights, "POOL_FROM", 2)
+    monkeypatch.setattr(nights.os, "cpu_count", lambda: 2)
+    found, refused = nights.read_nights(nights.run_folders([tmp_path]))
+    assert [n.run_dir for n in found] == [str(d) for i, d in enumerate(dirs) if i != 2]
+    assert [r.run_dir for r in refused] == [str(dirs[2])]
