@@ -160,12 +160,13 @@ def summarise(run_dir: Path) -> Night:
     from campaign.results import journal as jr
     from campaign.results import passescsv as pc
     from campaign.results.registration import Registration
+    from campaign.results.store import read_manifest
     from campaign.verdict.tidy import counting_rows
 
     reg = Registration.load(run_dir / "preregistration.json")
-    first = jr.first_event(run_dir)
-    lane = first.get("lane") if isinstance(first.get("lane"), str) and first.get("lane") \
-        else "(no lane)"
+    # the journal's first line names the lane; older runs, their manifest
+    lane = jr.recorded_lane([jr.first_event(run_dir)],
+                            read_manifest(run_dir / "manifest.json")) or "(no lane)"
     primary = str(reg.rule.get("primary_metric") or THROUGHPUT)
     control = reg.arm_order[0]
     wanted = {primary, *SPEC, *LATENCY}

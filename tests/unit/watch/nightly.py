@@ -17,10 +17,12 @@ T0 = dt.datetime(2026, 1, 1, 22, 0, tzinfo=dt.UTC)
 
 
 def write_night(root: Path, lane: str, night: int, tput: float,
-                acceptance: float | None = 0.6, ttft: float = 200.0) -> Path:
+                acceptance: float | None = 0.6, ttft: float = 200.0, *,
+                lane_in_journal: bool = True) -> Path:
     """One finished night on `lane`: 2 pairs × (control, cand) at knee c1, the control's
     throughput `tput` (its passes ±0.5%), TTFT, and the spec-decode figures at knee `all`
-    (none when `acceptance` is None: a server without /metrics)."""
+    (none when `acceptance` is None: a server without /metrics). Without
+    `lane_in_journal`, as an older spec-ab: the lane in manifest.json only."""
     rule = Preregistration(pairs=2, decision_cells=[{"workload": "knee", "level": "c1"}]
                            ).model_dump(mode="json", by_alias=True)
     campaign = {"name": f"nightly-{lane}", "hypothesis": "watch", "lane": lane,
@@ -33,7 +35,11 @@ def write_night(root: Path, lane: str, night: int, tput: float,
                             clock=lambda: when, short_id=f"{night:06d}")
     digest = store.register(rule, campaign=f"nightly-{lane}", arms=["control", "cand"],
                             drift_band=0.03)
-    store.journal_registered(sha256=digest, lane=lane)
+    if lane_in_journal:
+        store.journal_registered(sha256=digest, lane=lane)
+    else:
+        store.write_manifest({"campaign": {"lane": lane}})
+        store.journal_registered(sha256=digest)
     for pair in (1, 2):
         for a, arm in enumerate(("control", "cand")):
             start = when + dt.timedelta(minutes=20 * (pair - 1) + 10 * a)

@@ -146,3 +146,32 @@ def test_nights_checked_on_several_cores_come_back_in_order(
     found, refused = nights.read_nights(nights.run_folders([tmp_path]))
     assert [n.run_dir for n in found] == [str(d) for i, d in enumerate(dirs) if i != 2]
     assert [r.run_dir for r in refused] == [str(dirs[2])]
+
+
+def test_a_change_older_than_since_is_reported_but_does_not_fail(tmp_path: Path) -> None:
+    tput = noisy(30, seed=3)
+    tput[20:] *= 0.88
+    write_lane(tmp_path, "lane", tput)
+    code, doc = _watch(str(tmp_path), "--since", "7")
+    assert code == 0 and doc["failing"] == []
+    (change,) = doc["changes"]
+    assert change["recent"] is False and change["direction"] == "worse"
+    assert _watch(str(tmp_path), "--since", "12")[0] == 1
+
+
+def test_no_night_that_verifies_is_exit_2_naming_each(tmp_path: Path) -> None:
+    dirs = write_lane(tmp_path, "lane", [100.0, 101.0])
+    for d in dirs:
+        (d / "passes.csv").write_text("damaged\n")
+    r = invoke("watch", str(tmp_path))
+    assert r.code == 2 and "no night to watch" in r.stderr
+    assert all(str(d) in r.stdout for d in dirs) and "Traceback" not in r.output
+
+
+def test_an_older_night_s_lane_is_read_from_its_manifest(tmp_path: Path) -> None:
+    write_night(tmp_path, "gb10", 0, 100.0)
+    write_night(tmp_path, "gb10", 1, 101.0, lane_in_journal=False)
+    code, doc = _watch(str(tmp_path))
+    assert code == 0 and doc["refused"] == []
+    assert {s["lane"] for s in doc["series"]} == {"gb10"}
+    assert len(doc["series"][0]["nights"]) == 2
