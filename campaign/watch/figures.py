@@ -10,7 +10,7 @@ import io
 from typing import Any
 
 from campaign.watch.detect import Finding
-from campaign.watch.text import HEADER, _lines, rows
+from campaign.watch.text import HEADER, notes, rows
 from campaign.watch.watching import Watch
 
 
@@ -57,11 +57,11 @@ def render_html(w: Watch) -> str:
     head = "".join(f"<th>{e(h)}</th>" for h in HEADER)
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>"
                    for r in rows(w))
-    notes = "".join(f"<li>{e(line)}</li>" for line in _lines(w))
+    items = "".join(f"<li>{e(line)}</li>" for line in notes(w))
     figs = "".join(
         f'<figure><img alt="{e(f.series.label)}" src="data:image/png;base64,'
         f'{base64.b64encode(png(f)).decode()}"></figure>' for f in w.findings)
     return ("<!doctype html><html><head><meta charset='utf-8'><title>spec-ab watch"
             "</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;"
             "text-align:left}</style></head><body><h1>spec-ab watch</h1>"
-            f"<table><tr>{head}</tr>{body}</table><ul>{notes}</ul>{figs}</body></html>\n")
+            f"<table><tr>{head}</tr>{body}</table><ul>{items}</ul>{figs}</body></html>\n")

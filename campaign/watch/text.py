@@ -39,7 +39,8 @@ def rows(w: Watch) -> list[tuple[str, ...]]:
     return out
 
 
-def _lines(w: Watch) -> list[str]:
+def notes(w: Watch) -> list[str]:
+    """The lines under the table: the changes that fail, the nights left out, the advice."""
     out = []
     for c in w.failing:
         out.append(f"WORSE: lane {c.lane}: {c.metric} at {c.cell} {c.change:+.1%} "
@@ -57,7 +58,7 @@ def render_table(w: Watch) -> str:
     table = [HEADER, *rows(w)]
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
     text = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in table]
-    return "\n".join([*text, "", *_lines(w)]) + "\n"
+    return "\n".join([*text, "", *notes(w)]) + "\n"
 
 
 def render_markdown(w: Watch) -> str:
@@ -65,7 +66,7 @@ def render_markdown(w: Watch) -> str:
            "|" + "---|" * len(HEADER)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows(w)]
     out.append("")
-    out += [f"- {line}" for line in _lines(w)]
+    out += [f"- {line}" for line in notes(w)]
     return "\n".join(out) + "\n"
 
 
