@@ -1,9 +1,13 @@
 """Change points in a series of nights, and the nights that are only outliers.
 
-Change points come from an established detector, Apache Otava's e-divisive means (the
-split-and-merge form of Fleming et al., "Hunter", ICPE 2023: sliding windows, a t-test
-per split, weak points merged away), never a hand-written threshold. Before it runs, one
-bad night is set apart as an outlier, so it cannot read as a lasting step:
+Change points come from an established detector, `ruptures`' binary segmentation (least
+squares, a BIC-like penalty of the series' own noise, `MIN_SEGMENT` nights at least
+between two points), never a hand-written threshold; each point it proposes must then
+pass Welch's t-test between the stretches on its two sides (scipy), the weakest failing
+point merged away and the rest tested again, as Otava's e-divisive merge does (Otava
+itself pins numpy to one release and brings cloud clients: it is not a dependency).
+Before it runs, one bad night is set apart as an outlier, so it cannot read as a lasting
+step:
 
 - a night is an outlier when it lies more than `OUTLIER_SIGMAS` of the series' own
   night-to-night noise from the median of its `NEIGHBOURS` nights on *each* side (a step
@@ -20,8 +24,8 @@ rate on stationary series is measured by scripts/false-alarms-watch (docs/nightl
 
 from __future__ import annotations
 
-import itertools
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +34,7 @@ import numpy as np
 from campaign.watch.series import Series
 
 MAX_PVALUE = 1e-5
-WINDOW = 50
+PENALTY = 3.0
 OUTLIER_SIGMAS = 5.0
 NEIGHBOURS = 3
 MIN_SEGMENT = 5
@@ -96,11 +100,6 @@ def outliers(x: np.ndarray[Any, Any]) -> list[tuple[int, float]]:
 
 def detect(series: Series) -> Finding:
     """The change points and the outliers of one series."""
-    from otava.analysis import (  # type: ignore[import-untyped]  # numpy, scipy only
-        compute_change_points,
-        merge,
-    )
-
     where = [i for i, v in enumerate(series.values) if v is not None]
     x = np.array([series.values[i] for i in where], dtype=float)
     odd = outliers(x)
@@ -109,34 +108,46 @@ def detect(series: Series) -> Finding:
     y = x[keep]
     changes: list[Change] = []
     if len(y) >= 2 * MIN_SEGMENT:
-        # a list: Otava slices its windows from a sequence (an array would go unsliced)
-        values: list[float] = [float(v) for v in y]
-        points, _ = compute_change_points(values, window_len=WINDOW, max_pvalue=MAX_PVALUE,
-                                          min_magnitude=series.band)
-        points = merge(_long_stretches(points, values), values, MAX_PVALUE, series.band)
-        for cp in points:
-            changes.append(Change(where[keep[cp.index]], float(cp.stats.mean_1),
-                                  float(cp.stats.mean_2), float(cp.stats.pvalue)))
+        for index, before, after, p in _tested(y, _proposed(y), series.band):
+            changes.append(Change(where[keep[index]], before, after, p))
     return Finding(series, tuple(changes),
                    tuple(Outlier(where[i], float(x[i]), e) for i, e in odd))
 
 
-def _long_stretches(points: list[Any], values: list[float]) -> list[Any]:
-    """The change points with every stretch between two of them (or an end) at least
-    `MIN_SEGMENT` nights long: of the two points around a shorter stretch the weaker
-    (higher p-value) goes, and the others' statistics are computed again."""
-    from otava.analysis import TTestSignificanceTester  # type: ignore[import-untyped]
+def _proposed(y: np.ndarray[Any, Any]) -> list[int]:
+    """Where binary segmentation splits `y` (the first index of each new stretch), with a
+    penalty of PENALTY · σ² · ln n, σ the series' night-to-night noise."""
+    import ruptures  # type: ignore[import-untyped]  # here: --help imports no scipy
 
-    tester = TTestSignificanceTester(MAX_PVALUE)
-    points = sorted(points, key=lambda p: p.index)
+    sigma = noise(y) or float(np.std(y)) or 1.0
+    algo = ruptures.Binseg(model="l2", min_size=MIN_SEGMENT, jump=1).fit(y.reshape(-1, 1))
+    ends = algo.predict(pen=PENALTY * sigma * sigma * math.log(len(y)))
+    return [int(e) for e in ends[:-1]]  # the last end is len(y)
+
+
+def _tested(y: np.ndarray[Any, Any], points: list[int], band: float
+            ) -> list[tuple[int, float, float, float]]:
+    """The points whose two sides differ by Welch's t-test (p < MAX_PVALUE) and by at
+    least `band` of the mean before: of the points that fail, the weakest goes and the
+    others are tested again against their new neighbours."""
+    from scipy import stats
+
+    points = sorted(points)
     while points:
-        edges = [0, *(p.index for p in points), len(values)]
-        lengths = [b - a for a, b in itertools.pairwise(edges)]
-        short = min(range(len(lengths)), key=lengths.__getitem__)
-        if lengths[short] >= MIN_SEGMENT:
-            break
-        around = [k for k in (short - 1, short) if 0 <= k < len(points)]
-        del points[max(around, key=lambda k: points[k].stats.pvalue)]
-        intervals = tester.get_intervals(points)
-        points = [tester.change_point(p.to_candidate(), values, intervals) for p in points]
-    return points
+        edges = [0, *points, len(y)]
+        tested = []
+        for k, cut in enumerate(points):
+            a, b = y[edges[k]:cut], y[cut:edges[k + 2]]
+            before, after = float(a.mean()), float(b.mean())
+            with warnings.catch_warnings():  # two stretches of equal nights: no spread
+                warnings.simplefilter("ignore", RuntimeWarning)
+                p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+            if not math.isfinite(p):  # no spread on either side: the means say it all
+                p = 0.0 if before != after else 1.0
+            size = abs(after / before - 1) if before else math.inf
+            tested.append((cut, before, after, p if size >= band else 1.0))
+        failing = [t for t in tested if not t[3] < MAX_PVALUE]
+        if not failing:
+            return tested
+        points.remove(max(failing, key=lambda t: t[3])[0])
+    return []
