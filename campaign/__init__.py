@@ -7,6 +7,7 @@ below it:
     `plan/`          what the registered rule will decide, by Monte Carlo, before the night
     `run/`           the night: boot, measure and stop every slot of every pair
     `report/`        verdicts as a table, Markdown, JSON and HTML with plots
+    `watch/`         many nights' control arms per lane, watched for lasting changes
     `verdict/`       measured rows and the registered rule in, verdicts out
     `results/`       the run folder: journal, registration, passes.csv, pooled shards
     `servers/`       the server backends: process, external, docker

@@ -25,11 +25,12 @@ MAX_GROUND = 10
 
 GROUND = "ground"
 ALLOWED: dict[str, set[str]] = {
-    "cli": {"plan", "run", "report", "verdict", "results", "servers", "campaignfile", "sim",
-            "templates", GROUND},
+    "cli": {"plan", "run", "report", "watch", "verdict", "results", "servers", "campaignfile",
+            "sim", "templates", GROUND},
     "plan": {"verdict", "results", "campaignfile", GROUND},
     "run": {"verdict", "results", "servers", "campaignfile", "sim", GROUND},
     "report": {"verdict", "results", "campaignfile", GROUND},
+    "watch": {"verdict", "results", "campaignfile", GROUND},
     "verdict": {"results", "campaignfile", GROUND},
     "results": {"campaignfile", GROUND},
     "servers": {"campaignfile", GROUND},

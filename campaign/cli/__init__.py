@@ -1,12 +1,14 @@
 """The `spec-ab` command: parse, call one core function, render, map errors to exit codes.
 
-One module per command (`check` with `clean`, `run`, `report`, `verify`, `init`, `plan`), each
-registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app;
+One module per command (`check` with `clean`, `run`, `report`, `verify`, `watch`, `init`,
+`plan`), each registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app;
 `streams`: a standard output that is closed or fails, handled once.
 
 Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
 usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign
-finished but incomplete (or a `--fail-on` condition met) · 130 interrupted. A stdout that
+finished but incomplete (or a `--fail-on` condition met) · 130 interrupted. `watch` alone
+gives 1 a meaning of its own: a change for the worse in a lane's control among its newest
+nights (nightly CI fails on it). A stdout that
 is closed or cannot be written is exit 3; a reader that goes away (`| head -1`) is not an
 error: the rest of the output is discarded and the command finishes.
 """
@@ -17,7 +19,16 @@ import re
 import sys
 from typing import Any
 
-from campaign.cli import check, init, plan, report, run, streams, verify  # noqa: F401  (they register)
+from campaign.cli import (  # noqa: F401  (they register)
+    check,
+    init,
+    plan,
+    report,
+    run,
+    streams,
+    verify,
+    watch,
+)
 from campaign.cli.app import COMMAND_ORDER, app, setup_logging
 from campaign.sim.cli import sim_app
 

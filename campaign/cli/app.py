@@ -45,7 +45,7 @@ def _plain_flags() -> None:
 
 _plain_flags()
 
-COMMAND_ORDER = ("init", "check", "plan", "run", "report", "verify", "clean")
+COMMAND_ORDER = ("init", "check", "plan", "run", "report", "verify", "watch", "clean")
 """`spec-ab --help` lists the commands in workflow order (then `sim`)."""
 
 app = typer.Typer(

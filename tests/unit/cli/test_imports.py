@@ -38,10 +38,11 @@ def loaded(*args: str, cwd: Path = ROOT) -> set[str]:
 @pytest.mark.parametrize("args", [
     ["--help"],
     ["check", "--help"],
+    ["watch", "--help"],
     ["init", "--template", "sim", "-o", "{tmp}/c.yaml"],
     ["check", str(ROOT / "examples" / "sim-pair.yaml"), "--no-engine"],
     ["check", str(ROOT / "examples" / "gb300-dspark-onlinevc.yaml"), "--no-engine"],
-], ids=["help", "check-help", "init", "check-sim", "check-gb300"])
+], ids=["help", "check-help", "watch-help", "init", "check-sim", "check-gb300"])
 def test_the_first_commands_load_no_results_or_plotting_stack(args: list[str],
                                                               tmp_path: Path) -> None:
     assert loaded(*[a.replace("{tmp}", str(tmp_path)) for a in args]) == set()
