@@ -193,6 +193,15 @@ def walk(raw: bytes, *, expected: str | None = None) -> Walk:
                           "digest of the line before it): a line was edited, inserted or "
                           "removed")
         prev = line_digest(ln if ln.endswith(b"\n") else ln + b"\n")
+    # A damaged line is a crash's only when a later line chains to it, or it is the torn
+    # last line (no newline): a whole line that is no event after the last one chained
+    # was added after the run wrote its last line, and nothing vouches for it.
+    last_event = max((i for i, ln in enumerate(lines, start=1) if _record(ln) is not None),
+                     default=1)
+    for i in [d for d in damaged if d > last_event and lines[d - 1].endswith(b"\n")]:
+        damaged.remove(i)
+        breaks.append(f"line {i} is no event and no line after it is chained to it: it was "
+                      "added after the run's last line")
     return Walk(True, head_digest, len(lines), tuple(breaks), tuple(damaged))
 
 

@@ -155,3 +155,24 @@ def test_rows_in_passes_csv_without_pass_events_fail(tmp_path: Path) -> None:
     assert "no pass events" in res.stdout
     res = invoke("report", str(run))
     assert res.code == 2 and "no pass events" in res.stderr
+
+
+def test_a_whole_line_added_after_the_last_event_is_a_break(tmp_path: Path) -> None:
+    """`42` appended as a whole line after the run's last line: no line after it is
+    chained to it, so it is no crash's damage (a crash tears the last line, or the next
+    append chains to it) but an addition, and verify fails the chain. A torn last line (no
+    newline) stays a crash's damage."""
+    run = make_run(tmp_path, {("knee", "c1", TPUT): [(100.0, 112.0), (100.0, 111.0)]},
+                   guardrails=[])
+    journal = run / "journal.jsonl"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b"42\n")
+    lines = whole.count(b"\n")
+    walk = chain.walk(journal.read_bytes())
+    assert walk.damaged == () and len(walk.breaks) == 1
+    assert walk.breaks[0].startswith(f"line {lines + 1} is no event and no line after it")
+    result = invoke("verify", str(run))
+    assert result.code == 2 and "FAIL chain" in result.output, result.output
+    journal.write_bytes(whole + b'{"t": "2026-')  # a crash's torn last line
+    walk = chain.walk(journal.read_bytes())
+    assert walk.breaks == () and walk.damaged == (lines + 1,)
