@@ -85,6 +85,8 @@ def run(
         redo_invalid=redo_invalid, lane=lane, fail_on=asked, sign_key=sign_key)
     if dry_run:
         runner.refuse_unrunnable(campaign, opts)
+        if store is not None:
+            _say_torn(store.run_dir)
         checkview.print_dry_run(out, campaign)
         return
     result = _run(campaign, out_dir, rt, opts, handlers)
@@ -96,6 +98,17 @@ def run(
     out.print(f"run_dir={result.run_dir}", markup=False)
     if code:
         raise typer.Exit(code)
+
+
+def _say_torn(run_dir: Path) -> None:
+    """What the resume would do with a torn last journal line (`--dry-run` changes nothing)."""
+    from campaign.results import damage
+
+    line = damage.torn_line(run_dir)
+    if line is not None:
+        err.print(f"note: {run_dir / 'journal.jsonl'}: the last line (line {line}) is torn — "
+                  f"the resume sets its bytes aside in journal.jsonl.torn-<n> beside it and "
+                  f"goes on from line {line - 1}; --dry-run changes nothing", markup=False)
 
 
 def _check_options(campaign_file: Path | None, out_dir: Path | None, resume: Path | None,

@@ -126,8 +126,7 @@ def set_aside_torn(run_dir: Path) -> SetAside | None:
     try:
         size = os.fstat(fd).st_size
         tail = chain.last_line(fd, size)
-        if (not tail.strip() or tail.endswith(b"\n")
-                or not isinstance(jr.parse_line(tail), str)):
+        if not _is_torn(tail):
             return None
         line = _newlines(fd, size - len(tail)) + 1
         n = 1
@@ -140,6 +139,27 @@ def set_aside_torn(run_dir: Path) -> SetAside | None:
     finally:
         os.close(fd)
     return SetAside(line, kept)
+
+
+def torn_line(run_dir: Path) -> int | None:
+    """The line a resume would set aside (`set_aside_torn`), read only: a `--dry-run` of
+    the resume says so and changes nothing. None: no torn last line (or no journal)."""
+    try:
+        fd = os.open(run_dir / jr.FILE_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        tail = chain.last_line(fd, size)
+        return _newlines(fd, size - len(tail)) + 1 if _is_torn(tail) else None
+    finally:
+        os.close(fd)
+
+
+def _is_torn(tail: bytes) -> bool:
+    """A last line cut by a crash: no newline after it, and no event in it."""
+    return bool(tail.strip()) and not tail.endswith(b"\n") and isinstance(
+        jr.parse_line(tail), str)
 
 
 def _newlines(fd: int, end: int) -> int:

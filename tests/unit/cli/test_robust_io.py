@@ -429,3 +429,21 @@ def test_the_plots_folder_check_leaves_nothing_behind(tmp_path: Path) -> None:
                  str(tmp_path / "out" / "report.html"))
     assert res.code == 0, res.output
     assert (tmp_path / "out" / "plots" / "pair-changes.svg").is_file()
+
+
+def test_a_resume_dry_run_says_what_it_would_do_with_a_torn_line(tmp_path: Path) -> None:
+    """`run --resume --dry-run` of a journal whose last line a crash tore says the resume
+    would set it aside, and changes nothing (the line stays, no .torn file is made)."""
+    run = _resumable(tmp_path)
+    journal = run / "journal.jsonl"
+    with open(journal, "ab") as f:
+        f.write(b'{"t": "2026-11-29T16:10:00Z", "event": "pa')
+    before = journal.read_bytes()
+    lines = before.count(b"\n") + 1
+    result = invoke("run", "--resume", str(run), "--dry-run")
+    assert result.code == 0, result.output
+    flat = " ".join(result.stderr.split())
+    assert f"journal.jsonl: the last line (line {lines}) is torn" in flat, result.stderr
+    assert "--dry-run changes nothing" in flat
+    assert journal.read_bytes() == before
+    assert not list(run.glob("journal.jsonl.torn-*"))
