@@ -1,7 +1,8 @@
 """Secrets never reach a file or the screen: the one place that decides what is secret.
 
 A secret-looking environment name contains TOKEN, KEY, SECRET or PASSWORD (any case;
-also PASSWD and CREDENTIAL). `TOKENIZERS_*` and `*_TOKENS` are counts and switches, not
+also PASSWD and CREDENTIAL), unless it ends in `_FILE`, `_DIR` or `_PATH` (where a secret
+is kept is a path). `TOKENIZERS_*` and `*_TOKENS` are counts and switches, not
 credentials, and so is a per-token quantity (`DECODE_DELAY_PER_TOKEN_MS`,
 `TOKEN_BUDGET`): TOKEN after PER_, or before a unit or a size (`_MS`, `_COUNT`, `_LIMIT`,
 …). A campaign file may not hold the value of such a variable: it references the
@@ -62,8 +63,14 @@ MIN_SCRUB_LEN = 6
 """Shorter values ("1", "false") are not looked for in text: they would mangle it."""
 
 
+NOT_SECRET_NAME_RE = re.compile(r"_(?:FILE|PATH|DIR)$", re.IGNORECASE)
+"""A variable that names where a secret is kept (`SSH_KEY_DIR`, `HF_TOKEN_FILE`) holds a
+path, not the secret: neither refused as a literal nor scrubbed from text (a folder the run
+reads from would turn into `<redacted>` in every message naming it)."""
+
+
 def is_secret(name: str) -> bool:
-    return bool(SECRET_RE.search(name))
+    return bool(SECRET_RE.search(name)) and not NOT_SECRET_NAME_RE.search(name)
 
 
 def reference(value: str) -> str | None:

@@ -297,8 +297,23 @@ def test_secret_references_are_those_in_a_secret_position(tree: Any, names: list
     assert sorted(secrets.secret_references(tree)) == sorted(names)
 
 
+def test_a_variable_naming_where_a_secret_is_kept_is_no_secret() -> None:
+    """`SSH_KEY_DIR`, `HF_TOKEN_FILE`, `TLS_KEY_PATH` hold paths: a campaign may give them
+    literally, and their values are not scrubbed (a folder the run reads from would read
+    `<redacted>` in every message); the secret itself stays one."""
+    for name in ("SSH_KEY_DIR", "HF_TOKEN_FILE", "TLS_KEY_PATH", "ssl_keyfile_dir"):
+        assert not secrets.is_secret(name), name
+    assert secrets.is_secret("HF_TOKEN") and secrets.is_secret("SSH_KEY")
+    assert secrets.literal_secrets({"SSL_KEY_FILE": "/etc/k.pem", "API_KEY": "abc"}) == [
+        "API_KEY"]
+    environ = {"SSH_KEY_DIR": "/lab/campaign", "HF_TOKEN": "hf_value_1"}
+    assert secrets.known_values((), environ) == ["hf_value_1"]
+    assert secrets.scrub("read /lab/campaign with hf_value_1", environ=environ) == (
+        "read /lab/campaign with <redacted>")
+
+
 def test_structured_fields_are_never_scrubbed_free_text_is() -> None:
-    environ = {"LAB_SECRET": "control", "SSH_KEY_DIR": "/lab/campaign"}
+    environ = {"LAB_SECRET": "control", "LAB_PASSWORD": "/lab/campaign"}
     record = {"arm": "control", "base_dir": "/lab/campaign", "value": 1.5,
               "reason": "control died in /lab/campaign", "problems": ["control: slow"],
               "rows": [{"arm": "control", "reason": "control cut"}]}
@@ -315,7 +330,7 @@ def test_the_journal_keeps_its_structured_fields_whatever_the_environment(
     `base_dir`, arms and rows as they are; free text is scrubbed."""
     from campaign.results import journal as jr
 
-    monkeypatch.setenv("SSH_KEY_DIR", str(tmp_path))
+    monkeypatch.setenv("LAB_PASSWORD", str(tmp_path))
     monkeypatch.setenv("LAB_SECRET", "control")
     path = tmp_path / jr.FILE_NAME
     jr.append(path, "registered", "t0", base_dir=str(tmp_path), campaign_path="c.yaml")

@@ -152,7 +152,7 @@ def test_a_run_writes_no_secret(tmp_path: Path, listener: int,
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("LAB_SECRET", "control", "is the name of arm 1 of 2 under `arms:`"),
     ("LAB_SECRET", "ttft_p99", "is a metric's name"),
-    ("SSH_KEY_DIR", None, "is the campaign's folder"),
+    ("LAB_PASSWORD", None, "is the campaign's folder"),
 ])
 def test_a_secret_that_is_an_arm_a_metric_or_a_path_is_refused_at_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str | None,
