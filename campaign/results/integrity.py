@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,16 +126,21 @@ FOREIGN_HINT = ("put this run's own preregistration.json back (from a backup of 
 
 
 def foreign_registration(registration: Registration, first: Mapping[str, Any], *,
-                         campaign_name: str | None = None) -> str | None:
+                         campaign_name: str | Callable[[], str | None] | None = None
+                         ) -> str | None:
     """Why preregistration.json is another run's registration, not this run's edited
     (None: it may be this run's, as written or edited). Asked only when it is not what
     the journal's first line recorded (the file's SHA-256; before the chain, the rule's),
     and decided from what the registration and the journal both hold: the campaign's
     name (`campaign_name`: the frozen campaign's, when it is the campaign.yaml the journal
-    registered) and the time of registration (the first line is written just after it)."""
+    registered; a function of none is called only when it is needed: parsing campaign.yaml
+    is most of a verify) and the time of registration (the first line is written just
+    after it)."""
     recorded = _recorded(registration, first)
     if recorded is None or recorded[1] == recorded[2]:
         return None
+    if callable(campaign_name):
+        campaign_name = campaign_name()
     why: list[str] = []
     if campaign_name is not None and registration.campaign != campaign_name:
         why.append(f"it registers campaign {registration.campaign!r}, this run is "
@@ -245,7 +250,7 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     first = jr.first_event(run_dir)
     disagree = copies_disagree(run_dir, registration, first)
     foreign = foreign_registration(registration, first,
-                                   campaign_name=vouched_campaign_name(run_dir, first))
+                                   campaign_name=lambda: vouched_campaign_name(run_dir, first))
     if foreign is not None:  # said once: the lines about preregistration.json go
         disagree = (foreign, *(d for d in disagree if not d.startswith(FILE_NAME)))
     checks.append(Check("copies", not disagree,
