@@ -30,6 +30,7 @@ directories are described in `campaign.results.registration`.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import hashlib
 import json
 import os
@@ -344,6 +345,19 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _nearest_run_hint(run_dir: Path) -> str | None:
+    """"did you mean …?" for a run folder named a character or two off (the closest run
+    beside it: a folder holding preregistration.json), else None."""
+    parent = run_dir.parent
+    try:
+        runs = [p.name for p in parent.iterdir()
+                if p.is_dir() and (p / "preregistration.json").exists()]
+    except OSError:
+        return None
+    close = difflib.get_close_matches(run_dir.name, runs, n=1, cutoff=0.8)
+    return f"did you mean {parent / close[0]}?" if close else None
+
+
 def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False,
               digest: str | None = None) -> RunDir:
     """One run directory read back; `passes` its rows when already read (`load_runs`),
@@ -355,7 +369,8 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
                                hint="give the folder `spec-ab run` printed "
                                "(results/<date>-<name>-<id>)")
         if not run_dir.is_dir():
-            raise ResultsError(f"{run_dir}: no such results directory")
+            raise ResultsError(f"{run_dir}: no such results directory",
+                               hint=_nearest_run_hint(run_dir))
         if not os.path.lexists(reg_path):
             raise ResultsError(f"{run_dir}: preregistration.json is missing; not a spec-ab "
                                "run", hint="give a folder made by `spec-ab run`")

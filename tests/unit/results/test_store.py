@@ -24,6 +24,7 @@ from campaign.results.store import (
     rule_hash,
     stacked_batch,
 )
+from tests.cli import invoke
 from tests.runs import record_passes
 
 CAMPAIGN = b"""\
@@ -178,8 +179,18 @@ def test_a_line_that_is_not_utf8_is_damaged_not_read_with_replacements(
 def test_not_a_run_dir(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="not a spec-ab run"):
         load_run(tmp_path)
-    with pytest.raises(ResultsError, match="no such results directory"):
+    with pytest.raises(ResultsError, match="no such results directory") as exc:
         load_run(tmp_path / "missing")
+    assert exc.value.hint is None  # nothing near it to offer
+
+
+def test_a_run_folder_one_character_short_offers_the_run(tmp_path: Path) -> None:
+    run = make_run(tmp_path, 1)
+    with pytest.raises(ResultsError, match="no such results directory") as exc:
+        load_run(run.with_name(run.name[:-1]))
+    assert exc.value.hint == f"did you mean {run}?"
+    result = invoke("report", str(run.with_name(run.name[:-1])))
+    assert result.code == 2 and f"did you mean {run}?" in " ".join(result.stderr.split())
 
 
 def test_the_journals_ending_is_read_from_its_tail(tmp_path: Path) -> None:
