@@ -36,7 +36,8 @@ td.no-data,td.better,td.worse,td.no-clear-change{white-space:nowrap}
 .better{color:#080}.worse{color:#b00}.no-clear-change,.inconclusive{color:#555}
 .adopt{color:#080;font-weight:bold}.loss{color:#b00;font-weight:bold}
 .mixed{color:#909}li.unclear{color:#a60}.gain-below-bar{color:#a60}.within-drift,.no-data,.not-applicable{color:#777}
-.decision{font-size:1.4em;padding:.4em .8em;border-radius:6px;display:inline-block}
+.decision{font-size:1.4em;font-weight:normal;margin:0 0 .5em;padding:.4em .8em;
+border-radius:6px;display:inline-block}
 .d-adopt{background:#e3f6e3}.d-keep-default{background:#fff3d6}
 .exploratory{background:#fdd;color:#900;padding:.5em;font-weight:bold}
 .note{color:#8a5a00}figure{margin:1em 0}img{max-width:100%;border:1px solid #eee}
@@ -73,7 +74,8 @@ def _decision_html(report: Report) -> list[str]:
     e = html.escape
     run = report.latest
     v = run.verdict
-    parts = [f"<p class='decision d-{v.decision}'>{e(headline(run))}</p>"]
+    # the page's one h1: the decision, what the page is for (the campaign is an h2 below)
+    parts = [f"<h1 class='decision d-{v.decision}'>{e(headline(run))}</h1>"]
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: "
                      f"{html.escape(report.why_exploratory)}.</p>")
@@ -131,7 +133,7 @@ def _run_html(run: RunReport) -> list[str]:
     """The newest run: its campaign, rule, the other cells by workload and the ranking."""
     e = html.escape
     v = run.verdict
-    parts = [f"<h1>{e(run.campaign)}</h1>"]
+    parts = [f"<h2>Campaign {e(run.campaign)}</h2>"]
     if run.hypothesis:
         parts.append(f"<p><em>Hypothesis:</em> {e(run.hypothesis)}</p>")
     parts.append(f"<p>Run <code>{e(run.run_id)}</code> — {e(pairs_line(run))}</p>")

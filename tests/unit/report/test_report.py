@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,7 +149,10 @@ def test_history_shows_each_run_side_by_side(tmp_path: Path) -> None:
     assert len(rep.latest.verdict.candidates[0].cells) >= 1
     md = rp.render(rep, "markdown")
     assert "## History (2 runs)" in md
-    assert "<h2>History</h2>" in rp.render(rep, "html")
+    page = rp.render(rep, "html")
+    assert "<h2>History</h2>" in page
+    headings = re.findall(r"<h([1-6])[ >]", page)
+    assert headings[0] == "1" and headings.count("1") == 1  # the h1 first, and once
     # --fail-on looks at the newest run only
     assert rp.exit_code_for(rep, ["keep-default"]) == EXIT_INCOMPLETE
     assert rp.exit_code_for(_report([r1]), ["keep-default"]) == 0
