@@ -57,7 +57,7 @@ from campaign.markers import (
     scope,
 )
 from campaign.procgroup import stop_group
-from campaign.servers.docker.daemon import ClientFactory, default_client
+from campaign.servers.docker.daemon import ClientFactory, default_client, short_error
 from campaign.servers.docker.launchplan import docker_hosts, parse_port
 
 PID_START_SLACK_S = 1.0
@@ -224,6 +224,20 @@ def _scan_tmpdirs(root: Path, alive: Callable[[int, float | None], bool], scan: 
                              why=f"runner pid {pid_text} is not running"))
 
 
+def _no_engine_note(where: str, exc: DockerException) -> str:
+    """A note for a docker engine `clean` cannot ask: none answering is said in words
+    (docker's own "Error while fetching server API version: ('Connection aborted.', …)"
+    says it only to those who know it), anything else with docker's first line."""
+    text = str(exc)
+    if "Error while fetching server API version" in text or "Connection refused" in text:
+        who = (f"no docker engine answers at {where}" if where.startswith(("ssh:", "tcp:",
+               "unix:", "npipe:")) else f"{where} does not answer")
+        return (f"{who}, so no container was looked for "
+                "(a process lane needs none; to clean containers, start the engine and run "
+                "spec-ab clean again)")
+    return f"could not look for containers on {where}: {short_error(exc)}"
+
+
 def _scan_containers(
     client_factory: ClientFactory,
     host: str | None,
@@ -237,7 +251,7 @@ def _scan_containers(
         client = client_factory(host)
         found = client.containers.list(all=True, filters={"label": LABEL_RUN})
     except DockerException as exc:
-        scan.notes.append(f"could not look for containers on {where}: {exc}")
+        scan.notes.append(_no_engine_note(where, exc))
         return
     for c in found:
         labels: dict[str, str] = dict(c.labels or {})
