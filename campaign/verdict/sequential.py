@@ -105,11 +105,21 @@ def look_line(step: LookStep, design: Sequential) -> str:
     every decision cell → stopping" (the bound: the estimate's lower bound the design
     compares with the floor)."""
     cells = "; ".join(
-        f"{c.workload} {c.level} {pct(c.change)}"
-        + (f" [bound {pct(c.boundary)}]" if c.boundary is not None else "")
-        for c in step.cells)
+        f"{c.workload} {c.level} {pct(c.change)}{_bound_text(c)}" for c in step.cells)
     return (f"look {step.look} of ≤ {design.max_looks} (pair {step.pairs}): "
             f"{cells or 'no look due'}, {step.why}")
+
+
+def _bound_text(c: CellLook) -> str:
+    """The adopt boundary as a change, or, where so few pairs put it beyond −99.5% (a
+    "[bound -100.0%]" reads as broken arithmetic), that there is no bound yet and the
+    critical value that makes it so."""
+    if c.boundary is None:
+        return ""
+    if c.boundary <= -0.995:
+        return (f" [no bound yet: {c.n} pair(s), the adopt boundary's critical value is "
+                f"{c.bound:.1f}]")
+    return f" [bound {pct(c.boundary)}]"
 
 
 Judge = Callable[[Sequence[int] | None], RunVerdict]

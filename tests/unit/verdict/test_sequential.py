@@ -209,3 +209,23 @@ def test_pooled_shards_keep_the_false_adopt_rate() -> None:
         adopted += vd.judge_run(_pooled(d[0], d[1]), _design(6), ARMS,
                                 metrics=[]).decision == "adopt"
     assert _upper(adopted, 150) <= 0.05, adopted
+
+
+def test_a_look_with_no_bound_yet_says_so_not_minus_100() -> None:
+    """At the first look of few pairs the adopt boundary's bound can sit beyond −99.5%:
+    the look line says there is no bound yet and why, never "[bound -100.0%]"."""
+    from campaign.campaignfile import Sequential
+    from campaign.verdict.outcome import CellLook, LookStep
+    from campaign.verdict.sequential import look_line
+
+    design = Sequential(max_pairs=6, min_pairs=2)
+
+    def line(boundary: float) -> str:
+        cell = CellLook("agentfix", "prose", 2, 0.013, boundary, 0.4, 63.7, -0.2, -3.1,
+                        "continue")
+        return look_line(LookStep(1, 2, (cell,), "continue", "no boundary crossed"), design)
+
+    assert line(-0.99998) == ("look 1 of ≤ 5 (pair 2): agentfix prose +1.3% [no bound yet: "
+                              "2 pair(s), the adopt boundary's critical value is 63.7], no "
+                              "boundary crossed")
+    assert "[bound -4.2%]" in line(-0.042)
