@@ -91,15 +91,23 @@ class Guardrail(Model):
     )
     drift_band: FractionBelowOne | DriftFrom | None = Field(
         None,
-        description="The metric's boot-to-boot noise (a fraction below 1, or `{from: RUN_DIR}` "
-        "of an A/A campaign, whose report recommends it); default: the campaign's drift band.",
+        description="The metric's pass-to-pass noise beyond its requests' sampling, per pass "
+        "(a fraction below 1, or `{from: RUN_DIR}` of an A/A campaign, whose report "
+        "recommends it): the prior of the noise the guardrail is judged against, which the "
+        "campaign's own pairs then refine; default: the statistic's measured default (±10% "
+        "per pass for a p99, ±5% for a median), never the campaign's drift band.",
     )
     unclear_stops: bool | None = Field(
         None,
-        description="Whether an `unclear` guardrail (the data cannot tell whether the limit "
-        "holds) stops adoption; default: false for relative guardrails, true for absolute "
-        "ones (a candidate that failed requests where the control did not is not adopted "
-        "on a maybe).",
+        description="Kept so older registrations still read. A guardrail that is not shown "
+        "within its limit (`unclear`) always stops adoption now: `false` no longer lets "
+        "a candidate through on a maybe.",
+    )
+    deterioration: bool = Field(
+        True,
+        description="Also check every other measured cell of this (relative) metric: a "
+        "worsening shown beyond the limit there stops adoption too (corrected over the "
+        "cells); an unclear one there does not.",
     )
 
     @model_validator(mode="before")
@@ -109,8 +117,9 @@ class Guardrail(Model):
 
     @property
     def stops_when_unclear(self) -> bool:
-        """Whether `unclear` stops adoption (the registered choice, or the default)."""
-        return self.absolute if self.unclear_stops is None else self.unclear_stops
+        """Whether `unclear` stops adoption: always (a guardrail must be shown within its
+        limit; `unclear_stops: false` of an older registration no longer lets it through)."""
+        return True
 
     @field_validator("metric")
     @classmethod
@@ -159,7 +168,8 @@ class Preregistration(Model):
     )
     guardrails: list[Guardrail] = Field(
         default_factory=lambda: [
-            Guardrail(metric="ttft_p99", max_worsening=0.05),
+            # +25%: what a campaign of a night can show on a p99 (docs/verdict.md)
+            Guardrail(metric="ttft_p99", max_worsening=0.25),
             Guardrail(metric="error_rate", max_worsening=0.0, absolute=True),
         ],
         description="Metrics the candidate may not worsen, each a test on the metric's own "

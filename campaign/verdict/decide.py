@@ -18,10 +18,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from campaign.fmt import pct
-from campaign.verdict.guardrails import Family, Inputs, check_guardrail, requests_of
+from campaign import catalog
+from campaign.campaignfile import Guardrail
+from campaign.fmt import fmt_gain, pct
+from campaign.verdict import guardstats as gs
+from campaign.verdict.guardrails import (
+    Family,
+    Inputs,
+    check_guardrail,
+    deterioration_cells,
+    pooled_noise,
+    prior_extra,
+    requests_of,
+)
 from campaign.verdict.outcome import (
     GATING_FLAGS,
     CandidateVerdict,
@@ -29,8 +40,10 @@ from campaign.verdict.outcome import (
     GuardrailCheck,
     LevelBest,
     Ranked,
+    Role,
 )
-from campaign.verdict.rule import Decision, Reason, Rule
+from campaign.verdict.rule import FAILURE_METRICS, Decision, Reason, Rule
+from campaign.verdict.stats import Kind
 from campaign.verdict.tidy import RunTable
 
 
@@ -43,10 +56,11 @@ def decide_candidate(
     guard_targets: Mapping[int, Sequence[tuple[str, str]]],
     control: str,
     resume_command: str,
+    order: Sequence[str] = (),
 ) -> CandidateVerdict:
     by_key = {c.key: c for c in cells}
     dec = [(w, lvl, by_key.get((w, lvl, rule.metric))) for w, lvl in decisions]
-    checks = guardrail_checks(arm, by_key, rule, table, guard_targets, control)
+    checks = guardrail_checks(arm, by_key, rule, table, guard_targets, control, order)
     broken = [c for c in checks if c.stops]
     rule_met = all(c is not None and c.verdict in ("adopt", "inconclusive") for *_, c in dec)
     gated = [c for *_, c in dec if c is not None and c.verdict == "inconclusive"]
@@ -78,7 +92,9 @@ def decide_candidate(
     elif any(c is not None and c.verdict == "loss" for *_, c in dec):
         reason = "loss"
     elif rule_met and broken:
-        reason = "guardrail"
+        shown_worse = [c for c in broken if c.state != "unclear"]
+        reason = "guardrail" if shown_worse else "guardrail-unresolved"
+        reasons.insert(0, _guardrail_headline(shown_worse or broken))
     elif rule_met and gated:
         reason = "inconclusive"
         flags = {f for c in gated for f in c.flags}
@@ -103,40 +119,118 @@ def decide_candidate(
                             not drifted, score, reason, settle)
 
 
+def _guardrail_headline(stopping: Sequence[GuardrailCheck]) -> str:
+    """The first line when guardrails stop a met rule: each named with its estimate, the
+    bound that decided and what would resolve it ("guardrail-unresolved: ttft_p99 at
+    agentfix prose not shown within +5.0%: +12.0%, upper bound +179.4%; would resolve with
+    9 pairs (now 2)"). The bound that decided: for `holds` the far end (the upper end of a
+    lower-is-better metric's change, the lower end of a higher-is-better one), for
+    `broken` the near end."""
+    def one(c: GuardrailCheck) -> str:
+        where = f"{c.metric} at {c.workload} {c.level}"
+        kind: Kind = "ratio" if c.kind == "ratio" else "absolute"
+        limit = fmt_gain(c.limit, kind) if c.limit is not None else "its limit"
+        if c.state == "missing":
+            return f"{where} missing ({c.evidence})"
+        change = "—" if c.change is None else fmt_gain(c.change, kind)
+        lower = c.direction == "lower"
+        if c.state == "broken":
+            end = "" if c.ci is None else (
+                f", lower bound {fmt_gain(c.ci[0], kind)}" if lower
+                else f", upper bound {fmt_gain(c.ci[1], kind)}")
+            return f"{where} shown worse than {limit}: {change}{end}"
+        end = "" if c.ci is None else (
+            f", upper bound {fmt_gain(c.ci[1], kind)}" if lower
+            else f", lower bound {fmt_gain(c.ci[0], kind)}")
+        return (f"{where} not shown within {limit}: {change}{end}"
+                + (f"; {c.resolve}" if c.resolve else ""))
+
+    unresolved = all(c.state == "unclear" for c in stopping)
+    shown = [one(c) for c in stopping[:HEADLINE_CHECKS]]
+    if len(stopping) > HEADLINE_CHECKS:
+        shown.append(f"and {len(stopping) - HEADLINE_CHECKS} more (each under Guardrails)")
+    return ("guardrail-unresolved: " if unresolved else "guardrail: ") + "; ".join(shown)
+
+
+HEADLINE_CHECKS = 2
+"""Stopping guardrails the headline names in full (the rest are counted)."""
+
+
 def _guardrails_pass(checks: Sequence[GuardrailCheck]) -> str:
-    """"every guardrail holds (4)", or what holds and what is unclear without stopping."""
-    held = sum(c.state == "holds" for c in checks)
-    if held == len(checks):
-        return f"every guardrail holds ({len(checks)})"
-    return (f"no guardrail stops it ({held} hold, {len(checks) - held} unclear, which does "
-            "not stop adoption)")
+    """"every guardrail holds (3)", and the deterioration checks at other cells apart."""
+    own = [c for c in checks if c.role == "guardrail"]
+    others = [c for c in checks if c.role != "guardrail"]
+    text = f"every guardrail holds ({len(own)})"
+    if others:
+        text += (f"; {len(others)} deterioration check(s) at other cells, none shown "
+                 "beyond its limit")
+    return text
 
 
 def guardrail_checks(arm: str, by_key: Mapping[tuple[str, str, str], Cell], rule: Rule,
                      table: RunTable, guard_targets: Mapping[int, Sequence[tuple[str, str]]],
-                     control: str) -> list[GuardrailCheck]:
-    """Every registered guardrail at each of its cells, for one candidate, family-wise over
-    all of them (α ÷ the number of checks); a failed pass of the candidate counts on failure
-    metrics (pair → (control, candidate))."""
-    places = [(i, g, where) for i, g in enumerate(rule.prereg.guardrails)
-              for where in guard_targets[i] or [(g.workload, g.level)]]
+                     control: str, order: Sequence[str] = ()) -> list[GuardrailCheck]:
+    """Every registered guardrail at each of its cells, and each relative one's
+    deterioration checks at every other measured cell of its metric, for one candidate.
+
+    A worsening is called shown beyond a limit at α ÷ k (k: every check, both kinds:
+    Bonferroni); a guardrail is shown within its limit at α (no split: each must be shown).
+    A relative metric's noise beyond sampling is pooled over every measured cell of it
+    (`guardrails.pooled_noise`). A failed pass of the candidate counts on failure metrics
+    (pair → (control, candidate))."""
+    guards = rule.prereg.guardrails
+    places: list[tuple[int, Guardrail, tuple[str, str], Role]] = [
+        (i, g, where, "guardrail") for i, g in enumerate(guards)
+        for where in guard_targets[i] or [(g.workload, g.level)]]
+    taken = {(*where, g.metric) for i, g, where, _ in places}
+    places += [(i, g, where, "deterioration") for i, g in enumerate(guards)
+               for where in deterioration_cells(g, table, taken, order)]
+    taken |= {(*where, g.metric) for i, g, where, _ in places}
     # a sequential design judges every guardrail at each of its looks: α is shared over
     # them too (Bonferroni), so repeated looks never raise the false-break rate
     looks = 1 if rule.prereg.sequential is None else rule.prereg.sequential.max_looks
-    family = Family(rule.alpha / looks, len(places))
-    checks: list[GuardrailCheck] = []
-    for i, g, where in places:
-        data = table.cells.get((*where, g.metric))
-        failed = {}
-        if data is not None:
-            for p, arms_ in data.failed.items():
-                ctrl = data.values.get(p, {}).get(control)
-                if arm in arms_ and ctrl is not None:
-                    failed[p] = (ctrl.value, arms_[arm])
-        inputs = Inputs(by_key.get((*where, g.metric)), data, requests_of(table, where), failed,
-                        rule.guardrail_band(i), rule.guardrail_band_source(i), control, arm)
-        checks.append(check_guardrail(g, where, inputs, family))
-    return checks
+    family = Family(rule.alpha / looks, len(places), rule.alpha / looks)
+    inputs = {(i, where): _inputs(i, g, where, rule, by_key, table, control, arm, role)
+              for i, g, where, role in places}
+    pooled = _pooled(rule, inputs, places)
+    return [check_guardrail(g, where, replace(inputs[(i, where)], extra=pooled.get(i)),
+                            family) for i, g, where, _ in places]
+
+
+def _inputs(i: int, g: Guardrail, where: tuple[str, str], rule: Rule,
+            by_key: Mapping[tuple[str, str, str], Cell], table: RunTable, control: str,
+            arm: str, role: Role) -> Inputs:
+    data = table.cells.get((*where, g.metric))
+    failed = {}
+    if data is not None:
+        for p, arms_ in data.failed.items():
+            ctrl = data.values.get(p, {}).get(control)
+            if arm in arms_ and ctrl is not None:
+                failed[p] = (ctrl.value, arms_[arm])
+    registered = rule.guardrail_registered_band(i)
+    _, source = prior_extra(g.metric, registered, rule.guardrail_band_source(i))
+    return Inputs(by_key.get((*where, g.metric)), data, requests_of(table, where), failed,
+                  rule.guardrail_band(i), source, control=control, arm=arm, role=role)
+
+
+def _pooled(rule: Rule, inputs: Mapping[tuple[int, tuple[str, str]], Inputs],
+            places: Sequence[tuple[int, Guardrail, tuple[str, str], Role]]
+            ) -> dict[int, gs.Pooled]:
+    """Each relative guardrail's noise beyond sampling, pooled over every measured cell of
+    its metric (its own and its deterioration cells) and its prior."""
+    out: dict[int, gs.Pooled] = {}
+    for i, g in enumerate(rule.prereg.guardrails):
+        if g.absolute or g.metric in FAILURE_METRICS or g.metric in catalog.FIDELITY_METRICS:
+            continue
+        cells = [(_pairs(inp.cell), inp) for (j, where), inp in inputs.items()
+                 if j == i and inp.cell is not None and inp.cell.kind == "ratio"]
+        prior, _ = prior_extra(g.metric, rule.guardrail_registered_band(i), "")
+        out[i] = pooled_noise(g.metric, cells, rule.direction_of(g.metric), prior)
+    return out
+
+
+def _pairs(cell: Cell) -> list[tuple[int, float, float]]:
+    return [(pg.pair, pg.control, pg.candidate) for pg in cell.pairs]
 
 
 def _settle_gates(gated: Sequence[Cell], flags: set[str], rule: Rule) -> str:

@@ -36,25 +36,13 @@ from campaign.fmt import abs_pct, fmt_gain
 from campaign.verdict import guardstats as gs
 from campaign.verdict import sampling
 from campaign.verdict import stats as st
-from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState
+from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState, Role
 from campaign.verdict.rule import EPS, FAILURE_METRICS, change_of, worse_d
+from campaign.verdict.showable import DEFAULT_JITTER, PRIOR_DF, at_decision_cells
 from campaign.verdict.tidy import CellData, RunTable, cell_sort_key
 
 MAX_PAIRS = 200
 """Largest pair count a registration allows (the resolution hint stops there)."""
-
-
-def at_decision_cells(g: Guardrail, decisions: Sequence[tuple[str, str]]
-                      ) -> list[tuple[str, str]] | None:
-    """An `at: decision` guardrail's cells: the decision cells it names where its metric is
-    measured (None: `at: all`, or it names none of them and a workload or level of its own:
-    its measured cells then)."""
-    if g.at != "decision":
-        return None
-    named = [(w, lvl) for w, lvl in decisions
-             if g.workload in ("*", w) and g.level in ("*", lvl)
-             and catalog.has_rows_at(g.metric, w, lvl)]
-    return named if named or (g.workload == "*" and g.level == "*") else None
 
 
 def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
@@ -71,6 +59,21 @@ def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
         },
         key=lambda k: cell_sort_key((*k, ""), order),
     )
+
+
+def deterioration_cells(g: Guardrail, table: RunTable, taken: set[tuple[str, str, str]],
+                        order: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """Every other measured cell of a relative guardrail's metric (`taken`: every
+    guardrail's own (workload, level, metric)): there a worsening shown beyond its limit
+    stops adoption too (`deterioration`, on by default). None for failure shares, fidelity
+    figures and absolute guardrails (checked where registered)."""
+    if (not g.deterioration or g.absolute or g.metric in FAILURE_METRICS
+            or g.metric in catalog.FIDELITY_METRICS):
+        return []
+    return sorted({(w, lvl) for (w, lvl, m) in table.cells
+                   if m == g.metric and (w, lvl, m) not in taken
+                   and catalog.has_rows_at(m, w, lvl)},
+                  key=lambda k: cell_sort_key((*k, ""), order))
 
 
 def requests_of(table: RunTable, where: tuple[str, str]) -> dict[tuple[int, str], float]:
@@ -90,6 +93,9 @@ class Family:
 
     alpha: float
     checks: int
+    shown: float | None = None
+    """One-sided level of the bound that shows a guardrail within its limit (no split over
+    the guardrails: every one must be shown, an intersection–union test); None: α ÷ k."""
 
     @property
     def each(self) -> float:
@@ -102,7 +108,23 @@ class Family:
 
     @property
     def ci_text(self) -> str:
+        """A two-sided interval with both ends at α ÷ k."""
         return f"{self.ci_level:.1%}".replace(".0%", "%") + " CI"
+
+    def interval_text(self, direction: st.Direction, asymmetric: bool) -> str:
+        """How a check's interval reads: `ci_text` when both ends are at α ÷ k, else each
+        end's one-sided level — the end that decides `broken` at α ÷ k, the one that shows
+        the guardrail within its limit at `shown` (the lower end of a lower-is-better
+        metric's change decides `broken`, its upper end `holds`; reversed for higher)."""
+        if not asymmetric or self.shown is None or abs(self.shown - self.each) < 1e-12:
+            return self.ci_text
+        worse, within = _level(1 - self.each), _level(1 - self.shown)
+        low, high = (worse, within) if direction == "lower" else (within, worse)
+        return f"one-sided: lower end {low}, upper end {high}"
+
+
+def _level(q: float) -> str:
+    return f"{q:.1%}".replace(".0%", "%")
 
 
 @dataclass(frozen=True)
@@ -115,10 +137,17 @@ class Inputs:
     failed: Mapping[int, tuple[float, float]] | None = None
     """pair → (control, candidate) of pairs whose candidate pass failed (failure metrics)."""
     band: float = 0.03
-    """The metric's boot-to-boot drift band."""
+    """The metric's boot-to-boot drift band (without `extra`)."""
     band_source: str = "the campaign's band"
+    """Where the noise comes from, in words (the prior's source with `extra`)."""
+    extra: gs.Pooled | None = None
+    """The metric's own per-pair noise beyond sampling (`pooled_noise`); None: 2·ln(1 +
+    band)², taken as known."""
     control: str = "control"
     arm: str = ""
+    role: Role = "guardrail"
+    """`deterioration`: a check at another measured cell of the metric (only a worsening
+    shown beyond the limit stops adoption)."""
 
 
 def check_guardrail(g: Guardrail, where: tuple[str, str], inputs: Inputs,
@@ -129,7 +158,7 @@ def check_guardrail(g: Guardrail, where: tuple[str, str], inputs: Inputs,
     pairs = [] if cell is None else [(pg.pair, pg.control, pg.candidate) for pg in cell.pairs]
     pairs += [(p, x, y) for p, (x, y) in sorted(extra.items())]
     if not pairs:
-        return _missing(g, where, cell)
+        return _missing(g, where, cell, inputs.role)
     if g.metric in catalog.FIDELITY_METRICS:
         return _fidelity_check(g, where, pairs)
     direction: st.Direction = cell.direction if cell is not None else "lower"
@@ -142,17 +171,23 @@ def check_guardrail(g: Guardrail, where: tuple[str, str], inputs: Inputs,
     return _relative_check(g, where, inputs, family, pairs, direction)
 
 
-def _missing(g: Guardrail, where: tuple[str, str], cell: Cell | None) -> GuardrailCheck:
+def _missing(g: Guardrail, where: tuple[str, str], cell: Cell | None,
+             role: Role = "guardrail") -> GuardrailCheck:
     if cell is None:
         why = "not measured"
     else:
         left = "; ".join(f"pair {lo.pair} {lo.arm}: {lo.reason}" for lo in cell.left_out)
         why = "no complete pair" + (f" ({left})" if left else "")
     w, lvl = where
+    guard = role == "guardrail"
+    what = "guardrail" if guard else "deterioration check"
+    effect = ("a guardrail that cannot be checked stops adoption" if guard else
+              "nothing to check here; only a worsening shown beyond the limit would stop "
+              "adoption")
     return GuardrailCheck(
         g.metric, w, lvl, g.max_worsening, g.absolute, None, False,
-        f"guardrail {g.metric} at {w} {lvl} missing: {why} — a guardrail that cannot be "
-        "checked stops adoption", state="missing", stops=True, evidence=why)
+        f"{what} {g.metric} at {w} {lvl} missing: {why} — {effect}", state="missing",
+        stops=guard, evidence=why, role=role)
 
 
 # --------------------------------------------------------------------------- relative
@@ -161,27 +196,31 @@ def _missing(g: Guardrail, where: tuple[str, str], cell: Cell | None) -> Guardra
 def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
                     pairs: Sequence[tuple[int, float, float]],
                     direction: st.Direction) -> GuardrailCheck:
-    """The per-pair log worsening against the passes' own noise and the boot noise, or the
-    pairs' own spread without a sampling error on every pass."""
+    """The per-pair log worsening against the passes' own noise and the metric's own noise
+    beyond it (`inputs.extra`), or the pairs' own spread without a sampling error on every
+    pass."""
     higher = direction == "higher"
-    w = [(-1.0 if higher else 1.0) * math.log(y / x) for _, x, y in pairs]
+    w = log_worsening(pairs, direction)
     limit = -worse_d(g.max_worsening, "higher" if higher else "lower")
     noise = _own_noise(g.metric, pairs, inputs)
+    pooled = inputs.extra or gs.Pooled(2 * math.log1p(inputs.band) ** 2, math.inf, None, 0)
     resolve = ""
-    beyond = noise is not None and gs.spread_beyond_model(w, noise[0], inputs.band)
+    beyond = noise is not None and gs.spread_beyond_model(w, noise[0], pooled.extra)
     if noise is not None and not beyond:
         cv, n_req, factor = noise
-        tested = gs.own_noise(w, cv, inputs.band, limit, family.each)
-        evidence = _own_evidence(g.metric, n_req, factor, inputs)
+        tested = gs.own_noise(w, cv, pooled.extra, limit, family.each, family.shown,
+                              None if math.isinf(pooled.df) else pooled.df)
+        evidence = _own_evidence(g.metric, n_req, factor, inputs, pooled)
         if tested.state == "unclear":
-            resolve = _resolve_own(tested, cv, n_req, g.metric, inputs.band, family)
+            resolve = _resolve_own(tested, cv, n_req, g.metric, pooled.extra)
     else:
-        spread = gs.pairs_spread(w, limit, family.each)
+        spread = gs.pairs_spread(w, limit, family.each, family.shown)
         evidence = ("the pairs' own spread (they disagree beyond the passes' own noise and "
-                    "the band: a noisier lane or host than the model)" if beyond else
+                    "the metric's pass-to-pass noise: a noisier lane or host than the "
+                    "model)" if beyond else
                     "the pairs' own spread (no sampling error from the passes' requests)")
         if spread is None:
-            return _no_noise(g, where, w[0], direction)
+            return _no_noise(g, where, w[0], direction, inputs)
         tested = spread
         if tested.state == "unclear":
             resolve = _resolve_spread(tested, len(w), family, beyond)
@@ -195,6 +234,37 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
                  evidence, resolve, [change(v) for v in w], direction,
                  worse=math.expm1(tested.estimate) if not higher
                  else -math.expm1(-tested.estimate))
+
+
+def log_worsening(pairs: Sequence[tuple[int, float, float]],
+                  direction: st.Direction) -> list[float]:
+    """Each pair's log worsening (positive = worse), from (pair, control, candidate)."""
+    sign = -1.0 if direction == "higher" else 1.0
+    return [sign * math.log(y / x) for _, x, y in pairs]
+
+
+def prior_extra(metric: str, registered: float | None, source: str) -> tuple[float, str]:
+    """τ² before the campaign's own pairs (both passes of a pair: 2·J²), and its source: the
+    guardrail's registered band (or its A/A's), else the statistic's measured default."""
+    if registered is not None:
+        return 2 * math.log1p(registered) ** 2, f"±{abs_pct(registered)} per pass ({source})"
+    stat = sampling.statistic_of(metric) or "avg"
+    jitter = DEFAULT_JITTER.get(stat, DEFAULT_JITTER["p99"])
+    return 2 * jitter**2, (f"±{jitter:.0%} per pass, the measured default for a {stat} "
+                           "(docs/limits.md)")
+
+
+def pooled_noise(metric: str, cells: Sequence[tuple[Sequence[tuple[int, float, float]],
+                                                    Inputs]],
+                 direction: st.Direction, prior: float) -> gs.Pooled:
+    """τ² of `metric` from every cell where it is measured (each cell's pairs and inputs),
+    with the prior (`prior_extra`): the metric's own pass-to-pass noise."""
+    samples = []
+    for pairs, inputs in cells:
+        noise = _own_noise(metric, pairs, inputs) if len(pairs) >= 2 else None
+        if noise is not None:
+            samples.append((log_worsening(pairs, direction), noise[0]))
+    return gs.pooled_extra(samples, prior, PRIOR_DF)
 
 
 def _own_noise(metric: str, pairs: Sequence[tuple[int, float, float]],
@@ -228,7 +298,8 @@ def _own_noise(metric: str, pairs: Sequence[tuple[int, float, float]],
     return cv, (None if unknown else fewest), factor
 
 
-def _own_evidence(metric: str, n_req: float | None, factor: float, inputs: Inputs) -> str:
+def _own_evidence(metric: str, n_req: float | None, factor: float, inputs: Inputs,
+                  pooled: gs.Pooled) -> str:
     stat = sampling.statistic_of(metric)
     if n_req is None:
         size = (f"requests per pass unknown: ×{factor:g}, the largest inflation"
@@ -236,12 +307,20 @@ def _own_evidence(metric: str, n_req: float | None, factor: float, inputs: Input
     else:
         note = sampling.inflation_note(stat, n_req)
         size = f"{n_req:.0f} per pass" + (f", {note}" if note else "")
-    return (f"the passes' own requests ({size}) and boot noise ±{abs_pct(inputs.band)} "
-            f"({inputs.band_source})")
+    if inputs.extra is None:
+        return (f"the passes' own requests ({size}) and boot noise ±{abs_pct(inputs.band)} "
+                f"({inputs.band_source})")
+    per_pass = math.sqrt(pooled.extra / 2)
+    seen = ("" if pooled.data_extra is None else
+            f"; the campaign's pairs show ±{math.sqrt(pooled.data_extra / 2):.1%} over "
+            f"{pooled.data_df} df")
+    return (f"the passes' own requests ({size}) and the metric's pass-to-pass noise "
+            f"±{per_pass:.1%} per pass (prior {inputs.band_source}{seen}; "
+            f"{pooled.df:.0f} df)")
 
 
 def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, metric: str,
-                 band: float, family: Family) -> str:
+                 extra: float) -> str:
     """Roughly how many requests per level, or pairs, would make the interval clear the
     limit, at the change measured."""
     gap = abs(tested.limit - tested.estimate)
@@ -250,7 +329,7 @@ def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, me
     z = (tested.high - tested.estimate) / (tested.se or 1.0)
     target = (gap / z) ** 2
     n = len(cv)
-    boot = 2 * math.log1p(band) ** 2 / n
+    boot = extra / n
     parts = []
     stat = sampling.statistic_of(metric)
     if n_req is not None and boot < target:
@@ -259,7 +338,7 @@ def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, me
             if more > n_req and raw * n_req / more * sampling.inflation(stat, more) <= target:
                 parts.append(f"about {more} requests per level (now {n_req:.0f})")
                 break
-    per_pair = math.fsum(cv) / n + 2 * math.log1p(band) ** 2
+    per_pair = math.fsum(cv) / n + extra
     pairs = math.ceil(per_pair / target)
     if pairs <= MAX_PAIRS:
         parts.append(f"{pairs} pairs (now {n})")
@@ -281,13 +360,13 @@ def _resolve_spread(tested: gs.Tested, n: int, family: Family, beyond: bool = Fa
 
 
 def _no_noise(g: Guardrail, where: tuple[str, str], w: float,
-              direction: st.Direction) -> GuardrailCheck:
+              direction: st.Direction, inputs: Inputs) -> GuardrailCheck:
     """One pair and no sampling error of its passes: nothing to judge the change against."""
     higher = direction == "higher"
     ch = math.expm1((-1.0 if higher else 1.0) * w)
     worse = ch if not higher else -ch
     state: GuardrailState = "unclear"
-    stops = g.stops_when_unclear
+    stops = inputs.role == "guardrail"
     w_, lvl = where
     line = (f"guardrail {g.metric} at {w_} {lvl} unclear: {_change_words(ch, direction)} on "
             f"one pair, no noise estimate (no second pair, no sampling error from the "
@@ -296,7 +375,8 @@ def _no_noise(g: Guardrail, where: tuple[str, str], w: float,
     return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, worse, False,
                           line, (worse,), state=state, change=ch, stops=stops,
                           evidence="no noise estimate", resolve="a second pair",
-                          direction=direction, limit=_change_limit(g, direction))
+                          direction=direction, limit=_change_limit(g, direction),
+                          role=inputs.role)
 
 
 # --------------------------------------------------------------------------- fidelity
@@ -351,20 +431,21 @@ def _difference_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, fami
     limit = g.max_worsening
     if not g.absolute:  # a relative limit on a cell compared by differences (a measured 0)
         limit = g.max_worsening * math.fsum(x for _, x, _ in pairs) / len(pairs)
-    tested = gs.pairs_spread(w, limit, family.each)
+    tested = gs.pairs_spread(w, limit, family.each, family.shown)
     sign = -1.0 if higher else 1.0
     if tested is None:
         ch = sign * w[0]
-        stops = g.stops_when_unclear
+        stops = inputs.role == "guardrail"
         w_, lvl = where
-        line = (f"guardrail {g.metric} at {w_} {lvl} unclear: {fmt_gain(ch, 'absolute')} on "
+        what = "guardrail" if stops else "deterioration check"
+        line = (f"{what} {g.metric} at {w_} {lvl} unclear: {fmt_gain(ch, 'absolute')} on "
                 f"one pair, no noise estimate (compared by differences); would resolve with "
                 f"a second pair; {'stops' if stops else 'does not stop'} adoption")
         return GuardrailCheck(g.metric, w_, lvl, g.max_worsening, g.absolute, w[0], False,
                               line, tuple(w), state="unclear", change=ch, stops=stops,
                               evidence="no noise estimate", resolve="a second pair",
                               direction=direction, limit=_change_limit(g, direction, limit),
-                              kind="absolute")
+                              kind="absolute", role=inputs.role)
     why = "a value is 0" if not g.absolute else "an absolute guardrail"
     evidence = f"the pairs' own spread of the differences ({why})"
     if failed:
@@ -429,7 +510,7 @@ def _counts_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: 
     return _make(g, where, inputs, family, tested.state, tested.estimate,
                  (tested.low, tested.high), evidence, resolve,
                  [y - x for _, x, y in pairs], "lower", worse=tested.estimate, limit=limit,
-                 kind="absolute", relation=relation)
+                 kind="absolute", relation=relation, asymmetric=False)
 
 
 def _resolve_counts(fy: int, ty: int, fx: int, tx: int, limit: float, family: Family) -> str:
@@ -478,26 +559,30 @@ def _make(g: Guardrail, where: tuple[str, str], inputs: Inputs, family: Family,
           state: GuardrailState, change: float, ci: tuple[float, float], evidence: str,
           resolve: str, pair_changes: Sequence[float], direction: st.Direction, *,
           worse: float, limit: float | None = None, kind: str = "ratio",
-          relation: str | None = None) -> GuardrailCheck:
+          relation: str | None = None, asymmetric: bool = True) -> GuardrailCheck:
     """The check and its one line: state, change with its sense, CI, limit, evidence and,
     when unclear, what would resolve it and whether it stops adoption."""
     w, lvl = where
-    stops = state == "broken" or (state == "unclear" and g.stops_when_unclear)
+    guard = inputs.role == "guardrail"
+    stops = state == "broken" or (state == "unclear" and guard)
     if relation is None:
         relation = " " + {"holds": "is within", "broken": "is wholly beyond",
                           "unclear": "includes"}[state] + (
             f" the {_limit_words(g, direction, limit)} limit")
     lo, hi = (_bound_words(v, kind) for v in ci)
-    line = (f"guardrail {g.metric} at {w} {lvl} {state}: "
-            f"{_change_words(change, direction, kind)}, {family.ci_text} {lo} … {hi}"
+    what = "guardrail" if guard else "deterioration check"
+    line = (f"{what} {g.metric} at {w} {lvl} {state}: "
+            f"{_change_words(change, direction, kind)}, {lo} … {hi} "
+            f"({family.interval_text(direction, asymmetric)})"
             f"{relation}; noise: {evidence}")
     if state == "unclear":
         line += (f"; {resolve}" if resolve else "") + (
-            "; stops adoption (unclear_stops)" if stops else "; does not stop adoption")
+            "; stops adoption: not shown within its limit" if stops else
+            "; does not stop adoption (only a worsening shown beyond the limit does here)")
     worsening = [(c if direction == "lower" else -c) for c in pair_changes]
     return GuardrailCheck(
         g.metric, w, lvl, g.max_worsening, g.absolute, worse + 0.0, state == "broken", line,
         tuple(v + 0.0 for v in worsening), state=state, change=change + 0.0, ci=ci,
         ci_level=family.ci_level, stops=stops, evidence=evidence, resolve=resolve,
         direction=direction, limit=_change_limit(g, direction, limit),
-        kind="ratio" if kind == "ratio" else "absolute")
+        kind="ratio" if kind == "ratio" else "absolute", role=inputs.role)

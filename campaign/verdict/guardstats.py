@@ -6,15 +6,19 @@ with three states:
 - `holds`: the data show the worsening within the limit (the far bound is within it);
 - `unclear`: the interval holds the limit: the data cannot tell.
 
-Each bound is one-sided at level α (the caller divides the campaign's α by every guardrail
-check of the candidate: Bonferroni, family-wise), so a candidate truly at the limit is
-called broken at most α of the time, and one truly beyond it by more than the noise is
-called broken with high probability.
+Two one-sided bounds decide. The worse-side bound (`alpha`: the caller divides the
+campaign's α by every check of the candidate, Bonferroni) breaks: a candidate truly at the
+limit is called broken at most α ÷ k of the time. The far bound (`alpha_shown`: α, split
+only over a sequential design's looks, never over the guardrails, since each must be
+shown: an intersection–union test) shows the guardrail within its limit: a candidate truly
+at the limit is shown within it at most α of the time, whatever else holds.
 
 - `own_noise` (relative metrics, the default): the mean per-pair log worsening w̄ against
-  SE² = Σ cᵢ·vᵢ / n² + 2·b²/n, vᵢ the two passes' sampling variances of ln(value) from their
-  own requests, cᵢ the calibrated inflation of a tail quantile from few requests, b the
-  metric's boot-to-boot drift (ln(1 + band)): a normal (z) test;
+  SE² = Σ cᵢ·vᵢ / n² + τ²/n, vᵢ the two passes' sampling variances of ln(value) from their
+  own requests, cᵢ the calibrated inflation of a tail quantile from few requests, τ² each
+  pair's variance beyond sampling (the two passes' pass-to-pass and boot noise of the
+  metric itself: `pooled_extra`, from the campaign's own pairs pooled over the metric's
+  cells and a prior), with a t critical value on τ²'s degrees of freedom;
 - `pairs_spread` (the fallback: no per-request sampling error recorded, differences, or
   pairs that disagree beyond what `own_noise` assumes (`spread_beyond_model`, Cochran's Q
   at 5%)): the pairs' own spread, SE = s/√n with a t(n − 1) critical value; one pair: no
@@ -61,32 +65,82 @@ class Tested:
     """One-sided p-value of "not beyond the limit" (the counts test)."""
 
 
-def three_states(estimate: float, half: float, limit: float) -> Tested:
-    """broken when estimate − half > limit, holds when estimate + half ≤ limit."""
-    low, high = estimate - half, estimate + half
+def three_states(estimate: float, half: float, limit: float,
+                 half_shown: float | None = None) -> Tested:
+    """broken when estimate − half > limit, holds when estimate + half_shown ≤ limit
+    (`half_shown`: the half-width of the bound that shows it within, default `half`)."""
+    low, high = estimate - half, estimate + (half if half_shown is None else half_shown)
     state: State = ("broken" if low > limit + EPS else
                     "holds" if high <= limit + EPS else "unclear")
     return Tested(state, estimate, low, high, limit)
 
 
-def own_noise_se(cv: Sequence[float], band: float) -> float:
-    """SE of the mean log worsening: Σ cᵢ·vᵢ / n² (the passes' own sampling) + 2b²/n (the
-    two boots of each pair), b = ln(1 + band)."""
+def own_noise_se(cv: Sequence[float], extra: float) -> float:
+    """SE of the mean log worsening: Σ cᵢ·vᵢ / n² (the passes' own sampling) + τ²/n (`extra`:
+    each pair's variance beyond sampling, its two passes' pass-to-pass and boot noise)."""
     n = len(cv)
-    b = math.log1p(band)
-    return math.sqrt(math.fsum(cv) / n**2 + 2 * b * b / n)
+    return math.sqrt(math.fsum(cv) / n**2 + extra / n)
 
 
-def own_noise(w: Sequence[float], cv: Sequence[float], band: float, limit: float,
-              alpha: float) -> Tested:
-    """The relative test on the passes' own noise and the boot noise (module docstring)."""
-    se = own_noise_se(cv, band)
+def critical(alpha: float, df: float | None) -> float:
+    """t(1 − α, df), or z(1 − α) when the noise is taken as known (`df` None)."""
+    if df is None or df > 1000:
+        return z_critical(alpha)
+    return st.t_critical(1 - alpha, max(1, round(df)))
+
+
+def own_noise(w: Sequence[float], cv: Sequence[float], extra: float, limit: float,
+              alpha: float, alpha_shown: float | None = None,
+              df: float | None = None) -> Tested:
+    """The relative test on the passes' own noise and the pass-to-pass noise beyond it
+    (module docstring); `alpha_shown` the level of the bound that shows it within (default
+    `alpha`), `df` the degrees of freedom of `extra` (None: known, a z test)."""
+    se = own_noise_se(cv, extra)
     wbar = math.fsum(w) / len(w)
-    out = three_states(wbar, z_critical(alpha) * se, limit)
+    shown = None if alpha_shown is None else critical(alpha_shown, df) * se
+    out = three_states(wbar, critical(alpha, df) * se, limit, shown)
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
 
 
-def pairs_spread(w: Sequence[float], limit: float, alpha: float) -> Tested | None:
+@dataclass(frozen=True)
+class Pooled:
+    """A metric's per-pair variance beyond its passes' sampling (τ²: both passes' pass-to-
+    pass and boot noise), pooled from a prior and the campaign's own pairs."""
+
+    extra: float
+    """τ² used by the tests."""
+    df: float
+    """Its degrees of freedom: the prior's plus the pairs' (each cell's pairs − 1)."""
+    data_extra: float | None
+    """τ² the campaign's pairs alone show (None: no cell with two pairs)."""
+    data_df: int
+
+
+def pooled_extra(cells: Sequence[tuple[Sequence[float], Sequence[float]]], prior: float,
+                 prior_df: float) -> Pooled:
+    """τ² from every cell of a metric ((w, cv) per cell, w the pairs' log worsenings and cv
+    their sampling variances): each cell's spread about its own mean, less what sampling
+    explains, pooled over the cells (a method-of-moments estimate: E Σ(wᵢ − w̄)² =
+    (n − 1)/n · Σ(cvᵢ + τ²)), then combined with the prior τ² as a scaled-χ² prior of
+    `prior_df` degrees of freedom (what a measured or registered noise is worth)."""
+    dev = explained = 0.0
+    df = 0
+    for w, cv in cells:
+        n = len(w)
+        if n < 2:
+            continue
+        mean = math.fsum(w) / n
+        dev += math.fsum((x - mean) ** 2 for x in w)
+        explained += (n - 1) / n * math.fsum(cv)
+        df += n - 1
+    if df == 0:
+        return Pooled(prior, prior_df, None, 0)
+    data = max(0.0, (dev - explained) / df)
+    return Pooled((prior_df * prior + df * data) / (prior_df + df), prior_df + df, data, df)
+
+
+def pairs_spread(w: Sequence[float], limit: float, alpha: float,
+                 alpha_shown: float | None = None) -> Tested | None:
     """The distribution-free test on the pairs' own spread: SE = s/√n, t(1 − α, n − 1).
     None for one pair (no spread, no test)."""
     n = len(w)
@@ -95,7 +149,9 @@ def pairs_spread(w: Sequence[float], limit: float, alpha: float) -> Tested | Non
     mean = math.fsum(w) / n
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in w) / (n - 1))
     se = sd / math.sqrt(n)
-    out = three_states(mean, st.t_critical(1 - alpha, n - 1) * se, limit)
+    shown = (None if alpha_shown is None
+             else st.t_critical(1 - alpha_shown, n - 1) * se)
+    out = three_states(mean, st.t_critical(1 - alpha, n - 1) * se, limit, shown)
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
 
 
@@ -104,17 +160,16 @@ MODEL_CHECK_ALPHA = 0.05
 noise explain (`spread_beyond_model`)."""
 
 
-def spread_beyond_model(w: Sequence[float], cv: Sequence[float], band: float) -> bool:
+def spread_beyond_model(w: Sequence[float], cv: Sequence[float], extra: float) -> bool:
     """Whether the pairs disagree beyond what `own_noise` assumes: Cochran's Q of the pairs'
-    log worsenings against their model variances cᵢ·vᵢ + 2b² is beyond its χ²(n − 1)
+    log worsenings against their model variances cᵢ·vᵢ + τ² is beyond its χ²(n − 1)
     (1 − MODEL_CHECK_ALPHA) quantile. Then the model's SE is too small (a loaded host, a
     lane noisier than its band) and the pairs' own spread must judge instead. One pair:
     nothing to check."""
     n = len(w)
     if n < 2:
         return False
-    b2 = 2 * math.log1p(band) ** 2
-    var = [max(c + b2, 1e-12) for c in cv]
+    var = [max(c + extra, 1e-12) for c in cv]
     weights = [1 / v for v in var]
     centre = math.fsum(x * k for x, k in zip(w, weights, strict=True)) / math.fsum(weights)
     q = math.fsum((x - centre) ** 2 * k for x, k in zip(w, weights, strict=True))

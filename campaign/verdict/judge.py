@@ -352,7 +352,8 @@ def _judge_fixed(table: RunTable, rule: Rule, arms: Sequence[str],
                      flag_alpha(len(decisions), len(candidates), lanes), len(candidates))
     damaged: list[str] = []
     out = [decide_candidate(arm, plan.judge(arm, control, damaged), rule, table, decisions,
-                            guard_targets, control, resume_command) for arm in candidates]
+                            guard_targets, control, resume_command, level_order)
+           for arm in candidates]
     run = run_decision(out)
     adopt_arm, top = run.adopt_arm, run.top
     best = best_by_level(out, decisions, rule)
@@ -388,9 +389,12 @@ class _CellPlan:
         key_cells = self.key_cells()
         shown = set(self.metrics) if self.metrics is not None else None
         keys = set(self.table.cells) | {(w, lvl, metric) for w, lvl in self.decisions}
+        # every cell of a guardrail's metric: its noise is pooled over them, and a
+        # worsening shown beyond the limit at any of them stops adoption
+        guarded = {g.metric for g in rule.prereg.guardrails}
         return [k for k in sorted(keys, key=lambda k: cell_sort_key(k, self.level_order))
                 if not (k[2] in TOKEN_METRICS and k[2] != rule.metric and k not in key_cells)
-                and (shown is None or k[2] in shown or k in key_cells)]
+                and (shown is None or k[2] in shown or k in key_cells or k[2] in guarded)]
 
     def key_cells(self) -> set[tuple[str, str, str]]:
         """Decision and guardrail cells: a damaged value there stops the report."""

@@ -120,6 +120,10 @@ class Cell:
 GuardrailState = Literal["holds", "unclear", "broken", "missing"]
 """A guardrail check's outcome: the data show the worsening within the limit (`holds`),
 beyond it (`broken`), cannot tell (`unclear`), or there is nothing to check (`missing`)."""
+Role = Literal["guardrail", "deterioration"]
+"""Where a check stands: at a guardrail's registered cells (it must be shown within its
+limit), or a deterioration check at another cell of its metric (only a worsening shown
+beyond the limit stops adoption)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,10 @@ class GuardrailCheck:
     kind: st.Kind = "ratio"
     """How `change`, `ci` and `limit` read: a fraction of the control (ratio) or a
     difference in the metric's unit (absolute)."""
+    role: Role = "guardrail"
+    """`guardrail`: where it is registered (it must be shown within its limit);
+    `deterioration`: another measured cell of its metric (only a worsening shown beyond
+    the limit stops adoption)."""
 
 
 @dataclass(frozen=True)

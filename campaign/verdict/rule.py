@@ -54,7 +54,8 @@ Label = Literal[
     "no-data", "better", "worse", "no-clear-change", "not-applicable",
 ]
 Decision = Literal["adopt", "keep-default"]
-Reason = Literal["rule-met", "below-bar", "loss", "guardrail", "inconclusive"]
+Reason = Literal["rule-met", "below-bar", "loss", "guardrail", "guardrail-unresolved",
+                 "inconclusive"]
 """Why a decision is what it is (one per candidate and per run)."""
 
 RULE_LABELS: tuple[Label, ...] = (
@@ -191,6 +192,16 @@ class Rule:
             return float(self.guardrail_bands[index])
         own = self.prereg.guardrails[index].drift_band
         return float(own) if isinstance(own, float | int) else self.band
+
+    def guardrail_registered_band(self, index: int) -> float | None:
+        """Guardrail `index`'s own band (registered, or resolved from its A/A run); None
+        when it has none (its noise is then the metric's own, never the campaign's band)."""
+        own = self.prereg.guardrails[index].drift_band
+        if own is None:
+            return None
+        if index < len(self.guardrail_bands):
+            return float(self.guardrail_bands[index])
+        return float(own) if isinstance(own, float | int) else None
 
     def guardrail_band_source(self, index: int) -> str:
         """Where guardrail `index`'s band comes from, in words."""

@@ -7,13 +7,15 @@ kernel (`boundaries.path`: the group-sequential boundaries on the cell's complet
 guardrails and gates are judged as in a fixed campaign, with the guardrails' α also shared
 over the design's looks (Bonferroni: α ÷ (checks × max_looks)). Per candidate, a look is:
 
-- `adopt`: every decision cell crossed the adopt boundary and nothing stops it (the rule's
-  `adopt`, after the gates and guardrails);
-- `keep-default`: a decision cell is a `loss`, a guardrail is broken (a guardrail only
-  unclear does not stop the design: more pairs may settle it), or a decision cell crossed
-  the futility boundary ("not worth it");
-- `continue`: none of these, and pairs are left;
-- `inconclusive`: none of these at max_pairs.
+- `adopt`: every decision cell crossed the adopt boundary and every guardrail is shown
+  within its limit (the rule's `adopt`, after the gates and guardrails);
+- `keep-default`: a decision cell is a `loss`, a guardrail is broken, a decision cell
+  crossed the futility boundary, or a guardrail not yet shown within its limit could not be
+  by max_pairs even if its estimate held (both "not worth it");
+- `continue`: none of these, and pairs are left (a guardrail not yet shown within its limit
+  keeps the night going: more pairs may show it);
+- `inconclusive`: none of these at max_pairs (reason `guardrail-unresolved` when the rule
+  crossed and a guardrail is still not shown).
 
 A candidate's verdict is the one of its first deciding look: pairs measured after it are
 not used (the runner stops there; a run that went on anyway is judged as if it had not).
@@ -38,6 +40,7 @@ from campaign.verdict.decide import run_decision
 from campaign.verdict.outcome import (
     CandidateVerdict,
     CellLook,
+    GuardrailCheck,
     LookStep,
     RunVerdict,
     SequentialPath,
@@ -95,10 +98,36 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
                                 + ", ".join(f"{lk.workload} {lk.level}" for lk in futile)
                                 + f" (the data rule out {pct(1.5 * rule.prereg.margin)}) "
                                 "→ stopping")
+    unshown = [g for g in cv.guardrails if g.role == "guardrail" and g.stops]
+    hopeless = [g for g in unshown if _estimated_beyond(g)]
+    if hopeless:
+        return "keep-default", ("not worth it: " + ", ".join(
+            f"guardrail {g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
+            for g in hopeless) + " estimated beyond its limit: more pairs would not show "
+            "it within → stopping")
+    crossed = bool(looks) and all(lk.outcome == "adopt" for lk in looks)
     if pairs >= design.max_pairs:
+        if crossed and unshown:
+            return "inconclusive", ("adopt boundary crossed, but " + _unshown(unshown)
+                                    + f" not shown within its limit by max_pairs "
+                                    f"{design.max_pairs}")
         return "inconclusive", f"no boundary crossed by max_pairs {design.max_pairs}"
+    if crossed and unshown:
+        return "continue", ("adopt boundary crossed, but " + _unshown(unshown)
+                            + " not yet shown within its limit → continuing")
     return "continue", "no boundary crossed → continuing"
 
+
+def _unshown(checks: Sequence[GuardrailCheck]) -> str:
+    return ", ".join(f"guardrail {g.metric} at {g.workload} {g.level}" for g in checks)
+
+
+def _estimated_beyond(g: GuardrailCheck) -> bool:
+    """A relative guardrail whose estimate is beyond its limit: however narrow its bound
+    grows with more pairs, it is never shown within the limit (the guardrail's futility)."""
+    if g.change is None or g.limit is None or g.kind != "ratio":
+        return False
+    return g.change > g.limit if g.direction == "lower" else g.change < g.limit
 
 def look_line(step: LookStep, design: Sequential) -> str:
     """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%], adopt boundary crossed at
@@ -219,12 +248,15 @@ def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
     reason, settle = cv.reason, cv.settle
     if state == "keep-default" and reason not in ("loss", "guardrail"):
         reason = ("guardrail" if any(g.state == "broken" for g in cv.guardrails)
+                  else "guardrail-unresolved" if why.startswith("not worth it: guardrail")
                   else "below-bar")
         settle = ""
     elif state == "continue":
         reason = "inconclusive"
         settle = (f"the design continues: up to {design.max_pairs - last} more pair(s): "
                   "spec-ab run --resume RUN_DIR")
+    elif state == "inconclusive" and reason == "guardrail-unresolved":
+        settle = next((g.resolve for g in cv.guardrails if g.stops and g.resolve), "")
     elif state == "inconclusive":
         reason, settle = "inconclusive", _further_night(cv, rule, design)
     if stopped and at < last:

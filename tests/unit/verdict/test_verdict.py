@@ -244,11 +244,11 @@ def test_a_measured_zero_itl_outside_decision_cells_is_compared_by_difference() 
     assert g.state == "broken" and g.stops  # 0 → 1.5 ms in both pairs: worse than 5% of 0
     assert "differences" in g.evidence and "+1.5" in g.reason
     assert v.reason == "guardrail"
-    # 0 → 0 and 0 → 1.5: the pairs' spread cannot tell, and unclear does not stop
+    # 0 → 0 and 0 → 1.5: the pairs' spread cannot tell: not shown within, it stops
     spec[("knee", "c1", "itl_p99")] = [(0.0, 0.0), (0.0, 1.5)]
     v = judge(frame(spec), rule(guardrails=[{"metric": "itl_p99", "max_worsening": 0.05}]))
     g = v.candidates[0].guardrails[0]
-    assert g.state == "unclear" and not g.stops and v.decision == "adopt"
+    assert g.state == "unclear" and g.stops and v.reason == "guardrail-unresolved"
 
 
 def test_a_zero_latency_is_no_measurement_and_never_a_gain() -> None:
@@ -367,8 +367,8 @@ def test_relative_guardrail_broken_blocks_adoption() -> None:
     assert g.broken and g.worsening == pytest.approx(0.07)
     assert v.decision == "keep-default"
     assert v.reason == "guardrail"
-    assert g.reason.startswith("guardrail ttft_p99 at knee c1 broken: +7.0% (worse), 90% CI "
-                               "+7.0% … +7.0% is wholly beyond the +5.0% limit")
+    assert g.reason.startswith("guardrail ttft_p99 at knee c1 broken: +7.0% (worse), "
+                               "+7.0% … +7.0% (90% CI) is wholly beyond the +5.0% limit")
     assert any("guardrail(s) stopping adoption: ttft_p99 at knee c1 broken" in r
                for r in v.reasons)
     ok = {**spec, ("knee", "c1", "ttft_p99"): [(200.0, 208.0), (200.0, 208.0)]}
@@ -388,12 +388,12 @@ def test_absolute_error_rate_guardrail() -> None:
     assert g.state == "unclear" and g.stops and not g.broken
     assert g.worsening == pytest.approx(1 / 65)
     assert "1 of 65 requests failed vs 0 of 64" in g.evidence and "Fisher" in g.evidence
-    assert worse.decision == "keep-default" and worse.reason == "guardrail"
-    # registered `unclear_stops: false`: the maybe does not stop it
+    assert worse.decision == "keep-default" and worse.reason == "guardrail-unresolved"
+    # an older registration's `unclear_stops: false` no longer lets the maybe through
     r2 = rule(guardrails=[{"metric": "error_rate", "max_worsening": 0.0, "absolute": True,
                            "unclear_stops": False}])
     assert judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 0.0), (0.0, 0.02)]}),
-                 r2).decision == "adopt"
+                 r2).decision == "keep-default"
     # 12 of 44 failed in each candidate pass: broken (Fisher's exact test)
     bad = judge(frame({TPUT: [(100.0, 115.0)] * 2, er: [(0.0, 12 / 44)] * 2}), r)
     g = bad.candidates[0].guardrails[0]
@@ -495,16 +495,21 @@ def test_a_guardrail_the_data_cannot_judge_is_unclear_not_broken() -> None:
     r = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
     v = judge(frame({TPUT: [(100.0, 115.0)] * 2, ttft: [(100.0, 130.0), (100.0, 80.0)]}), r)
     g = v.candidates[0].guardrails[0]
-    assert g.state == "unclear" and not g.broken and not g.stops
+    # a guardrail must be shown within its limit: a maybe stops adoption (issue "Guardrails
+    # that protect": this adopted with "the pre-registered rule is met" before)
+    assert g.state == "unclear" and not g.broken and g.stops
     assert g.ci is not None and g.ci[0] < 0.05 < g.ci[1]
-    assert "includes the +5.0% limit" in g.reason and "does not stop adoption" in g.reason
+    assert "includes the +5.0% limit" in g.reason and "not shown within its limit" in g.reason
     assert "pairs' own spread" in g.evidence and "would resolve with" in g.reason
-    assert v.decision == "adopt"
-    # registered `unclear_stops: true`: the maybe stops it
+    assert v.decision == "keep-default" and v.reason == "guardrail-unresolved"
+    assert v.reasons[0].startswith("guardrail-unresolved: ttft_p99 at knee c1 not shown "
+                                   "within +5.0%: +2.0%, upper bound ")
+    assert not any("rule is met" in r for r in v.reasons)
+    # an older registration's `unclear_stops: false` no longer lets the maybe through
     r2 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05,
-                           "unclear_stops": True}])
+                           "unclear_stops": False}])
     v = judge(frame({TPUT: [(100.0, 115.0)] * 2, ttft: [(100.0, 130.0), (100.0, 80.0)]}), r2)
-    assert v.decision == "keep-default" and v.reason == "guardrail"
+    assert v.decision == "keep-default" and v.reason == "guardrail-unresolved"
     assert v.candidates[0].guardrails[0].stops
 
 
@@ -514,8 +519,18 @@ def test_guardrails_apply_where_the_decision_is_made_unless_widened() -> None:
     c4 = ("knee", "c4", TPUT[2])
     spec = {TPUT: [(100.0, 115.0)] * 2, c4: [(200.0, 162.0), (200.0, 164.0)],
             c1t: [(100.0, 100.0)] * 2, c4t: [(100.0, 152.0), (100.0, 151.0)]}
-    # by default the guardrail is checked at the decision cell only
+    # by default the guardrail is checked at the decision cell, and every other measured
+    # cell of its metric is checked for a worsening shown beyond the limit: c4's +52%
     v = judge(frame(spec), rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}]))
+    checks = [(g.level, g.role, g.state) for g in v.candidates[0].guardrails]
+    assert checks == [("c1", "guardrail", "holds"), ("c4", "deterioration", "broken")]
+    assert v.decision == "keep-default" and v.reason == "guardrail"
+    assert v.reasons[0].startswith("guardrail: ttft_p99 at knee c4 shown worse than +5.0%: "
+                                   "+51.5%")
+    # registered without the deterioration checks: the decision cell alone
+    off = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05,
+                            "deterioration": False}])
+    v = judge(frame(spec), off)
     assert [g.level for g in v.candidates[0].guardrails] == ["c1"]
     assert v.decision == "adopt"
     # `at: all` widens it to every measured cell of its metric: c4 breaks it
@@ -524,13 +539,14 @@ def test_guardrails_apply_where_the_decision_is_made_unless_widened() -> None:
     where = [(g.level, g.state) for g in v.candidates[0].guardrails]
     assert where == [("c1", "holds"), ("c4", "broken")]
     assert v.decision == "keep-default" and v.reason == "guardrail"
-    # a guardrail may narrow its scope
+    # a guardrail may narrow its scope (its deterioration checks still look elsewhere)
     r2 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "level": "c1",
-                           "at": "all"}])
+                           "at": "all", "deterioration": False}])
     assert judge(frame(spec), r2).decision == "adopt"
     # one that names no decision cell is checked where it names
     r3 = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05, "level": "c4"}])
-    assert [g.state for g in judge(frame(spec), r3).candidates[0].guardrails] == ["broken"]
+    assert [g.state for g in judge(frame(spec), r3).candidates[0].guardrails
+            if g.role == "guardrail"] == ["broken"]
     # the c4 throughput cell is described, not judged by the rule
     assert cell(v, "c4").verdict in ("worse", "no-clear-change")
     assert cell(v, "c4").verdict != "loss"

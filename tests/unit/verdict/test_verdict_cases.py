@@ -63,13 +63,14 @@ CASES: list[tuple[str, dict[Any, Any], dict[str, Any], str, str]] = [
     # ... and under `bound`, which has no lower bound from one pair
     ("one-pair-bound", {C1: [(100.0, 118.0)]}, {"guardrails": [], "pairs": 1},
      "keep-default", "below-bar"),
-    # 4a. TTFT pairs at +30% and -20%: the data cannot tell (unclear), which does not stop
-    # a relative guardrail unless registered so
+    # 4a. TTFT pairs at +30% and -20%: the data cannot tell (unclear): not shown within its
+    # limit, which stops adoption (an older registration's `unclear_stops: false` too)
     ("guardrail-pair", {C1: [(100.0, 115.0)] * 2, TTFT1: [(100.0, 130.0), (100.0, 80.0)]},
-     {"guardrails": TTFT_GUARD}, "adopt", "rule-met"),
-    ("guardrail-pair-stops", {C1: [(100.0, 115.0)] * 2,
-                              TTFT1: [(100.0, 130.0), (100.0, 80.0)]},
-     {"guardrails": [{**TTFT_GUARD[0], "unclear_stops": True}]}, "keep-default", "guardrail"),
+     {"guardrails": TTFT_GUARD}, "keep-default", "guardrail-unresolved"),
+    ("guardrail-pair-legacy", {C1: [(100.0, 115.0)] * 2,
+                               TTFT1: [(100.0, 130.0), (100.0, 80.0)]},
+     {"guardrails": [{**TTFT_GUARD[0], "unclear_stops": False}]}, "keep-default",
+     "guardrail-unresolved"),
     # 4b. c1 wins, but c4 loses 18-20% with +52% p99 TTFT in every pair (checked there
     # with `at: all`)
     ("guardrail-elsewhere",

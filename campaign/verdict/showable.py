@@ -1,0 +1,325 @@
+"""Whether a registered design can show each guardrail within its limit, before any run.
+
+A candidate is adopted only when every registered guardrail is shown within its limit
+(`guardrails`: the upper bound of the mean per-pair log worsening, one-sided at α split
+only over a sequential design's looks, lies below the limit). A design too small for its
+limit never shows it, and then never adopts: `check` and `run` refuse it (exit 2) when the
+design shows a guardrail within its limit less than `SHOWN_AT_0_MIN` of the time at no
+true change, and name what would: more pairs, more requests per pass, a looser limit, or
+another statistic.
+
+The noise is the verdict's own model, as assumed before anything is measured:
+
+- each pass's sampling sd of ln(statistic) from its N requests, for requests whose
+  latencies spread as a lognormal of sd `REQUEST_SPREAD` on ln: a q-quantile's
+  asymptotic sd √(q(1 − q)/N)·σ / φ(z_q), a mean's σ/√N; times the verdict's inflation for
+  a tail quantile from few requests (`sampling.inflation`);
+- each pass's pass-to-pass noise beyond sampling: the guardrail's registered band, else
+  the statistic's measured default (`guardrails.DEFAULT_JITTER`): never the throughput's;
+- the critical value on the degrees of freedom the verdict will have: the prior's and each
+  cell's pairs − 1 over the metric's cells (its own and its deterioration cells).
+
+P(shown | no change) ≈ Φ(L/SE − t), SE = √(V/n), V = 2c·se² + 2J² per pair. A normal
+approximation: `spec-ab plan` simulates the verdict itself and gives the exact rates.
+
+Pure and light (math and the standard library's normal distribution, so `check` loads no
+scipy); reads a validated `Campaign`, no I/O. `guardrails` takes its defaults from here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from campaign import catalog
+from campaign.campaignfile import Campaign, Guardrail
+from campaign.errors import SpecError
+from campaign.verdict import sampling
+
+DEFAULT_JITTER = {"p50": 0.05, "avg": 0.05, "p90": 0.08, "p95": 0.08, "p99": 0.10}
+"""A latency statistic's pass-to-pass sd of ln(value) beyond its requests' sampling, per
+pass (boot drift included), when nothing better is known: measured on A/A passes of the
+simulated lane (docs/limits.md). Never the throughput's band."""
+PRIOR_DF = 2.0
+"""What the prior τ² is worth, in degrees of freedom: a weak prior, so the campaign's own
+pairs outweigh it from a few pairs on (a lane 3× noisier than the default is not hidden)."""
+FAILURE_SHARES = frozenset({"error_rate"})
+"""Judged on pooled request counts (`rule.FAILURE_METRICS`), not on the log scale."""
+_NORMAL = NormalDist()
+
+SHOWN_AT_0_MIN = 0.80
+"""The least P(shown within the limit | no true change) a registered guardrail needs."""
+REQUEST_SPREAD = 0.3
+"""Assumed sd of ln(a request's latency) within a pass (measured on the simulated lane:
+TTFT p99 at 32 requests spreads 0.13–0.23 on ln between passes, p50 0.06–0.10)."""
+POWER = 0.80
+"""The probability at which `Showable` states what the design resolves."""
+
+
+def assumed_log_se(metric: str, requests: float) -> float:
+    """A pass's sampling sd of ln(statistic) from `requests` requests (module docstring)."""
+    n = max(2.0, requests)
+    q = catalog.quantile_of(metric)
+    if q is None:
+        return REQUEST_SPREAD / math.sqrt(n)
+    z = _NORMAL.inv_cdf(q)
+    return math.sqrt(q * (1 - q) / n) * REQUEST_SPREAD / _NORMAL.pdf(z)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t p-quantile by its Cornish–Fisher expansion in 1/df (within 0.5% of the
+    exact one from 4 degrees of freedom on; `spec-ab plan` uses the exact one)."""
+    z = _NORMAL.inv_cdf(p)
+    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def _log_limit(limit: float, metric: str) -> float:
+    """A fraction's limit on the log worsening (positive)."""
+    return (math.log1p(limit) if catalog.direction(metric) == "lower"
+            else -math.log1p(-min(limit, 0.999)))
+
+
+def at_decision_cells(g: Guardrail, decisions: Sequence[tuple[str, str]]
+                      ) -> list[tuple[str, str]] | None:
+    """An `at: decision` guardrail's cells: the decision cells it names where its metric is
+    measured (None: `at: all`, or it names none of them and a workload or level of its own:
+    its measured cells then)."""
+    if g.at != "decision":
+        return None
+    named = [(w, lvl) for w, lvl in decisions
+             if g.workload in ("*", w) and g.level in ("*", lvl)
+             and catalog.has_rows_at(g.metric, w, lvl)]
+    return named if named or (g.workload == "*" and g.level == "*") else None
+
+
+@dataclass(frozen=True)
+class Design:
+    """What a registration gives a guardrail: pairs, requests per pass, cells, levels."""
+
+    pairs: int
+    requests: float
+    cells: int
+    """Cells the metric's noise is pooled over (its own and its deterioration cells)."""
+    alpha_shown: float
+    alpha_each: float
+
+
+@dataclass(frozen=True)
+class Showable:
+    """One relative guardrail under a registered design."""
+
+    index: int
+    guardrail: Guardrail
+    design: Design
+    jitter: float
+    """Pass-to-pass sd beyond sampling (on ln) assumed."""
+    jitter_source: str
+    shown_at_0: float
+    """P(shown within the limit | no true change)."""
+    smallest_limit: float
+    """The smallest limit (a fraction) the design shows at no change `POWER` of the time."""
+    resolves_beyond: float
+    """The true worsening (a fraction) the design shows beyond the limit `POWER` of the
+    time."""
+    pairs_needed: int | None
+    """Pairs that would show it at no change `SHOWN_AT_0_MIN` of the time (None: > 200)."""
+    requests_needed: int | None
+    """Requests per pass that would, at the registered pairs (None: none up to 10,000)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.shown_at_0 >= SHOWN_AT_0_MIN
+
+    def text(self) -> str:
+        g, d = self.guardrail, self.design
+        limit = f"+{g.max_worsening:.0%}"
+        head = (f"guardrail {g.metric} (limit {limit}): the registered design ({d.pairs} "
+                f"pairs, {d.requests:.0f} requests per pass) shows it within its limit "
+                f"{self.shown_at_0:.0%} of the time at no true change (pass-to-pass sd "
+                f"±{self.jitter:.0%}, {self.jitter_source}); the smallest limit it shows "
+                f"{POWER:.0%} of the time is +{self.smallest_limit:.0%}, and it shows a "
+                f"worsening beyond {limit} when the worsening is +{self.resolves_beyond:.0%}")
+        if self.ok:
+            return head
+        fixes = []
+        if self.pairs_needed is not None:
+            fixes.append(f"{self.pairs_needed} pairs")
+        if self.requests_needed is not None:
+            fixes.append(f"{self.requests_needed} requests per pass")
+        fixes.append(f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}")
+        if catalog.quantile_of(g.metric) not in (None, 0.5):
+            fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50)")
+        return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
+                f"adopted: register " + " or ".join(fixes) +
+                " (`spec-ab plan` simulates the verdict itself)")
+
+
+def _se(d: Design, metric: str, jitter: float, pairs: int | None = None,
+        requests: float | None = None) -> tuple[float, float]:
+    """(SE of the mean log worsening, degrees of freedom) at a design."""
+    n = pairs or d.pairs
+    reqs = requests or d.requests
+    c = sampling.inflation(sampling.statistic_of(metric), reqs)
+    per_pair = 2 * c * assumed_log_se(metric, reqs) ** 2 + 2 * jitter**2
+    return math.sqrt(per_pair / n), PRIOR_DF + d.cells * (n - 1)
+
+
+def _shown(d: Design, g: Guardrail, jitter: float, pairs: int | None = None,
+           requests: float | None = None) -> float:
+    se, df = _se(d, g.metric, jitter, pairs, requests)
+    lim = _log_limit(g.max_worsening, g.metric)
+    return _NORMAL.cdf(lim / se - t_quantile(1 - d.alpha_shown, df))
+
+
+def assess(index: int, g: Guardrail, d: Design, registered: float | None,
+           source: str) -> Showable:
+    """One relative guardrail under a design (module docstring)."""
+    if registered is not None:
+        jitter, where = math.log1p(registered), source
+    else:
+        stat = sampling.statistic_of(g.metric) or "avg"
+        jitter = DEFAULT_JITTER.get(stat, DEFAULT_JITTER["p99"])
+        where = f"the measured default for a {stat}"
+    se, df = _se(d, g.metric, jitter)
+    z = _NORMAL.inv_cdf(POWER)
+    smallest = math.expm1((t_quantile(1 - d.alpha_shown, df) + z) * se)
+    lim = _log_limit(g.max_worsening, g.metric)
+    beyond = math.expm1(lim + (t_quantile(1 - d.alpha_each, df) + z) * se)
+    pairs = next((n for n in range(d.pairs, 201)
+                  if _shown(d, g, jitter, pairs=n) >= SHOWN_AT_0_MIN), None)
+    reqs = next((r for r in (64, 100, 128, 200, 300, 500, 1000, 2000, 5000, 10000)
+                 if r > d.requests and _shown(d, g, jitter, requests=r) >= SHOWN_AT_0_MIN),
+                None)
+    return Showable(index, g, d, jitter, where, _shown(d, g, jitter), smallest, beyond,
+                    pairs, reqs)
+
+
+def guard_cells(g: Guardrail, campaign: Campaign,
+                decisions: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Where `spec-ab report` checks the guardrail (`guardrails.guardrail_targets`), from
+    the campaign's configured cells instead of a run's rows."""
+    named = at_decision_cells(g, decisions)
+    if named is not None:
+        return named
+    out = []
+    for w in ("knee", "agentfix", "fidelity"):  # fidelity: not modelled, it holds
+        levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
+        out += [(w, lvl) for lvl in levels if g.workload in ("*", w)
+                and g.level in ("*", lvl) and catalog.has_rows_at(g.metric, w, lvl)]
+    return out
+
+
+def other_cells(guards: Sequence[Guardrail], campaign: Campaign,
+                decisions: Sequence[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """Each guardrail's deterioration cells (`guardrails.deterioration_cells`), from the
+    campaign's configured cells: every other cell of its metric."""
+    taken = {(*where, g.metric) for g in guards for where in guard_cells(g, campaign, decisions)}
+    out: list[list[tuple[str, str]]] = []
+    for g in guards:
+        if not g.deterioration or not relative(g):
+            out.append([])
+            continue
+        mine = [(w, lvl) for w, lvl in _configured(campaign, g.metric)
+                if (w, lvl, g.metric) not in taken]
+        taken |= {(w, lvl, g.metric) for w, lvl in mine}
+        out.append(mine)
+    return out
+
+
+def _configured(campaign: Campaign, metric: str) -> list[tuple[str, str]]:
+    out = []
+    for w in ("knee", "agentfix"):
+        levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
+        out += [(w, lvl) for lvl in levels if catalog.has_rows_at(metric, w, lvl)]
+    return out
+
+
+def family_checks(campaign: Campaign, decisions: Sequence[tuple[str, str]]) -> int:
+    """k: every guardrail check of one candidate (absolute ones and deterioration checks
+    too), as `decide.guardrail_checks` counts them."""
+    guards = campaign.preregistration.guardrails
+    return (sum(max(1, len(guard_cells(g, campaign, decisions))) for g in guards)
+            + sum(len(o) for o in other_cells(guards, campaign, decisions)))
+
+
+def decision_cells(campaign: Campaign) -> list[tuple[str, str]]:
+    """The registered decision cells, `*` expanded to the configured levels."""
+    cells: list[tuple[str, str]] = []
+    for dc in campaign.preregistration.decision_cells:
+        levels = campaign.workloads.levels(dc.workload)
+        for lvl in (levels if dc.level == "*" else [dc.level]):
+            if (dc.workload, lvl) not in cells:
+                cells.append((dc.workload, lvl))
+    return cells
+
+
+def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
+                    ) -> list[Showable]:
+    """Each relative guardrail of a campaign under its registered design: its pairs (a
+    sequential design's most, each lane's pairs pooled), the fewest requests per pass of
+    its own cells, its noise pooled over its own and deterioration cells, α split over the
+    looks for showing it within, and over every check for breaking it. `registered`: each
+    guardrail's resolved band (an A/A's), else its own number, else the statistic's
+    default."""
+    pre = campaign.preregistration
+    if all(not campaign.arms[a].overrides for a in campaign.arm_names[1:]):
+        return []  # an A/A campaign measures the lane's noise: it adopts nothing
+    decisions = decision_cells(campaign)
+    seq = pre.sequential
+    pairs = (pre.pairs if seq is None else seq.max_pairs) * max(1, len(campaign.lanes))
+    looks = 1 if seq is None else seq.max_looks
+    alpha = (1 - pre.confidence) / looks
+    k = family_checks(campaign, decisions)
+    others = other_cells(pre.guardrails, campaign, decisions)
+    out = []
+    for i, g in enumerate(pre.guardrails):
+        mine = guard_cells(g, campaign, decisions)
+        if not relative(g) or not mine:
+            continue
+        cells = mine + others[i]
+        reqs = requests_at(campaign, [w for w, _ in mine])
+        if reqs is None:
+            continue  # duration-bound passes: their requests are known once measured
+        band = registered[i] if i < len(registered) else None
+        if band is None and isinstance(g.drift_band, float | int):
+            band = float(g.drift_band)
+        d = Design(pairs, reqs, len(cells), alpha, alpha / max(1, k))
+        out.append(assess(i, g, d, band, "registered"))
+    return out
+
+
+def relative(g: Guardrail) -> bool:
+    """A guardrail the verdict judges on the log scale (not a failure share, a fidelity
+    figure or an absolute difference)."""
+    return not (g.absolute or g.metric in FAILURE_SHARES
+                or g.metric in catalog.FIDELITY_METRICS)
+
+
+def requests_at(campaign: Campaign, workloads: Sequence[str]) -> float | None:
+    """The fewest requests per pass the campaign configures in `workloads` (None when a
+    pass is duration-bound: not known beforehand)."""
+    wl = campaign.workloads
+    got: list[float] = []
+    for w in workloads:
+        n = (wl.knee.requests_each_level if w == "knee" and wl.knee else
+             wl.agentfix.requests if w == "agentfix" and wl.agentfix else None)
+        if n is None:
+            return None
+        got.append(float(n))
+    return min(got) if got else None
+
+
+def refuse_unshowable(campaign: Campaign, registered: Sequence[float | None] = ()
+                      ) -> list[Showable]:
+    """`assess_campaign`, raising `SpecError` (exit 2) naming each guardrail the registered
+    design shows within its limit less than `SHOWN_AT_0_MIN` of the time at no change."""
+    found = assess_campaign(campaign, registered)
+    bad = [s for s in found if not s.ok]
+    if bad:
+        where = str(campaign.source) if campaign.source is not None else campaign.name
+        raise SpecError(where, [f"preregistration.guardrails[{s.index}]: {s.text()}"
+                                for s in bad])
+    return found
