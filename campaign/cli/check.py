@@ -41,6 +41,7 @@ def check(
     from campaign.run.checks import checkview, launchcheck
     from campaign.run.checks.preflight import preflight as run_preflight
     from campaign.run.checks.vllmengine import Engines
+    from campaign.verdict.showable import refuse_unshowable
 
     if metrics:
         _print_metrics()
@@ -52,8 +53,11 @@ def check(
     campaign = load_campaign(campaign_file, lane=lane)
     refuse_secret_collisions(campaign)  # exit 2: a secret value that is an arm, a path...
     _warn_unset_references(campaign)
-    _check_aa_bands(campaign)
+    registered = _check_aa_bands(campaign)
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
+    # exit 2: a guardrail the registered design cannot show within its limit would stop
+    # every candidate (docs/verdict.md, "Guardrails")
+    showable = refuse_unshowable(campaign, registered)
     engines = Engines(on_introspect=lambda where: err.print(
         f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",
         markup=False)) if engine else None
@@ -62,7 +66,7 @@ def check(
         for warning in found.warnings:
             err.print(f"warning: {warning}", markup=False)
     launchcheck.refuse(found, str(campaign_file))
-    checkview.print_campaign(out, campaign)
+    checkview.print_campaign(out, campaign, showable)
     checkview.print_launch_checks(out, found)
     if not campaign.lane_chosen and (preflight or boot):
         out.print(f"\npreflight: each lane is its own machine; check it there with "
@@ -80,20 +84,25 @@ def check(
         _boot(campaign, campaign_file)
 
 
-def _check_aa_bands(campaign: Campaign) -> None:
+def _check_aa_bands(campaign: Campaign) -> list[float | None]:
     """A band measured on an A/A run (`drift_band: {from: RUN}`, the run's or a
     guardrail's) must come out of that run; a band written as a number needs nothing, so
-    the results stack (pandas, scipy) loads only for a campaign that names an A/A run."""
+    the results stack (pandas, scipy) loads only for a campaign that names an A/A run.
+    Returns each guardrail's own band (None: it has none)."""
     from campaign.campaignfile import DriftFrom
 
     rule = campaign.preregistration
+    own = [float(g.drift_band) if isinstance(g.drift_band, float | int) else None
+           for g in rule.guardrails]
     if not any(isinstance(band, DriftFrom)
                for band in [rule.drift_band, *(g.drift_band for g in rule.guardrails)]):
-        return
+        return own
     from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
     checked_drift_band(campaign)
-    checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
+    bands = checked_guardrail_bands(campaign)  # a guardrail's {from: A/A run} gives a band
+    return [b if g.drift_band is not None else None
+            for g, b in zip(rule.guardrails, bands, strict=True)]
 
 
 def _warn_unset_references(campaign: Campaign) -> None:

@@ -70,10 +70,13 @@ def run(
         from campaign.run import interrupt
         from campaign.run.progress import make_progress
 
-        if store is None:  # a new run: a guardrail's quantile its passes are too small for
+        if store is None:  # a new run: a guardrail's quantile its passes are too small for,
+            # or one the design cannot show within its limit (`check` refuses it)
             from campaign.campaignfile.checks import thin_tails
+            from campaign.verdict.showable import assess_campaign
 
             checkview.print_thin_tails(err, thin_tails(campaign))
+            checkview.print_showable(err, [s for s in assess_campaign(campaign) if not s.ok])
         out.print(f"run directory: {run.run_dir}")
         _announce_run_dir(run.run_dir, run_dir_file)
         rt.progress = make_progress(out, campaign, run.run_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from campaign.run.measure.loadgen import aiperf_command
 from campaign.run.measure.passes import arm_passes
 from campaign.run.progress import Eta
 from campaign.servers import ArmContext, make_server
+from campaign.verdict.showable import Showable
 
 
 def _ctx(campaign: Campaign, arm: str) -> ArmContext:
@@ -42,7 +44,8 @@ def _blocks(slots: list[Slot]) -> dict[int, list[str]]:
     return by_pair
 
 
-def print_campaign(console: Console, campaign: Campaign) -> None:
+def print_campaign(console: Console, campaign: Campaign,
+                   showable: Sequence[Showable] = ()) -> None:
     pre = campaign.preregistration
     if campaign.lane_chosen:
         where = f"on lane [bold]{escape(campaign.lane)}[/]"
@@ -57,6 +60,7 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     console.print(f"  rule: {pre.rule}, {pre.primary_metric} ({pre.metric_direction} is better) "
                   f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
     print_thin_tails(console, thin_tails(campaign))
+    print_showable(console, showable)
     lanes = ([campaign] if campaign.lane_chosen
              else [campaign.for_lane(name) for name in campaign.lane_names])
     for view in lanes:
@@ -98,6 +102,14 @@ def print_campaign(console: Console, campaign: Campaign) -> None:
     console.print(f"\n[bold]estimated duration[/] {human(est.total_s)}{each} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)
+
+
+def print_showable(console: Console, showable: Sequence[Showable]) -> None:
+    """Each relative guardrail under the registered design: how often it is shown within
+    its limit at no change, the smallest limit it shows, the worsening it resolves."""
+    for s in showable:
+        console.print(f"  {s.text()}", markup=False, soft_wrap=True,
+                      style=None if s.ok else "yellow")
 
 
 def print_thin_tails(console: Console, thin: list[ThinTail]) -> None:

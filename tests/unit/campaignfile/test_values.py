@@ -6,6 +6,7 @@ was valid stays valid."""
 
 from __future__ import annotations
 
+import re
 import types
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -27,6 +28,8 @@ from campaign.errors import SpecError
 from tests.runs import ROOT
 
 SIM_PAIR = (ROOT / "examples" / "sim-pair.yaml").read_text()
+PAIRS = re.search(r"^  pairs: (\d+)\n", SIM_PAIR, re.M).group(0)  # type: ignore[union-attr]
+"""The demo's registered pairs, its line."""
 
 
 def _load(tmp_path: Path, old: str = "", new: str = "") -> Campaign:
@@ -92,8 +95,9 @@ def test_every_field_follows_the_value_rules(model: type[BaseModel]) -> None:
 
 
 def test_numbers_written_as_text_are_read_as_before(tmp_path: Path) -> None:
-    c = _load(tmp_path, "  pairs: 2", '  pairs: "2"')
-    assert c.preregistration.pairs == 2
+    pairs = PAIRS.split()[1]
+    c = _load(tmp_path, PAIRS, f'  pairs: "{pairs}"\n')
+    assert c.preregistration.pairs == int(pairs)
 
 
 @pytest.mark.parametrize(("old", "new"), [

@@ -84,6 +84,8 @@ else:
 
 
 def vllm_campaign(tmp_path: Path, python: Path, candidate_args: str) -> Path:
+    """One pair of 8 requests per pass: a design no relative guardrail can be shown within
+    its limit at (`check` refuses one), so only the absolute error-rate guardrail."""
     path = tmp_path / "vllm.yaml"
     path.write_text(f"""\
 name: cpu-vllm
@@ -92,6 +94,7 @@ lane: cpu
 preregistration:
   pairs: 1
   decision_cells: [{{workload: knee, level: c1}}]
+  guardrails: [{{metric: error_rate, max_worsening: 0.0, absolute: true}}]
 server:
   backend: process
   command: [{python}, -m, vllm.entrypoints.openai.api_server, --model, /m, --port, "8000"]
@@ -115,7 +118,7 @@ def test_an_unknown_vllm_flag_fails_check_in_the_parsers_words(tmp_path: Path,
     code, out = invoke("check", str(path), "--no-preflight")
     assert code == 2, out
     assert ("arms.ngram.args[2]: vLLM 0.32.0 refuses the flags: unrecognized arguments: "
-            "--num-speculative-tokns (line 14)") in out
+            "--num-speculative-tokns (line 15)") in out
     assert "VLLM_CPU_KVCACHE_SPAC (closest: VLLM_CPU_KVCACHE_SPACE)" in out  # a warning
     assert "reading vLLM's flags from" in out
     cached = list((tmp_path / "cache" / "spec-ab" / "engines").glob("vllm-*.json"))

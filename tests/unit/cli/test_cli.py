@@ -3,6 +3,7 @@ generated reference."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,23 @@ def test_every_command_has_complete_help(cmd: str) -> None:
 
 
 def test_check_sim_example_valid(repo_root: Path) -> None:
-    code, out = invoke("check", str(repo_root / "examples" / "sim-pair.yaml"), "--no-preflight")
+    """The demo checks clean, and says how often its design shows its p99 guardrail within
+    its limit at no true change (at least the 80% `check` requires)."""
+    example = repo_root / "examples" / "sim-pair.yaml"
+    found = re.search(r"^  pairs: (\d+)$", example.read_text(), re.M)
+    assert found is not None
+    pairs = int(found.group(1))
+    code, out = invoke("check", str(example), "--no-preflight")
     assert code == 0, out
-    assert "schedule (AB, 2 pairs, 4 arms)" in out
-    assert "pair 1: control → adaptive" in out
+    assert f"schedule (AB, {pairs} pairs, {2 * pairs} arms)" in out
+    assert "pair 1: control → adaptive" in out and f"pair {pairs}: control → adaptive" in out
     assert "SPECAB_SIM_VERIFY=adaptive" in out and "estimated duration" in out
+    shown = re.search(r"^  guardrail ttft_p99 \(limit \+25%\): the registered design "
+                      rf"\({pairs} pairs, 128 requests per pass\) shows it within its limit "
+                      r"(\d+)% of the time at no true change \(pass-to-pass sd ±10%, the "
+                      r"measured default for a p99\)", out, re.M)
+    assert shown is not None, out
+    assert int(shown.group(1)) >= 80
 
 
 def test_check_invalid_file_exit_2(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from campaign.run.checks import checkview
 from campaign.run.checks.bootcheck import Boot
 from campaign.run.checks.launchcheck import Findings
 from campaign.run.checks.preflight import Caution
+from campaign.verdict.showable import assess_campaign
 from tests.runs import ROOT
 from tests.unit.run.test_launchcheck import write
 
@@ -27,32 +28,44 @@ def render(draw: object, *args: object) -> str:
 
 def test_the_campaign_block_of_the_demo() -> None:
     c = load_campaign(ROOT / "examples" / "sim-pair.yaml")
-    text = render(checkview.print_campaign, c)
+    pairs = c.preregistration.pairs
+    text = render(checkview.print_campaign, c, assess_campaign(c))
     lines = text.splitlines()
     assert lines[0] == "sim-adaptive on lane sim: valid"
     assert lines[1].startswith("  hypothesis: On the simulated DeepSeek-V4.1-Flash lane")
-    assert ("  rule: bound, output_token_throughput (higher is better) ≥ +10%, drift band "
-            "0.03, cells agentfix/prose") in lines
+    assert lines[2] == ("  rule: bound, output_token_throughput (higher is better) ≥ +10%, "
+                        "drift band 0.03, cells agentfix/prose")
+    # the one relative guardrail under the registered design, right under the rule
+    assert lines[3].startswith(f"  guardrail ttft_p99 (limit +25%): the registered design "
+                               f"({pairs} pairs, 128 requests per pass) shows it within its "
+                               "limit ")
+    assert "of the time at no true change" in lines[3] and "below 80%" not in lines[3]
     assert "arm control — k = 5, every draft verified (the default)" in lines
     assert "arm adaptive — k = 5, adaptive verification (cost table measured at boot)" in lines
     launch = next(x for x in lines if x.startswith("  cd ") and "SPECAB_SIM_VERIFY" in x)
     assert launch.endswith("spec-ab sim serve --host 127.0.0.1 --port 18767")
     assert "differences (each candidate against control)" in lines
     assert "    env +SPECAB_SIM_VERIFY=adaptive" in lines
-    assert "schedule (AB, 2 pairs, 4 arms):" in lines
+    assert f"schedule (AB, {pairs} pairs, {2 * pairs} arms):" in lines
     assert lines.index("  pair 1: control → adaptive") < lines.index("  pair 2: control → adaptive")
+    assert f"  pair {pairs}: control → adaptive" in lines
     assert any(x.startswith("estimated duration ") for x in lines)
 
 
 def test_a_sharded_campaign_shows_each_lane() -> None:
     c = load_campaign(ROOT / "examples" / "sim-lanes.yaml")
-    text = render(checkview.print_campaign, c)
-    assert text.startswith("sim-lanes sharded over 2 lanes (sim-a, sim-b), 2 pairs each, "
-                           "pooled into one verdict: valid")
+    pairs = c.preregistration.pairs
+    text = render(checkview.print_campaign, c, assess_campaign(c))
+    assert text.startswith(f"sim-lanes sharded over 2 lanes (sim-a, sim-b), {pairs} pairs "
+                           "each, pooled into one verdict: valid")
+    # the guardrail is judged on the lanes' pairs pooled
+    assert (f"  guardrail ttft_p99 (limit +25%): the registered design ({2 * pairs} pairs, "
+            "128 requests per pass) shows it within its limit ") in text
     assert "lane sim-a — simulated lane on port 18811 (spec-ab run FILE --lane sim-a)" in text
     assert "arm adaptive — k = 5, adaptive verification (cost table measured at boot) on lane "\
         "sim-b" in text
-    assert "--port 18812" in text and "(AB, 2 pairs, 4 arms on each lane)" in text
+    assert "--port 18812" in text
+    assert f"(AB, {pairs} pairs, {2 * pairs} arms on each lane)" in text
 
 
 def arms_campaign(tmp_path: Path, arms: str) -> Path:

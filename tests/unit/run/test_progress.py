@@ -46,7 +46,8 @@ def test_eta_learns_from_earlier_runs_of_the_lane(tmp_path: Path) -> None:
         for arm in ("control", "adaptive", "control", "adaptive")))
     eta = Eta(campaign, tmp_path / "now-run")
     assert eta.learned and eta.per_arm == {"control": 50.0, "adaptive": 50.0}
-    assert eta.total() == 4 * 50.0
+    # every arm of every registered pair at the learned 50 s
+    assert eta.total() == campaign.preregistration.pairs * 2 * 50.0
 
 
 def test_a_learned_boot_replaces_the_boot_the_estimate_assumed(tmp_path: Path) -> None:

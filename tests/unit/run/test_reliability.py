@@ -106,6 +106,11 @@ def test_check_and_dry_run_print_no_secret(tmp_path: Path, monkeypatch: pytest.M
                                            ) -> None:
     monkeypatch.setenv("HF_TOKEN", SECRET)
     text = CAMPAIGN.replace('X: "1"', 'X: "1", HF_TOKEN: "${HF_TOKEN}"')
+    # 2 pairs of 8 requests per pass show no relative guardrail within its limit (`check`
+    # refuses the default p99 one): the absolute error-rate guardrail alone
+    assert text.count("  gates: ") == 1
+    text = text.replace("  gates: ", "  guardrails: [{metric: error_rate, max_worsening: 0.0, "
+                        "absolute: true}]\n  gates: ")
     campaign = _campaign(tmp_path, text)
     assert campaign.source is not None
     for args in (["check", str(campaign.source), "--no-preflight"],

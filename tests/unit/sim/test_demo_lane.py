@@ -119,9 +119,12 @@ def test_the_check_fails_on_the_lane_before_issue_13(demo: Campaign) -> None:
     seed per boot) the same replay is far outside the band: the test above can fail."""
     env = {k: v for k, v in demo.server.env.items()
            if k not in ("SPECAB_SIM_DRIFT_SIGMA", "SPECAB_SIM_SEED")}
+    band = float(demo.preregistration.drift_band)  # type: ignore[arg-type]
     rms = aa_pair_rms(demo, env)
-    assert expected_band(rms) > float(demo.preregistration.drift_band)  # type: ignore[arg-type]
-    assert rms > 0.03
+    # a 4-pair A/A would recommend more than twice the registered band (±8%, not ±3%):
+    # the boots' day-to-day drift, nearly all of it (the 128-request pass averages its
+    # step noise and acceptance draws out)
+    assert expected_band(rms) > 2 * band, f"A/A pair rms {rms:.2%}"
 
 
 def test_same_seed_replays_the_same_acceptance(demo: Campaign) -> None:
