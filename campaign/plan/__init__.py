@@ -39,15 +39,18 @@ What is modelled, under the same noise model:
 - the `window-drift` gate: a decision cell whose control moved across the window beyond
   the limit and its noise cannot adopt (as in `verdict`);
 - guardrails on their own noise (`plan.guards`): each relative guardrail at the cells
-  `spec-ab report` checks it at (its `at`, the decision cells by default), its passes
-  drawn with the sampling error they record (`log_se`, inflated for a tail quantile from
-  few requests) and the lane's boot-to-boot noise of that metric, judged by the verdict's
-  own-noise test at α ÷ k (k: every guardrail check of a candidate). P(adopt) includes
-  them at no true change of the guardrail metrics (`adopt_rule_only`: the rule alone);
-  per guardrail the plan prints P(broken | no change) and P(it lets through a candidate
-  truly 2× its limit worse), family-wise over its cells. The noise comes from `--noise
-  RUN_DIR` (or the campaign's A/A run) or is assumed and labelled so. Absolute guardrails
-  (a failure share) are not simulated: both arms are taken to fail no request;
+  `spec-ab report` checks it at (its `at`, the decision cells by default) and at its
+  deterioration cells (every other configured cell of its metric), its passes drawn with
+  the sampling error they record (`log_se`, inflated for a tail quantile from few
+  requests) and the lane's pass-to-pass noise of that metric, judged by the verdict's test
+  (shown within its limit at α, broken at α ÷ k, k every check of a candidate; the noise
+  beyond sampling pooled over the metric's cells from the verdict's prior). P(adopt)
+  includes them at no true change of the guardrail metrics (`adopt_rule_only`: the rule
+  alone); per guardrail the plan prints P(it stops adoption | no change) and P(it lets
+  through a candidate truly 2× its limit worse), family-wise over its cells. The noise
+  comes from `--noise RUN_DIR` (or the campaign's A/A run) or is assumed and labelled so.
+  Absolute guardrails (a failure share) are not simulated: both arms are taken to fail no
+  request;
 - the noise flags of `verdict` (the same χ² and z tests at `rule.flag_alpha`: the family's
   5% over decision cells × candidates × flags in play): their false-alarm rate on an A/A
   lane (this noise, no effect, no trend) and their power: `high-variance` at a true pair
@@ -83,12 +86,13 @@ JSON (`--format json`) keys:
   `lost_to_invalid`: rate (some decision cell short of its pairs, for the first
   candidate), `meets`: bool, `adopt_rule_only`: {effect name: rate} (without the guardrails),
   `false_adopt_half_margin`: {`single`: rate, `campaign`: rate, `candidates`},
-  `guardrails`: [{`metric`, `limit`, `cells`: ["workload level"], `alpha_each` (each
-  bound's one-sided level, α ÷ k), `unclear_stops`, `break_at_0`: rate (broken at some
-  cell, no true change), `stops_at_0`: rate (stops adoption, no true change),
-  `passes_at_2x`: rate (does not stop adoption, truly 2× the limit worse), `hold_at_2x`,
-  `hold_at_0`: rate (holds at every cell), `noise`: {`log_se`, `requests`, `inflation`,
-  `boot_sd`, `band`, `measured`, `source`}}], `flags`: {`high_variance_false_alarm`,
+  `guardrails`: [{`metric`, `limit`, `cells`: ["workload level"], `deterioration_cells`,
+  `alpha_each` (the worse-side bound's one-sided level, α ÷ k), `unclear_stops` (always
+  true), `break_at_0`: rate (broken at some cell, no true change), `stops_at_0`: rate
+  (stops adoption, no true change: not shown within its limit, or broken), `passes_at_2x`:
+  rate (does not stop adoption, truly 2× the limit worse), `hold_at_2x`, `hold_at_0`: rate
+  (shown within at every own cell), `noise`: {`log_se`, `requests`, `inflation`,
+  `boot_sd`, `band`, `prior_extra`, `measured`, `source`}}], `flags`: {`high_variance_false_alarm`,
   `window_drift_false_alarm`, `any_false_alarm`, `high_variance_power`,
   `window_drift_power`: rate or null (one pair: no test)}};
 - `recommendation`: {`pairs` (int or null), `power_at` (1.5m as a fraction), `power_min`,

@@ -22,12 +22,11 @@ from campaign.plan.exact import (
 from campaign.plan.guards import (
     BROKEN,
     HOLDS,
-    UNCLEAR,
     GuardModel,
-    guard_cells,
     guard_models,
     guard_states,
     simulate_guards,
+    stopping,
 )
 from campaign.plan.kernel import (
     DEFAULT_INVALID_RATE,
@@ -68,6 +67,7 @@ from campaign.verdict import rule as rl
 from campaign.verdict.aa import aa_run_of, is_aa
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
 from campaign.verdict.rule import FAILURE_METRICS
+from campaign.verdict.showable import guard_cells, other_cells
 
 # --------------------------------------------------------------------------- the plan
 
@@ -120,15 +120,15 @@ def guard_rows(spec: RuleSpec, draws: Draws, *, sims: int, seed: int
         at2 = simulate_guards(models, worse, pairs=n, candidates=1, sims=sims,
                               checks=spec.guard_checks, alpha=spec.rule.alpha,
                               rng=_rng(seed, n, 600 + j))
-        s0 = guard_states(draws.guard, j)[..., 0]
-        s2 = guard_states(at2, j)[..., 0]
-        unclear_stops = m.guardrail.stops_when_unclear
-        stop0 = (s0 == BROKEN) | ((s0 == UNCLEAR) & unclear_stops)
-        stop2 = (s2 == BROKEN) | ((s2 == UNCLEAR) & unclear_stops)
+        full0, full2 = guard_states(draws.guard, j), guard_states(at2, j)
+        stop0, stop2 = stopping(draws.guard, j, full0)[..., 0], stopping(at2, j, full2)[..., 0]
+        s0, s2 = full0[..., 0], full2[..., 0]
+        own = len(m.cells)
         checked += _cross_check_guard(spec, at2, j, s2)
         rows.append(GuardrailRow(
             m.guardrail.metric, m.guardrail.max_worsening,
-            rate_of(np.all(s2 == HOLDS, axis=1)), rate_of(np.all(s0 == HOLDS, axis=1)),
+            rate_of(np.all(s2[:, :own] == HOLDS, axis=1)),
+            rate_of(np.all(s0[:, :own] == HOLDS, axis=1)),
             rate_of(np.any(s0 == BROKEN, axis=1)), rate_of(np.any(stop0, axis=1)),
             rate_of(~np.any(stop2, axis=1)), m, at2.each))
     return rows, checked
@@ -265,7 +265,8 @@ def with_guardrails(spec: RuleSpec, campaign: Campaign, noise_run: Path | None) 
     """`spec` with every guardrail's cells and its relative guardrails' models (noise from
     `noise_run` where it has them, else assumed): its P(adopt) then includes them."""
     places = tuple(tuple(guard_cells(g, campaign, spec.cells)) for g in spec.guardrails)
-    spec = dataclasses.replace(spec, guard_places=places)
+    others = tuple(tuple(o) for o in other_cells(spec.guardrails, campaign, spec.cells))
+    spec = dataclasses.replace(spec, guard_places=places, guard_others=others)
     return dataclasses.replace(spec, guard_models=tuple(guard_models(campaign, spec,
                                                                      noise_run)))
 

@@ -86,13 +86,15 @@ def _guard_cells(table: td.RunTable, spec: RuleSpec, arms: Sequence[str],
     of that cell. Returns the metrics added."""
     gd, i = guard
     by_index = {m.index: (j, m) for j, m in enumerate(gd.models)}
-    requests = {w: m.noise.requests for m in gd.models for w in m.cells}
+    requests = {w: m.noise.requests for m in gd.models for w in m.all_cells}
     invalid = {(w, lvl): table.cells[(w, lvl, spec.rule.metric)].invalid
                for w, lvl in spec.cells}
     added: list[str] = []
-    for gi, (g, places) in enumerate(zip(spec.guardrails, spec.guard_places, strict=True)):
+    others = spec.guard_others or tuple(() for _ in spec.guardrails)
+    for gi, (g, places, more) in enumerate(zip(spec.guardrails, spec.guard_places, others,
+                                              strict=True)):
         added.append(g.metric)
-        for c, where in enumerate(places):
+        for c, where in enumerate(places + more):
             data = td.CellData(*where, g.metric)
             for p in table.pairs:
                 if gi in by_index:
@@ -224,7 +226,7 @@ def _cross_check_guard(spec: RuleSpec, gd: GuardDraws, j: int, states: np.ndarra
                         guard=(gd, i))
         got = {(c.workload, c.level): c.state for c in v.candidates[0].guardrails
                if c.metric == m.guardrail.metric}
-        want = {where: names[int(states[i, c])] for c, where in enumerate(m.cells)}
+        want = {where: names[int(states[i, c])] for c, where in enumerate(m.all_cells)}
         if got != want:
             raise AssertionError(
                 f"plan's guardrail test disagrees with verdict.judge_run ({m.guardrail.metric},"

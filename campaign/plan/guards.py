@@ -1,26 +1,30 @@
 """Guardrails in the plan, on their own noise: where each is checked, the noise its test
-reads, simulated guardrail values, and the verdict's three states on arrays.
+reads, simulated guardrail values, and the verdict's states on arrays.
 
 `spec-ab report` judges a relative guardrail (`verdict.guardrails`, `verdict.guardstats.
-own_noise`) on the mean per-pair log worsening w̄ against SE² = Σ c(N)·vᵢ / n² + 2b²/n:
+own_noise`) on the mean per-pair log worsening w̄ against SE² = Σ c(N)·vᵢ / n² + τ²/n:
 vᵢ the two passes' recorded sampling variances of ln(statistic) (`log_se`, from the pass's
-own requests), c(N) the tail inflation for N requests (`sampling.inflation`), b = ln(1 +
-the guardrail's registered band); each bound one-sided at α ÷ k, k every guardrail check of
-the candidate (family-wise). `broken` stops adoption; `unclear` stops it when
-`unclear_stops` says so.
+own requests), c(N) the tail inflation for N requests (`sampling.inflation`), τ² the
+metric's per-pair noise beyond sampling, pooled over every cell of the metric from a prior
+(the guardrail's registered band, else the statistic's measured default) and the pairs'
+own spread (`guardstats.pooled_extra`), with a t critical value on its degrees of freedom.
+It is shown within its limit at α (not split over the guardrails) and broken at α ÷ k (k
+every check of the candidate, deterioration checks at the metric's other cells included);
+a guardrail not shown within its limit stops adoption, a deterioration check only when
+broken.
 
 The plan simulates a guardrail metric's pass as ln(value) = boot effect (sd `boot_sd`, the
-lane's TRUE boot-to-boot noise of that metric, shared by the cells of a boot) + sampling
-noise (sd √c(N)·log_se: the variance the verdict's inflation stands for) + the true
-worsening on the candidate; each pass records `log_se`. When the lane's true boot noise is
-larger than the registered band, the test breaks more often than α: the plan shows it.
+lane's TRUE pass-to-pass noise of that metric beyond sampling, shared by the cells of a
+boot) + sampling noise (sd √c(N)·log_se) + the true worsening on the candidate, at its own
+cells and its deterioration cells; each pass records `log_se`.
 
 Where the noise comes from (`GuardNoise.source`): `--noise RUN_DIR` (an A/A run, or an
 earlier run of the lane: its control's passes), read on the guardrail's cells (or its
 metric's rows anywhere): the median recorded `log_se`, the median requests per pass, and
 the boot sd = √max(0, var(ln value across boots) − mean c·log_se²); else assumed and
-labelled so: boot sd = ln(1 + the registered band), log_se `ASSUMED_LOG_SE` (a tail
-quantile) or `ASSUMED_MEAN_LOG_SE`, requests per pass from the campaign's workloads.
+labelled so: boot sd = ln(1 + the registered band), else the statistic's measured default
+(`guardrails.DEFAULT_JITTER`), never the throughput's band; log_se from the requests per
+pass the campaign configures (`showable.assumed_log_se`).
 
 Absolute guardrails (a failure share such as `error_rate`) are not simulated: the plan
 takes both arms to fail no request (they hold); their power against a candidate that fails
@@ -38,7 +42,6 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from campaign import catalog
 from campaign.campaignfile import Campaign, Guardrail
 from campaign.plan.kernel import RuleSpec
 from campaign.results.store import load_run
@@ -47,14 +50,17 @@ from campaign.verdict import rule as rl
 from campaign.verdict import sampling
 from campaign.verdict import stats as st
 from campaign.verdict.aa import is_aa
-from campaign.verdict.guardrails import at_decision_cells
-from campaign.verdict.guardstats import z_critical
+from campaign.verdict.guardrails import prior_extra
+from campaign.verdict.showable import (
+    DEFAULT_JITTER,
+    PRIOR_DF,
+    assumed_log_se,
+    guard_cells,
+    other_cells,
+    requests_at,
+)
 from campaign.verdict.tidy import counting_rows
 
-ASSUMED_LOG_SE = 0.10
-"""Assumed sampling sd of ln(a tail quantile) of one pass (p90 and beyond)."""
-ASSUMED_MEAN_LOG_SE = 0.03
-"""Assumed sampling sd of ln(a mean or median) of one pass."""
 ASSUMED_REQUESTS = 100.0
 """Requests per pass assumed where the campaign does not fix them (duration-bound)."""
 HOLDS, UNCLEAR, BROKEN = 0, 1, 2
@@ -88,9 +94,18 @@ class GuardModel:
     guardrail: Guardrail
     cells: tuple[tuple[str, str], ...]
     band: float
-    """The registered boot-to-boot band the test assumes."""
+    """The boot-to-boot band the plan draws with when nothing is measured."""
     noise: GuardNoise
     direction: st.Direction
+    others: tuple[tuple[str, str], ...] = ()
+    """Its deterioration cells: every other configured cell of its metric."""
+    prior: float = 0.0
+    """τ² the verdict starts from (`guardrails.prior_extra`)."""
+
+    @property
+    def all_cells(self) -> tuple[tuple[str, str], ...]:
+        """Its own cells, then its deterioration cells (the draws' cell axis)."""
+        return self.cells + self.others
 
     @property
     def limit(self) -> float:
@@ -102,50 +117,27 @@ class GuardModel:
         return math.log1p(worsening) if self.direction == "lower" else math.log1p(-worsening)
 
 
-def guard_cells(g: Guardrail, campaign: Campaign,
-                decisions: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Where `spec-ab report` checks the guardrail (`guardrails.guardrail_targets`), from
-    the campaign's configured cells instead of a run's rows."""
-    named = at_decision_cells(g, decisions)
-    if named is not None:
-        return named
-    out = []
-    for w in ("knee", "agentfix", "fidelity"):  # fidelity: not modelled, it holds
-        levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
-        out += [(w, lvl) for lvl in levels if g.workload in ("*", w)
-                and g.level in ("*", lvl) and catalog.has_rows_at(g.metric, w, lvl)]
-    return out
-
-
-def family_checks(campaign: Campaign, decisions: Sequence[tuple[str, str]]) -> int:
-    """k: every guardrail check of one candidate (absolute ones too), as
-    `decide.guardrail_checks` counts them."""
-    return sum(max(1, len(guard_cells(g, campaign, decisions)))
-               for g in campaign.preregistration.guardrails)
-
-
 def requests_per_pass(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> float | None:
     """The fewest requests per pass the campaign configures at `cells` (None: unknown,
     e.g. duration-bound knee passes)."""
-    wl = campaign.workloads
-    got: list[float] = []
-    for w, _ in cells:
-        n = (wl.knee.requests_each_level if w == "knee" and wl.knee else
-             wl.agentfix.requests if w == "agentfix" and wl.agentfix else None)
-        if n is None:
-            return None
-        got.append(float(n))
-    return min(got) if got else None
+    return requests_at(campaign, [w for w, _ in cells])
 
 
-def assumed_noise(metric: str, band: float, requests: float | None) -> GuardNoise:
-    q = catalog.quantile_of(metric)
-    se = ASSUMED_LOG_SE if q is not None and q >= 0.9 else ASSUMED_MEAN_LOG_SE
+def assumed_noise(metric: str, band: float | None, requests: float | None) -> GuardNoise:
+    """The noise assumed without a measured run: the statistic's sampling sd per pass, and
+    as its pass-to-pass sd the guardrail's registered band, else the statistic's measured
+    default (`guardrails.DEFAULT_JITTER`): never the throughput's band."""
+    se = assumed_log_se(metric, ASSUMED_REQUESTS if requests is None else requests)
     n = (f"{ASSUMED_REQUESTS:.0f} requests per pass assumed" if requests is None else
          f"{requests:.0f} requests per pass, the campaign's")
-    return GuardNoise(metric, se, ASSUMED_REQUESTS if requests is None else requests,
-                      math.log1p(band),
-                      f"assumed: {metric} boot-to-boot sd = its band {band:.1%}, sampling "
+    if band is None:
+        stat = sampling.statistic_of(metric) or "avg"
+        sd = DEFAULT_JITTER.get(stat, DEFAULT_JITTER["p99"])
+        what = f"the measured default for a {stat}, {sd:.0%}"
+    else:
+        sd, what = math.log1p(band), f"its registered band {band:.1%}"
+    return GuardNoise(metric, se, ASSUMED_REQUESTS if requests is None else requests, sd,
+                      f"assumed: {metric} pass-to-pass sd = {what}, sampling "
                       f"sd of ln({metric}) per pass {se:.0%} ({n}); measure it with "
                       "--noise RUN_DIR")
 
@@ -190,8 +182,11 @@ def measured_noise(run_dir: Path, metric: str, cells: Sequence[tuple[str, str]]
 
 def guard_models(campaign: Campaign, spec: RuleSpec, noise_run: Path | None
                  ) -> list[GuardModel]:
-    """Every relative guardrail of the campaign with its cells, band and noise."""
+    """Every relative guardrail of the campaign with its cells, deterioration cells, band,
+    prior and noise."""
     out = []
+    rule = spec.guard_rule()
+    others = other_cells(spec.guardrails, campaign, spec.cells)
     for i, g in enumerate(spec.guardrails):
         if g.absolute or g.metric in rl.FAILURE_METRICS:
             continue
@@ -199,14 +194,18 @@ def guard_models(campaign: Campaign, spec: RuleSpec, noise_run: Path | None
         if not cells:
             continue
         band = spec.guard_band(i)
+        registered = rule.guardrail_registered_band(i)
         noise = measured_noise(noise_run, g.metric, cells) if noise_run is not None else None
         if noise is None:
-            noise = assumed_noise(g.metric, band, requests_per_pass(campaign, cells))
+            noise = assumed_noise(g.metric, registered,
+                                  requests_per_pass(campaign, cells))
             if noise_run is not None:
                 noise = GuardNoise(noise.metric, noise.log_se, noise.requests, noise.boot_sd,
                                    f"{noise.source} ({noise_run.name} has no {g.metric} "
                                    "rows with a recorded log_se on 3 boots)")
-        out.append(GuardModel(i, g, cells, band, noise, spec.rule.direction_of(g.metric)))
+        prior, _ = prior_extra(g.metric, registered, "")
+        out.append(GuardModel(i, g, cells, band, noise, spec.rule.direction_of(g.metric),
+                              tuple(others[i]), prior))
     return out
 
 
@@ -223,6 +222,8 @@ class GuardDraws:
     y: tuple[np.ndarray, ...]
     checks: int
     alpha: float
+    shown: float = 0.05
+    """One-sided level of the bound that shows a guardrail within its limit."""
 
     @property
     def each(self) -> float:
@@ -231,50 +232,65 @@ class GuardDraws:
 
 def simulate_guards(models: Sequence[GuardModel], worsening: Sequence[float], *, pairs: int,
                     candidates: int, sims: int, checks: int, alpha: float,
-                    rng: np.random.Generator) -> GuardDraws:
-    """Each model's passes (module docstring) at a true worsening per model."""
+                    rng: np.random.Generator, alpha_shown: float | None = None) -> GuardDraws:
+    """Each model's passes (module docstring) at a true worsening per model, at its own
+    cells and its deterioration cells (the worsening at every one)."""
     xs, ys = [], []
     for m, w in zip(models, worsening, strict=True):
-        cells, arms = len(m.cells), candidates + 1
+        cells, arms = len(m.all_cells), candidates + 1
         samp = math.sqrt(m.noise.inflation) * m.noise.log_se
         g = (rng.standard_normal((sims, pairs, 1, arms)) * m.noise.boot_sd
              + rng.standard_normal((sims, pairs, cells, arms)) * samp)
         xs.append(g[..., 0])
         ys.append(g[..., 1:] + m.true_log(w))
-    return GuardDraws(tuple(models), tuple(xs), tuple(ys), checks, alpha)
+    return GuardDraws(tuple(models), tuple(xs), tuple(ys), checks, alpha,
+                      alpha if alpha_shown is None else alpha_shown)
 
 
 def guard_states(gd: GuardDraws, i: int) -> np.ndarray:
-    """`guardstats.own_noise`'s state of model i at each cell: states[sim, cell, cand]."""
+    """`verdict.guardrails`' state of model i at each of its cells, own then deterioration
+    cells: states[sim, cell, cand]. The noise beyond sampling is pooled over every cell
+    with the prior (`guardstats.pooled_extra`), each cell's pairs that disagree beyond it
+    judged on their own spread (`guardstats.spread_beyond_model`)."""
     m = gd.models[i]
     sign = 1.0 if m.direction == "lower" else -1.0
     w = sign * (gd.y[i] - gd.x[i][..., None])
-    n = w.shape[1]
+    n, cells = w.shape[1], w.shape[2]
     cv = m.noise.inflation * 2 * m.noise.log_se**2
-    b = math.log1p(m.band)
-    se = math.sqrt(n * cv / n**2 + 2 * b * b / n)
-    half = z_critical(gd.each) * se
     wbar = w.mean(axis=1)
-    broken = wbar - half > m.limit + 1e-9
-    holds = wbar + half <= m.limit + 1e-9
     if n >= 2:
-        # `guardstats.spread_beyond_model`: pairs that disagree beyond the model are judged
-        # on their own spread (`guardstats.pairs_spread`)
-        q = ((w - wbar[:, None]) ** 2).sum(axis=1) / (cv + 2 * b * b)
+        df = cells * (n - 1)
+        dev = ((w - wbar[:, None]) ** 2).sum(axis=(1, 2))  # [sim, cand]
+        data = np.maximum(0.0, (dev - cells * (n - 1) * cv) / df)
+        extra = ((PRIOR_DF * m.prior + df * data) / (PRIOR_DF + df))[:, None, :]
+        dof: float | None = PRIOR_DF + df
+    else:
+        extra, dof = np.full((w.shape[0], 1, w.shape[3]), m.prior), PRIOR_DF
+    se = np.sqrt(cv / n + extra / n)
+    broken = wbar - gs.critical(gd.each, dof) * se > m.limit + 1e-9
+    holds = wbar + gs.critical(gd.shown, dof) * se <= m.limit + 1e-9
+    if n >= 2:
+        q = ((w - wbar[:, None]) ** 2).sum(axis=1) / (cv + extra)
         beyond = q > float(sps.chi2.isf(gs.MODEL_CHECK_ALPHA, n - 1))
-        spread = st.t_critical(1 - gd.each, n - 1) * w.std(axis=1, ddof=1) / math.sqrt(n)
-        broken = np.where(beyond, wbar - spread > m.limit + 1e-9, broken)
-        holds = np.where(beyond, wbar + spread <= m.limit + 1e-9, holds)
+        sd = w.std(axis=1, ddof=1) / math.sqrt(n)
+        broken = np.where(beyond, wbar - st.t_critical(1 - gd.each, n - 1) * sd
+                          > m.limit + 1e-9, broken)
+        holds = np.where(beyond, wbar + st.t_critical(1 - gd.shown, n - 1) * sd
+                         <= m.limit + 1e-9, holds)
     return np.where(broken, BROKEN, np.where(holds, HOLDS, UNCLEAR))
 
 
+def stopping(gd: GuardDraws, i: int, states: np.ndarray) -> np.ndarray:
+    """[sim, cell, cand]: where model i stops adoption — its own cells unless shown within
+    the limit, its deterioration cells when shown beyond it."""
+    own = len(gd.models[i].cells)
+    return np.concatenate([states[:, :own] != HOLDS, states[:, own:] == BROKEN], axis=1)
+
+
 def guard_stops(gd: GuardDraws) -> np.ndarray:
-    """[sim, candidate]: some guardrail stops adoption (broken, or unclear where
-    `unclear_stops`)."""
+    """[sim, candidate]: some guardrail stops adoption."""
     stop: np.ndarray | None = None
-    for i, m in enumerate(gd.models):
-        s = guard_states(gd, i)
-        hit = (s == BROKEN) | ((s == UNCLEAR) & m.guardrail.stops_when_unclear)
-        any_cell = hit.any(axis=1)
+    for i in range(len(gd.models)):
+        any_cell = np.asarray(stopping(gd, i, guard_states(gd, i)).any(axis=1))
         stop = any_cell if stop is None else stop | any_cell
     return np.asarray(stop) if stop is not None else np.zeros((0, 0), dtype=bool)

@@ -109,6 +109,8 @@ class RuleSpec:
     """Each guardrail's registered boot-to-boot band, resolved (`Rule.guardrail_bands`)."""
     guard_places: tuple[tuple[tuple[str, str], ...], ...] = ()
     """Each guardrail's cells, where `spec-ab report` checks it (`plan.guards`)."""
+    guard_others: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """Each guardrail's deterioration cells (every other configured cell of its metric)."""
     guard_models: tuple[Any, ...] = ()
     """The relative guardrails the plan simulates (`plan.guards.GuardModel`); empty: the
     campaign's P(adopt) is the rule's alone."""
@@ -120,7 +122,8 @@ class RuleSpec:
     @property
     def guard_checks(self) -> int:
         """k of the guardrails' family: every check of one candidate."""
-        return sum(max(1, len(p)) for p in self.guard_places)
+        return (sum(max(1, len(p)) for p in self.guard_places)
+                + sum(len(p) for p in self.guard_others))
 
     def guard_rule(self) -> rl.Rule:
         """The rule with its guardrails, as `spec-ab report` judges a run."""

@@ -165,10 +165,12 @@ def _guard_json(g: GuardrailRow) -> dict[str, Any]:
             "hold_at_2x": g.hold_at_2x.as_dict(), "hold_at_0": g.hold_at_0.as_dict(),
             "break_at_0": g.break_at_0.as_dict(), "stops_at_0": g.stops_at_0.as_dict(),
             "passes_at_2x": g.passes_at_2x.as_dict(),
-            "cells": [f"{w} {lvl}" for w, lvl in m.cells], "alpha_each": g.family_alpha,
-            "unclear_stops": m.guardrail.stops_when_unclear,
+            "cells": [f"{w} {lvl}" for w, lvl in m.cells],
+            "deterioration_cells": [f"{w} {lvl}" for w, lvl in m.others],
+            "alpha_each": g.family_alpha, "unclear_stops": True,
             "noise": {"log_se": nz.log_se, "requests": nz.requests,
                       "inflation": nz.inflation, "boot_sd": nz.boot_sd, "band": m.band,
+                      "prior_extra": m.prior,
                       "measured": nz.measured, "source": nz.source}}
 
 
@@ -252,8 +254,8 @@ def _checks_table(r: PlanResult) -> Table:
     checks.add_column("false adopt at m/2: 1 candidate", justify="right")
     checks.add_column(f"{r.multi_candidates} candidates", justify="right")
     for g in r.rows[0].guardrails:
-        checks.add_column(f"{g.metric} breaks at no change (limit {fm.pct(g.limit, 0)})",
-                          justify="right")
+        checks.add_column(f"{g.metric} stops at no change (limit {fm.pct(g.limit, 0)}: not "
+                          "shown within, or broken)", justify="right")
         checks.add_column(f"{g.metric} lets through "
                           f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse", justify="right")
     checks.add_column("flag false alarm (A/A)", justify="right")
@@ -263,7 +265,7 @@ def _checks_table(r: PlanResult) -> Table:
     for row in r.rows:
         checks.add_row(str(row.pairs), _rate(row.false_single), _rate(row.false_campaign),
                        *(x for g in row.guardrails
-                         for x in (_rate(g.break_at_0), _rate(g.passes_at_2x))),
+                         for x in (_rate(g.stops_at_0), _rate(g.passes_at_2x))),
                        _rate(row.flags.any_false), _rate(row.flags.high_variance_power),
                        _rate(row.flags.window_drift_power))
     return checks
@@ -279,15 +281,16 @@ def _print_registered(console: Console, r: PlanResult) -> None:
     for g in reg.guardrails:
         m = g.model
         cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
-        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {cells}; each bound at "
-                      f"{g.family_alpha:.2%}, family-wise): broken with no change "
-                      f"{_rate(g.break_at_0)}, stops adoption with no change "
+        elsewhere = (f"; deterioration checks at {len(m.others)} other cell(s)"
+                     if m.others else "")
+        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {cells}{elsewhere}; "
+                      f"broken at {g.family_alpha:.2%} each, family-wise; shown within at "
+                      f"{1 - r.confidence:.0%}): broken with no change "
+                      f"{_rate(g.break_at_0)}, stops adoption with no change (not shown "
+                      "within its limit, or broken) "
                       f"{_rate(g.stops_at_0)}; lets a candidate truly "
                       f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse through "
-                      f"{_rate(g.passes_at_2x)} (holds {_rate(g.hold_at_2x)}, unclear "
-                      f"{'stops' if m.guardrail.stops_when_unclear else 'does not stop'}); "
-                      f"noise: {m.noise.source}; test's band ±{fm.abs_pct(m.band)}",
-                      markup=False)
+                      f"{_rate(g.passes_at_2x)}; noise: {m.noise.source}", markup=False)
     f = reg.flags
     if f.any_false is not None:
         console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "

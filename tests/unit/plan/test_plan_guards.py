@@ -19,7 +19,9 @@ from campaign import plan
 from campaign.campaignfile import load_campaign
 from campaign.plan import guards
 from campaign.plan.exact import exact_judge
+from campaign.verdict.guardrails import prior_extra
 from campaign.verdict.noise import NoiseModel
+from campaign.verdict.showable import family_checks
 from tests.runs import make_run
 from tests.unit.plan.test_plan import campaign_file, spec_of
 
@@ -61,7 +63,7 @@ def _example_plan(sims: int) -> dict[str, Any]:
     res = CliRunner().invoke(app, ["plan", str(EXAMPLE), "--format", "json", "--sims",
                                    str(sims)])
     assert res.exit_code == 0, res.output
-    return dict(json.loads(res.output))
+    return dict(json.loads(res.stdout))
 
 
 def test_example_recommends_a_pair_count_meeting_both_bars() -> None:
@@ -71,9 +73,13 @@ def test_example_recommends_a_pair_count_meeting_both_bars() -> None:
     row = next(r for r in doc["table"] if r["pairs"] == rec)
     assert row["meets"]
     assert row["adopt"]["1.5m"]["p"] >= 0.90 and row["adopt"]["m/2"]["p"] <= 0.05
-    # fewer pairs do not meet it; the registered 2 is short of it
+    # fewer pairs do not meet it; the example registers the recommendation (issue
+    # "Guardrails that protect": every shipped example at plan's pairs)
     assert all(not r["meets"] for r in doc["table"] if r["pairs"] < rec)
-    assert rec > doc["registered_pairs"]
+    registered = doc["registered_pairs"]
+    assert abs(rec - registered) <= 1  # the Monte Carlo's own error at the edge
+    mine = next(r for r in doc["table"] if r["pairs"] == registered)
+    assert mine["adopt"]["1.5m"]["p"] >= 0.87 and mine["adopt"]["m/2"]["p"] <= 0.05
     # P(adopt | 1.5m) does not fall as pairs rise (within the Monte Carlo's error: each
     # pair count has its own draws)
     power = [r["adopt"]["1.5m"]["p"] for r in doc["table"]]
@@ -98,7 +104,9 @@ def _model(spec: plan.RuleSpec, cells: tuple[tuple[str, str], ...], *, log_se: f
            requests: float, boot_sd: float, band: float = 0.03) -> guards.GuardModel:
     g = next(g for g in spec.guardrails if g.metric == "ttft_p99")
     noise = guards.GuardNoise("ttft_p99", log_se, requests, boot_sd, "test")
-    return guards.GuardModel(spec.guardrails.index(g), g, cells, band, noise, "lower")
+    prior, _ = prior_extra("ttft_p99", None, "")  # what the verdict starts from
+    return guards.GuardModel(spec.guardrails.index(g), g, cells, band, noise, "lower",
+                             prior=prior)
 
 
 def _rates(m: guards.GuardModel, worsening: float, *, pairs: int, checks: int,
@@ -121,7 +129,7 @@ def test_guardrail_false_break_stays_within_its_family_rate(tmp_path: Path,
     c = campaign_file(tmp_path, tokenizer_dir, levels=(1, 2, 4))
     spec = plan.rule_spec(c)
     cells = tuple(guards.guard_cells(spec.guardrails[0], c, spec.cells))
-    assert len(cells) == 3 and guards.family_checks(c, spec.cells) == 6
+    assert len(cells) == 3 and family_checks(c, spec.cells) == 6
     m = _model(spec, cells, log_se=0.08, requests=32, boot_sd=math.log1p(0.03))
     for pairs in (1, 2, 8):
         broken, _ = _rates(m, 0.0, pairs=pairs, checks=6)
@@ -140,12 +148,16 @@ def test_guardrail_catches_twice_its_limit_on_a_quiet_metric(tmp_path: Path,
     spec = plan.rule_spec(c)
     cells = tuple(guards.guard_cells(spec.guardrails[0], c, spec.cells))
     quiet = _model(spec, cells, log_se=0.01, requests=1000, boot_sd=0.01, band=0.01)
-    _, through2 = _rates(quiet, 0.10, pairs=2, checks=2)
-    _, through8 = _rates(quiet, 0.10, pairs=8, checks=2)
-    assert through8 <= 0.05 and through8 < through2
-    thin = _model(spec, cells, log_se=0.10, requests=32, boot_sd=math.log1p(0.03))
-    _, thin8 = _rates(thin, 0.10, pairs=8, checks=2)
-    assert thin8 > 0.5
+    twice = 2 * quiet.guardrail.max_worsening
+    _, through2 = _rates(quiet, twice, pairs=2, checks=2)
+    _, through8 = _rates(quiet, twice, pairs=8, checks=2)
+    assert through8 <= 0.05 and through8 <= through2
+    # at no change the quiet metric is shown within its limit: it lets the candidate through
+    _, shown8 = _rates(quiet, 0.0, pairs=8, checks=2)
+    assert shown8 >= 0.95
+    thin = _model(spec, cells, log_se=0.25, requests=32, boot_sd=0.10)
+    _, thin8 = _rates(thin, 0.0, pairs=8, checks=2)
+    assert thin8 < 0.5  # a p99 of 32 requests cannot be shown within +25% at 8 pairs
 
 
 def test_guardrail_states_and_decisions_agree_with_judge_run(tmp_path: Path,
@@ -178,7 +190,7 @@ def test_guardrail_states_and_decisions_agree_with_judge_run(tmp_path: Path,
         assert got == {w: names[int(states[i, j])] for j, w in enumerate(m.cells)}, i
         flipped += int(bare[i, 0] and not decided[0][i, 0])
     assert flipped >= 2  # the guardrail changed decisions the check had to match
-    assert set(np.unique(states)) >= {guards.BROKEN, guards.UNCLEAR}
+    assert set(np.unique(states)) >= {guards.HOLDS, guards.UNCLEAR}
 
 
 # --------------------------------------------------------------------------- --noise

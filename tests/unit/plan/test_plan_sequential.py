@@ -62,9 +62,9 @@ def test_plan_of_the_sequential_example_has_its_figures_in_json() -> None:
     assert [r["name"] for r in rows] == ["0", "m/2", "m", "1.5m", "2m"]
     for r in rows:
         assert {"effect", "adopt", "keep_default", "inconclusive", "expected_pairs"} <= set(r)
-        assert 2 <= r["expected_pairs"] <= 6
+        assert 2 <= r["expected_pairs"] <= 12
     design = doc["sequential_design"]
-    assert design["max_pairs"] == 6 and design["judge_run_disagree"] == 0
+    assert design["max_pairs"] == 12 and design["judge_run_disagree"] == 0
     assert design["judge_run_checked"] > 0
     # the fixed table beside it is the fixed `bound` design (no sequential rule in it)
     assert doc["rule"]["used"] == "bound" and doc["table"][0]["pairs"] == 1
@@ -95,7 +95,7 @@ def test_plan_says_what_unequal_lane_noise_costs() -> None:
 
 def _sequential_file(tmp_path: Path, design: str, rule: str = "bound") -> Path:
     text = (ROOT / "examples" / "sim-sequential.yaml").read_text()
-    old = ("    max_pairs: 6          # the most pairs the night may spend\n"
+    old = ("    max_pairs: 12         # the most pairs the night may spend\n"
            "    min_pairs: 2          # the first look\n"
            "    look: pair            # or block: after every ABBA block\n")
     assert old in text and "  rule: bound " in text
@@ -130,7 +130,7 @@ def test_check_refuses_a_block_design_on_half_a_block(tmp_path: Path) -> None:
     assert "write max_pairs: 4 or 6 (or look: pair) (line 23)" in r.stderr
     r = invoke("plan", str(path))
     assert r.code == 2 and "min_pairs 3 is odd" in r.stderr
-    path = _sequential_file(tmp_path, "    max_pairs: 6\n    min_pairs: 4\n    look: block\n")
+    path = _sequential_file(tmp_path, "    max_pairs: 12\n    min_pairs: 4\n    look: block\n")
     assert invoke("check", "--no-preflight", str(path)).code == 0
 
 
@@ -163,8 +163,8 @@ def test_a_sequential_plan_of_64_pairs_is_bounded_and_says_so(tmp_path: Path) ->
     assert design["max_pairs"] == 64 and design["judge_run_checked"] > 0
 
 
-def test_a_short_plan_says_nothing_on_stderr() -> None:
-    r = invoke("plan", str(ROOT / "examples" / "sim-sequential.yaml"), "--sims", "200",
-               "--format", "json")
+def test_a_short_plan_says_nothing_on_stderr(tmp_path: Path) -> None:
+    path = _sequential_file(tmp_path, "    max_pairs: 6\n    min_pairs: 2\n    look: pair\n")
+    r = invoke("plan", str(path), "--sims", "200", "--format", "json")
     assert r.code == 0 and r.stderr == ""
     assert json.loads(r.stdout)["sequential_design"]["exact_boundaries"] is True
