@@ -139,9 +139,11 @@ def run_dict(run: RunReport) -> dict[str, Any]:
 
 
 def guardrail_dict(arm: str, g: GuardrailCheck) -> dict[str, Any]:
-    """One guardrail check of one candidate."""
+    """One guardrail check of one candidate (`role`: at a registered guardrail's cell, or a
+    deterioration check at another measured cell of its metric)."""
     return {
         "arm": arm, "metric": g.metric, "workload": g.workload, "level": g.level,
+        "role": g.role,
         "max_worsening": g.max_worsening, "absolute": g.absolute, "direction": g.direction,
         "state": g.state, "stops": g.stops, "change": _num(g.change),
         "ci": None if g.ci is None else [_num(g.ci[0]), _num(g.ci[1])],

@@ -41,7 +41,10 @@ REPORT_SCHEMA_VERSION = 3
    `guardrails_stopping`; `aa.guardrails` (a band per guardrail metric); a decision's
    reasons name the guardrails that stop it once (their lines are in `guardrails`); the
    rule may be `bound` (the new default). docs/report.schema.json describes version 3
-   (JSON Schema draft 2020-12)."""
+   (JSON Schema draft 2020-12).
+   Added since (no key disappeared): the reason `guardrail-unresolved` (a met rule stopped
+   only by guardrails not shown within their limits) and each guardrail check's `role`
+   (`guardrail`, or `deterioration`: another measured cell of its metric)."""
 
 Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"

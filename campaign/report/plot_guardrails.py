@@ -1,16 +1,19 @@
 """The guardrails that decided: each one's per-pair changes against its limit.
 
 Drawn wherever a guardrail check stops adoption with data behind it — state `broken`, or
-`unclear` where `unclear_stops` makes it stop (a `missing` check has nothing to draw).
+`unclear` at a registered guardrail's cell (not shown within its limit; an unclear
+deterioration check does not stop adoption, and a `missing` check has nothing to draw).
 One panel per such check: each pair's change of the guardrail metric itself (p1, p2 …;
 a failed candidate pass of a failure metric is one more point), the check's estimate
-and its CI (the check's own interval: each end a one-sided bound at α ÷ checks), the
+and its interval (the check's own: the end that would show it beyond the limit a
+one-sided bound at α ÷ checks, the end that shows it within at α, as its line says), the
 limit (`max_worsening` on the change's scale) and zero. Everything drawn is read off the
 verdict's `GuardrailCheck`; nothing is recomputed here.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from matplotlib.axes import Axes
@@ -28,10 +31,14 @@ CI_REACH = 4.0
 """A CI end further than this many times the span of the points and the limit is cut at
 the axis (its value is written at the cut)."""
 
+_LEVELS = re.compile(r" \((\d[\d.]*% CI|one-sided: lower end [\d.]+%, upper end [\d.]+%)\)")
+"""The interval's levels as the check's own line states them: "(90% CI)", or "(one-sided:
+lower end 99.5%, upper end 95%)"."""
+
 
 def deciding(run: RunReport) -> list[tuple[CandidateVerdict, GuardrailCheck]]:
     """(candidate, check) of every guardrail check that stops adoption with data: broken,
-    or unclear where that stops."""
+    or unclear at a registered guardrail's cell."""
     return [(cv, g) for cv in run.verdict.candidates for g in cv.guardrails
             if g.stops and g.state in ("broken", "unclear") and g.change is not None]
 
@@ -77,9 +84,9 @@ def _panel(ax: Axes, run: RunReport, cv: CandidateVerdict, g: GuardrailCheck) ->
     if g.ci is not None:
         lo, hi = (v * k for v in g.ci)
         cut_lo, cut_hi = max(lo, lo_v - CI_REACH * pad), min(hi, hi_v + CI_REACH * pad)
-        level = f"{g.ci_level:.0%} " if g.ci_level is not None else ""
         ax.plot([est_x, est_x], [cut_lo, cut_hi], color="#222222", linewidth=2.2, gid="ci",
-                label=f"{level}CI {fmt_gain(g.ci[0], g.kind)} … {fmt_gain(g.ci[1], g.kind)}")
+                label=_ci_label(g, f"{fmt_gain(g.ci[0], g.kind)} … "
+                                   f"{fmt_gain(g.ci[1], g.kind)}"))
         for cut, end, va in ((cut_lo, lo, "top"), (cut_hi, hi, "bottom")):
             if cut != end:
                 ax.annotate(f"CI goes on to {fmt_gain(end / k, g.kind)}", (est_x, cut),
@@ -90,10 +97,22 @@ def _panel(ax: Axes, run: RunReport, cv: CandidateVerdict, g: GuardrailCheck) ->
     ax.set_xlabel("pair (and the check's estimate with its CI)")
     worse = "up" if g.direction == "lower" else "down"
     ax.set_ylabel(f"change of {g.metric}\n({axis_unit}; worse is {worse})", fontsize=9)
-    ax.set_title(f"{cv.arm}: guardrail {g.metric} at {g.workload} {g.level} {g.state} — "
+    what = "guardrail" if g.role == "guardrail" else "deterioration check"
+    ax.set_title(f"{cv.arm}: {what} {g.metric} at {g.workload} {g.level} {g.state} — "
                  "stops adoption", fontsize=10, color="#b00000")
     ax.grid(axis="y", alpha=0.3)
     legend(ax)
+
+
+def _ci_label(g: GuardrailCheck, span: str) -> str:
+    """The interval's legend with its levels as the check's own line states them: "90% CI
+    +8.0% … +11.5%", or "CI -0.3% … +3.4%" over "(one-sided: lower end 98.3%, upper end
+    95%)"; the two-sided `ci_level` when the line names none."""
+    found = _LEVELS.search(g.reason)
+    if found is None:
+        return (f"{g.ci_level:.0%} " if g.ci_level is not None else "") + f"CI {span}"
+    levels = found.group(1)
+    return f"{levels} {span}" if levels.endswith("CI") else f"CI {span}\n({levels})"
 
 
 def guardrails(run: RunReport) -> Figure | None:

@@ -11,8 +11,9 @@ and need no display. Every axis names its unit; every legend stays inside its ax
   ringed, ticks at the levels' own values; underneath, the candidate's change per level;
 - `pair_changes`: each decision cell's per-pair change of the metric itself, labelled by
   pair, with the cell's CI, the drift band shaded and the bar (margin) drawn;
-- `guardrails` (`plot_guardrails`): wherever a guardrail stopped adoption (broken, or
-  unclear where that stops), its metric's per-pair changes with the limit and the CI;
+- `guardrails` (`plot_guardrails`): wherever a guardrail check stopped adoption (broken,
+  or unclear at a registered guardrail's cell), its metric's per-pair changes with the
+  limit and the check's interval;
 - `control_window` (`plot_window`): the control in run order across the window for the
   decision cells and every cell flagged `window-drift`, with the fitted trend and the
   window limit;

@@ -52,6 +52,7 @@ REASON_TEXT = {
     "below-bar": "the change does not clear the pre-registered bar",
     "loss": "the candidate is worse",
     "guardrail": "a guardrail stops adoption",
+    "guardrail-unresolved": "a guardrail is not shown within its limit",
     "inconclusive": "the evidence cannot carry a decision",
 }
 
@@ -108,12 +109,16 @@ def pairs_line(run: RunReport) -> str:
 
 
 def guardrails_text(run: RunReport) -> str:
-    """A history row's guardrails: "hold", "hold (2 unclear)" or what stopped adoption."""
+    """A history row's guardrails: "hold", "hold (2 deterioration checks unclear)" or what
+    stopped adoption."""
     checks = [g for cv in run.verdict.candidates for g in cv.guardrails]
     stopping = [g for g in checks if g.stops]
     if not stopping:
         unclear = sum(g.state == "unclear" for g in checks)
-        return "hold" + (f" ({unclear} unclear)" if unclear else "")
+        what = "deterioration check" if all(
+            g.role != "guardrail" for g in checks if g.state == "unclear") else "check"
+        return "hold" + (f" ({unclear} {what}{'s' if unclear > 1 else ''} unclear)"
+                         if unclear else "")
     return "stop: " + ", ".join(dict.fromkeys(f"{g.metric} {g.level} ({g.state})"
                                               for g in stopping))
 
@@ -264,8 +269,9 @@ def guardrail_checks(run: RunReport) -> list[tuple[str, GuardrailCheck]]:
 
 @dataclass(frozen=True)
 class GuardrailLine:
-    """One guardrail check shown in full: its mark (✗ stops adoption, ? unclear and does
-    not), its line (with the arm when several candidates) and whether it stops adoption."""
+    """One guardrail check shown in full (or the one line of the deterioration checks that
+    neither hold nor stop): its mark (✗ stops adoption, ? does not), its line (with the arm
+    when several candidates) and whether it stops adoption."""
 
     mark: str
     text: str
@@ -274,7 +280,12 @@ class GuardrailLine:
 
 def guardrail_summary(run: RunReport) -> tuple[list[GuardrailLine], str]:
     """Every check that does not hold, in full (each once), and one line counting them
-    all: "1 broken, 2 unclear (1 stops adoption); 7 hold (ttft_p99, error_rate)"."""
+    all: "1 broken, 2 unclear (1 stops adoption); 7 hold (ttft_p99, error_rate)".
+
+    A deterioration check (a guardrail's metric at another measured cell) is in full only
+    when it stops adoption (a worsening shown beyond the limit); the others that do not
+    hold share one `?` line, and they are counted after the guardrails ("; deterioration
+    checks at other cells: 1 unclear; 3 hold"), so they never bury the guardrails."""
     many = len(run.arms) > 2
     checks = guardrail_checks(run)
     if not checks:
@@ -284,23 +295,76 @@ def guardrail_summary(run: RunReport) -> tuple[list[GuardrailLine], str]:
     shown = [GuardrailLine("✗", f"{arm}: none of its {n} guardrail check(s) can be made: it "
                            "never became ready", True)
              for arm in sorted(never) if (n := sum(a == arm for a, _ in checks))]
+    live = [(arm, g) for arm, g in checks if arm not in never and g.state != "holds"]
     shown += [GuardrailLine("✗" if g.stops else "?", (f"{arm}: " if many else "") + g.reason,
-                            g.stops) for arm, g in checks
-              if g.state != "holds" and arm not in never]
-    held = [g for _, g in checks if g.state == "holds"]
+                            g.stops) for arm, g in live
+              if g.role == "guardrail" or g.stops]
+    quiet = [(arm, g) for arm, g in live if g.role != "guardrail" and not g.stops]
+    if quiet:
+        shown.append(GuardrailLine("?", _quiet_line(quiet, many), False))
+    guards = [g for _, g in checks if g.role == "guardrail"]
+    dets = [g for _, g in checks if g.role != "guardrail"]
+    return shown, "; ".join(t for t in (_guardrail_counts(guards), _deterioration_counts(dets))
+                            if t)
+
+
+def _guardrail_counts(checks: list[GuardrailCheck]) -> str:
+    """"all 2 hold (ttft_p99, error_rate)", or "1 broken, 2 unclear (1 stops adoption);
+    1 hold (error_rate)"."""
+    if not checks:
+        return ""
+    held = [g for g in checks if g.state == "holds"]
     metrics = ", ".join(dict.fromkeys(g.metric for g in held))
-    if not shown:
-        return shown, f"all {len(held)} hold ({metrics})"
-    counts = []
-    for state in ("broken", "missing", "unclear"):
-        k = sum(g.state == state for _, g in checks)
-        if k:
-            counts.append(f"{k} {state}")
-    unclear_stops = sum(g.state == "unclear" and g.stops for _, g in checks)
+    if len(held) == len(checks):
+        return f"all {len(held)} hold ({metrics})"
+    counts = [f"{k} {state}" for state in ("broken", "missing", "unclear")
+              if (k := sum(g.state == state for g in checks))]
+    unclear_stops = sum(g.state == "unclear" and g.stops for g in checks)
     if unclear_stops:
         counts[-1] += f" ({unclear_stops} stop{'s' if unclear_stops == 1 else ''} adoption)"
-    return shown, ", ".join(counts) + (f"; {len(held)} hold ({metrics})" if held
-                                       else "; none holds")
+    return ", ".join(counts) + (f"; {len(held)} hold ({metrics})" if held else "; none holds")
+
+
+def _deterioration_counts(checks: list[GuardrailCheck]) -> str:
+    """"3 deterioration checks at other cells hold", or "deterioration checks at other
+    cells: 1 broken (stops adoption), 1 unclear; 3 hold"."""
+    if not checks:
+        return ""
+    held = sum(g.state == "holds" for g in checks)
+    if held == len(checks):
+        return ("1 deterioration check at another cell holds" if held == 1 else
+                f"{held} deterioration checks at other cells hold")
+    counts = []
+    for state in ("broken", "missing", "unclear"):
+        k = sum(g.state == state for g in checks)
+        stop = sum(g.state == state and g.stops for g in checks)
+        if k:
+            counts.append(f"{k} {state}" + (" (stops adoption)" if stop == k == 1 else
+                                              f" ({stop} stop adoption)" if stop else ""))
+    return ("deterioration checks at other cells: " + ", ".join(counts)
+            + (f"; {held} hold" if held else "; none holds"))
+
+
+def _quiet_line(quiet: list[tuple[str, GuardrailCheck]], many: bool) -> str:
+    """The deterioration checks that neither hold nor stop adoption, briefly, in one line
+    (each one's full line is in the JSON report's `guardrails`)."""
+    def brief(arm: str, g: GuardrailCheck) -> str:
+        where = (f"{arm}: " if many else "") + f"{g.metric} at {g.workload} {g.level}"
+        if g.change is None:
+            return f"{where} {g.state}"
+        kind = g.kind
+        ci = "" if g.ci is None else (
+            f", {fmt_gain(g.ci[0], kind)} … {fmt_gain(g.ci[1], kind)}")
+        limit = "" if g.limit is None else f", limit {fmt_gain(g.limit, kind)}"
+        sense = ("" if not g.worsening else
+                 " (worse)" if g.worsening > 0 else " (better)")
+        return f"{where} {g.state}: {fmt_gain(g.change, kind)}{sense}{ci}{limit}"
+
+    head = ("deterioration checks at other cells not shown within the limit, which do"
+            if len(quiet) > 1 else
+            "deterioration check at another cell not shown within the limit, which does")
+    return (head + " not stop adoption (only a worsening shown beyond it does there): "
+            + "; ".join(brief(arm, g) for arm, g in quiet))
 
 
 GROUP_TITLES = {"knee": "knee (concurrency sweep)", "agentfix": "agent fixtures (by content "

@@ -77,5 +77,9 @@ def test_piped_output_keeps_every_bullet_on_one_line() -> None:
     assert len(bullets) >= 5
     missing = [b for b in bullets if b not in lines]
     assert missing == []
-    guard = next(ln for ln in lines if "at agentfix prose" in ln)
-    assert guard.startswith("  ? guardrail") and guard.endswith("does not stop adoption")
+    # the headline names each unresolved guardrail first, on its one line too
+    assert lines[1].startswith("  - guardrail-unresolved: ttft_p99 at knee c1 not shown")
+    assert "ttft_p99 at knee c16 not shown within +5.0%" in lines[1]
+    assert lines[1].endswith("and 2 more (each under Guardrails)")  # the rest counted
+    guard = next(ln for ln in lines if ln.startswith("  ✗ guardrail ttft_p99 at agentfix prose"))
+    assert guard.endswith("stops adoption: not shown within its limit")

@@ -66,7 +66,12 @@ def test_its_guardrails_and_cells_collapse_to_one_line_each(tmp_path: Path) -> N
     rep = rp.build_report([never_run(tmp_path, launch_error=True)])
     text = rp.render_table(rep, width=400)
     guard = [ln for ln in text.splitlines() if "guardrail" in ln and "depth7" in ln]
-    assert guard == ["  ✗ depth7: none of its 2 guardrail check(s) can be made: it never "
+    # p99 TTFT and the error rate at the decision cell (knee c1), and p99 TTFT's
+    # deterioration checks at its other measured cells (knee c4, agentfix prose)
+    checks = rep.latest.verdict.candidates[0].guardrails
+    assert sorted((g.metric, g.level) for g in checks) == [
+        ("error_rate", "c1"), ("ttft_p99", "c1"), ("ttft_p99", "c4"), ("ttft_p99", "prose")]
+    assert guard == ["  ✗ depth7: none of its 4 guardrail check(s) can be made: it never "
                      "became ready"]
     assert "cannot be checked" not in text
     assert "no-data" not in text.split("spec-ab report —")[1]

@@ -68,23 +68,51 @@ def test_a_broken_guardrail_is_drawn_with_its_pairs_limit_and_ci(tmp_path: Path)
     assert "CI" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
 
 
-def test_an_unclear_guardrail_is_drawn_only_where_it_stops(tmp_path: Path) -> None:
+def test_an_unclear_guardrail_is_drawn_and_an_unclear_deterioration_check_is_not(
+        tmp_path: Path) -> None:
+    """Unclear at a registered guardrail's cell stops adoption (not shown within its limit,
+    whatever an older registration's `unclear_stops: false` says): drawn. Unclear at a
+    deterioration check (another cell of the metric) does not stop it: not drawn."""
     ttft = [(210.0, 200.0), (205.0, 240.0), (212.0, 214.0)]  # wide: cannot tell
-    quiet = _late_first_token(tmp_path / "a", ttft)
-    (g,) = [g for cv in quiet.latest.verdict.candidates for g in cv.guardrails
-            if g.metric == TTFT]
-    assert g.state == "unclear" and not g.stops
-    assert "guardrails" not in _figs(quiet)
-    stops = _late_first_token(tmp_path / "b", ttft, guardrails=[
-        {"metric": TTFT, "max_worsening": 0.05, "unclear_stops": True}])
-    (g,) = [g for cv in stops.latest.verdict.candidates for g in cv.guardrails
-            if g.metric == TTFT]
-    assert g.state == "unclear" and g.stops
-    (ax,) = _figs(stops)["guardrails"].axes
-    assert "unclear" in ax.get_title()
+    for sub, guard in (("a", {"metric": TTFT, "max_worsening": 0.05}),
+                       ("b", {"metric": TTFT, "max_worsening": 0.05, "unclear_stops": False})):
+        rep = _late_first_token(tmp_path / sub, ttft, guardrails=[guard])
+        checks = {(g.level, g.role): g for cv in rep.latest.verdict.candidates
+                  for g in cv.guardrails if g.metric == TTFT}
+        assert set(checks) == {("c1", "guardrail"), ("c4", "deterioration")}
+        g, det = checks[("c1", "guardrail")], checks[("c4", "deterioration")]
+        assert g.state == "unclear" and g.stops
+        assert det.state == "unclear" and not det.stops
+        assert rep.latest.verdict.reason == "guardrail-unresolved"
+        (ax,) = _figs(rep)["guardrails"].axes  # one panel: the deterioration check has none
+        assert ax.get_title() == "cand: guardrail ttft_p99 at knee c1 unclear — stops adoption"
+        (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
+        lo, hi = sorted(ci.get_ydata())
+        assert lo < 5.0 < hi or any("CI goes on" in t.get_text() for t in ax.texts)
+        # the legend names the interval's own levels, as the check's line does
+        assert g.ci is not None
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert (f"CI {pct(g.ci[0])} … {pct(g.ci[1])}\n"
+                "(one-sided: lower end 97.5%, upper end 95%)") in labels
+        assert "(one-sided: lower end 97.5%, upper end 95%)" in g.reason
+
+
+def test_a_broken_deterioration_check_is_drawn_as_one(tmp_path: Path) -> None:
+    """A worsening shown beyond the limit at another cell of the guardrail's metric stops
+    adoption: drawn, titled as the deterioration check it is."""
+    spec = golden_spec()
+    spec[("knee", "c4", TTFT)] = [(260.0, 330.0), (255.0, 325.0), (258.0, 331.0)]
+    rep = rp.build_report([make_run(tmp_path, spec, name="late", pairs=3, guardrails=[
+        {"metric": TTFT, "max_worsening": 0.05}])])
+    (det,) = [g for cv in rep.latest.verdict.candidates for g in cv.guardrails
+              if g.role == "deterioration"]
+    assert (det.level, det.state, det.stops) == ("c4", "broken", True)
+    assert rep.latest.verdict.reason == "guardrail"
+    (ax,) = _figs(rep)["guardrails"].axes
+    assert ax.get_title() == ("cand: deterioration check ttft_p99 at knee c4 broken — stops "
+                              "adoption")
     (ci,) = [ln for ln in ax.get_lines() if ln.get_gid() == "ci"]
-    lo, hi = sorted(ci.get_ydata())
-    assert lo < 5.0 < hi or any("CI goes on" in t.get_text() for t in ax.texts)
+    assert min(ci.get_ydata()) > 5.0
 
 
 def test_holding_guardrails_draw_no_guardrail_figure(tmp_path: Path) -> None:
@@ -251,23 +279,36 @@ def test_each_guardrail_check_carries_its_limit_on_the_change_scale(tmp_path: Pa
         {"metric": "error_rate", "max_worsening": 0.0, "absolute": True},
         {"metric": TTFT, "max_worsening": 0.05},
         {"metric": TPUT, "max_worsening": 0.05, "workload": "agentfix", "level": "shell"}])])
-    checks = {g.metric: g for cv in rep.latest.verdict.candidates for g in cv.guardrails}
+    every = [g for cv in rep.latest.verdict.candidates for g in cv.guardrails]
+    checks = {g.metric: g for g in every if g.role == "guardrail"}
     assert (checks[TTFT].limit, checks[TTFT].kind) == (pytest.approx(0.05), "ratio")
     assert "+5.0% limit" in checks[TTFT].reason
     assert (checks[TPUT].limit, checks[TPUT].kind) == (pytest.approx(-0.05), "ratio")
     assert "-5.0% limit" in checks[TPUT].reason
+    # each deterioration check carries its guardrail's limit too
+    assert sorted((g.metric, round(g.limit or 0.0, 9)) for g in every
+                  if g.role == "deterioration") == [
+        (TPUT, -0.05), (TPUT, -0.05), (TPUT, -0.05), (TTFT, 0.05)]
     err = checks["error_rate"]
     assert (err.limit, err.kind) == (0.0, "absolute")
-    # the failure share is up on 2 of 3 pairs, not significantly: unclear, and an absolute
-    # guardrail's unclear stops adoption, so it is drawn, in the metric's own unit
-    assert err.state == "unclear" and err.stops and not checks[TPUT].stops
-    (ax,) = _figs(rep)["guardrails"].axes
-    assert ax.get_title() == "cand: guardrail error_rate at knee c1 unclear — stops adoption"
-    assert "fraction" in ax.get_ylabel() and "%" not in ax.get_ylabel()
-    pairs = next(c for c in ax.collections if isinstance(c, PathCollection))
+    # the failure share is up on 2 of 3 pairs, not significantly: unclear; the throughput
+    # at agentfix shell, -13.5% on pairs of -20%, -7% and -13%, is not shown within -5%
+    # either: each stops adoption (not shown within its limit), so each is drawn
+    assert err.state == "unclear" and err.stops
+    assert checks[TPUT].state == "unclear" and checks[TPUT].stops
+    err_ax, tput_ax = _figs(rep)["guardrails"].axes
+    assert err_ax.get_title() == "cand: guardrail error_rate at knee c1 unclear — stops adoption"
+    assert tput_ax.get_title() == ("cand: guardrail output_token_throughput at agentfix shell "
+                                   "unclear — stops adoption")
+    # the error rate in the metric's own unit, the throughput as a change in %
+    assert "fraction" in err_ax.get_ylabel() and "%" not in err_ax.get_ylabel()
+    assert "%" in tput_ax.get_ylabel()
+    pairs = next(c for c in err_ax.collections if isinstance(c, PathCollection))
     assert [float(y) for _, y in pairs.get_offsets()] == pytest.approx([0.03, 0.0, 0.06])
-    (limit,) = [ln for ln in ax.get_lines() if ln.get_gid() == "limit"]
+    (limit,) = [ln for ln in err_ax.get_lines() if ln.get_gid() == "limit"]
     assert list(limit.get_ydata()) == [0.0, 0.0]
+    (limit,) = [ln for ln in tput_ax.get_lines() if ln.get_gid() == "limit"]
+    assert list(limit.get_ydata()) == pytest.approx([-5.0, -5.0])
 
 
 def test_the_html_page_embeds_the_guardrail_figure(tmp_path: Path) -> None:

@@ -70,12 +70,20 @@ def test_figures_skip_what_was_not_measured(tmp_path: Path) -> None:
 
 
 def test_sim_run_plots_every_figure_with_units(tmp_path: Path) -> None:
-    """The real simulated run: every figure, per-position acceptance, axes with units."""
+    """The real simulated run: every figure, per-position acceptance, axes with units. Its
+    p99 TTFT is not shown within the +5% limit at four cells (two pairs, no sampling error
+    recorded): those unclear guardrails stop adoption, so the guardrail figure is drawn,
+    one panel each."""
     run = tmp_path / SIM_RUN.name
     shutil.copytree(SIM_RUN, run)
     rep = rp.build_report([run])
     figs = plots.figures(rep)
-    assert [n for n, _, _ in figs] == ["knee", "pair-changes", "control-window", "acceptance"]
+    assert [n for n, _, _ in figs] == ["knee", "pair-changes", "guardrails", "control-window",
+                                       "acceptance"]
+    guard = dict((n, f) for n, _, f in figs)["guardrails"]
+    assert [a.get_title() for a in guard.axes] == [
+        f"depth7: guardrail ttft_p99 at {where} unclear — stops adoption"
+        for where in ("knee c1", "knee c16", "agentfix prose", "agentfix shell")]
     for name, _, fig in figs:
         for ax in fig.axes:
             assert ax.get_xlabel() and ax.get_ylabel(), name

@@ -308,23 +308,38 @@ def test_levels_are_registered_resolved_and_hashed(tmp_path: Path) -> None:
 
 
 def test_guardrail_bands_are_registered_and_judge_the_guardrails(tmp_path: Path) -> None:
-    """Each guardrail's band is resolved at registration and hashed; the verdict judges the
-    guardrail against it, and an edit of it after registration refuses the run."""
+    """Each guardrail's band is resolved at registration and hashed; the verdict takes a
+    guardrail's own registered band as the prior of its metric's pass-to-pass noise, and an
+    edit of it after registration refuses the run. A guardrail with no band of its own is
+    registered with the campaign's, which never judges it: its prior is the statistic's
+    measured default (±10% per pass for a p99)."""
     spec = {**ADOPTS, ("knee", "c1", "ttft_p99"): [(50.0, 50.5), (51.0, 50.8)]}
     def with_sampling_error(df: Any) -> Any:
         return df.assign(log_se=[0.05 if m == "ttft_p99" else None for m in df["metric"]])
 
-    run = make_run(tmp_path, spec, guardrail_bands=[0.07], edit=with_sampling_error,
-                   guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
+    run = make_run(tmp_path / "own", spec, edit=with_sampling_error, guardrails=[
+        {"metric": "ttft_p99", "max_worsening": 0.05, "drift_band": 0.07}])
     data = load_run(run)
     assert data.registration.guardrail_bands == [0.07]
     rep = rp.build_report([run])
-    assert rep.latest.rule.guardrail_band(0) == pytest.approx(0.07)
+    assert rep.latest.rule.guardrail_registered_band(0) == pytest.approx(0.07)
     (check,) = rep.latest.verdict.candidates[0].guardrails
-    assert "±7.0%" in check.evidence
+    # the prior (±7% per pass, worth 2 df) pooled with the campaign's own pair (±0.0%, 1 df)
+    assert ("the metric's pass-to-pass noise ±5.5% per pass (prior ±7.0% per pass "
+            "(registered); the campaign's pairs show ±0.0% over 1 df; 3 df)") in check.evidence
     _edit(run, guardrail_bands=[0.2])
     with pytest.raises(ResultsError, match=r"values_sha256"):
         rp.build_report([run])
+
+    campaigns = make_run(tmp_path / "campaign", spec, edit=with_sampling_error,
+                         guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05}])
+    assert load_run(campaigns).registration.guardrail_bands == [0.03]
+    rep = rp.build_report([campaigns])
+    assert rep.latest.rule.guardrail_registered_band(0) is None
+    (check,) = rep.latest.verdict.candidates[0].guardrails
+    assert ("prior ±10% per pass, the measured default for a p99 (docs/limits.md)"
+            in check.evidence)
+    assert "±3.0%" not in check.evidence
 
 
 def test_edited_levels_are_detected_and_the_registered_ones_used(tmp_path: Path) -> None:
