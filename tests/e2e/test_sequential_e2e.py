@@ -1,12 +1,19 @@
-"""A sequential design for real: `examples/sim-sequential.yaml` (up to 6 pairs, a look
-after each from the 2nd) on the simulated lane with real AIPerf and the real CLI.
+"""A sequential design for real: `examples/sim-sequential.yaml` (up to 12 pairs, a look
+after each from the 2nd, p99 TTFT within +25%) on the simulated lane with real AIPerf and
+the real CLI, at the example's registered design.
 
 To keep the night short the copies keep only the decision pass (agent-fixture prose, the
-demo's 32 requests at 4 streams; no warm-up: the simulated lane has nothing to warm), at
-the example's own time scale (a faster one shrinks the latencies until a loaded host's
-jitter moves the TTFT guardrail). The
-demo's candidate (adaptive verification, +25% there) must stop with ADOPT before its 6th
-pair; an A/A copy (the candidate is the control's launch) must not adopt."""
+example's 200 requests at 4 streams; no warm-up: the simulated lane has nothing to warm),
+at the example's own time scale (a faster one shrinks the latencies until a loaded host's
+jitter moves the TTFT guardrail). Issue "Guardrails that protect", on real campaigns:
+
+- a candidate about +35% faster (every step 1.45× faster, its prefill 16× dearer) whose
+  p99 TTFT is about +50% worse is not adopted, and the report says why in its first lines
+  (measured: +34.9%, p99 TTFT +58.3% at 2 pairs: estimated beyond the +25% limit, stopped);
+- a candidate about as much faster without the TTFT change (every step 1.3× faster) stops
+  with ADOPT (measured at 1.45×: +44.7%, adopted at pair 6, every guardrail shown);
+- an A/A copy (the candidate is the control's launch) adopts nothing and breaks no
+  guardrail."""
 
 from __future__ import annotations
 
@@ -28,7 +35,15 @@ pytestmark = pytest.mark.timing  # verdicts on measured speed
 EXAMPLE = ROOT / "examples" / "sim-sequential.yaml"
 
 
-def _campaign(tmp_path: Path, *, aa: bool) -> Path:
+FASTER = {"SPECAB_SIM_EFFECT": "1.3"}
+"""About +30% decode throughput on prose at 4 streams, TTFT no worse (the step times are
+divided by 1.3, the first token's too)."""
+SLOW_FIRST_TOKEN = {"SPECAB_SIM_EFFECT": "1.45", "SPECAB_SIM_COST_PREFILL_MS_PER_TOKEN": "0.8"}
+"""About +35% decode throughput (the dearer prefill slows the steps it is in) with p99
+TTFT +35–75% per pair (measured)."""
+
+
+def _campaign(tmp_path: Path, *, aa: bool = False, env: dict[str, str] | None = None) -> Path:
     yaml = YAML()
     doc: Any = yaml.load(EXAMPLE.read_text())
     port = free_port()
@@ -41,6 +56,8 @@ def _campaign(tmp_path: Path, *, aa: bool) -> Path:
     del doc["workloads"]["agentfix"]["fixtures"]["shell"]
     if aa:
         doc["arms"]["adaptive"] = {"description": "the control's launch (A/A)"}
+    elif env is not None:
+        doc["arms"]["adaptive"] = {"description": "a changed launch", "env": env}
     path = tmp_path / "campaign.yaml"
     with path.open("w") as fh:
         yaml.dump(doc, fh)
@@ -60,12 +77,14 @@ def _run(tmp_path: Path, path: Path) -> tuple[Path, dict[str, Any]]:
     return run_dir, json.loads(rep.stdout)
 
 
-def test_the_demo_candidate_stops_with_adopt_before_its_sixth_pair(tmp_path: Path) -> None:
-    run_dir, doc = _run(tmp_path, _campaign(tmp_path, aa=False))
+def test_a_faster_candidate_stops_with_adopt(tmp_path: Path) -> None:
+    run_dir, doc = _run(tmp_path, _campaign(tmp_path, env=FASTER))
     assert doc["decision"] == "adopt", doc["reasons"]
     (cand,) = doc["candidates"]
     seq = cand["sequential"]
-    assert seq["state"] == "adopt" and seq["stopped_at"] < 6
+    assert seq["state"] == "adopt" and seq["stopped_at"] < 12
+    # every guardrail shown within its limit at the look that adopts
+    assert all(g["state"] == "holds" for g in doc["guardrails"] if g["role"] == "guardrail")
     events = jr.read_journal(run_dir)
     looks = jr.looks_of(events)
     # a look after every pair from the 2nd up to the stop, none skipped or added
@@ -78,8 +97,22 @@ def test_the_demo_candidate_stops_with_adopt_before_its_sixth_pair(tmp_path: Pat
     assert finished["complete"] is True and finished["stopped_after"] == seq["stopped_at"]
 
 
-def test_an_aa_copy_never_adopts(tmp_path: Path) -> None:
+def test_the_same_candidate_with_a_slow_first_token_is_not_adopted(tmp_path: Path) -> None:
+    _, doc = _run(tmp_path, _campaign(tmp_path, env=SLOW_FIRST_TOKEN))
+    assert doc["decision"] == "keep-default", doc["reasons"]
+    assert doc["reason"] in ("guardrail", "guardrail-unresolved"), doc["reasons"]
+    (cand,) = doc["candidates"]
+    assert cand["sequential"]["state"] in ("keep-default", "inconclusive")
+    # the first lines say why: the guardrail, its estimate and bound
+    assert "ttft_p99 at agentfix prose" in " ".join(doc["reasons"][:2]), doc["reasons"]
+    (g,) = [g for g in doc["guardrails"] if g["role"] == "guardrail"
+            and g["metric"] == "ttft_p99"]
+    assert g["stops"] and g["change"] > 0.15, g
+
+
+def test_an_aa_copy_never_adopts_and_breaks_no_guardrail(tmp_path: Path) -> None:
     _, doc = _run(tmp_path, _campaign(tmp_path, aa=True))
     assert doc["decision"] == "keep-default", doc["reasons"]
     (cand,) = doc["candidates"]
     assert cand["sequential"]["state"] in ("keep-default", "inconclusive")
+    assert not any(g["state"] == "broken" for g in doc["guardrails"]), doc["guardrails"]
