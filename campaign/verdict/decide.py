@@ -3,14 +3,17 @@
 `decide_candidate` turns the cells of one candidate (see `verdict.judge_cell`) and its
 guardrail checks into adopt / keep-default with one reason category:
 
-- `rule-met`: every decision cell adopts and no guardrail stops it (the only adopt);
+- `rule-met`: every decision cell adopts and every guardrail is shown within its limit
+  (the only adopt);
 - `inconclusive`: a decision cell is short of its pre-registered pairs or has none (first,
   whatever else holds: the campaign is not finished), or the rule is met on the pairs
   measured but a gate stops it (one pair, small sample, unstable window); `settle` says
   what would settle it;
 - `loss`: a decision cell is a loss;
-- `guardrail`: the rule is met but a guardrail stops it (broken, missing, or unclear where
-  its registration says unclear stops);
+- `guardrail`: the rule is met but a guardrail is broken (at its cells, or a deterioration
+  check elsewhere) or missing;
+- `guardrail-unresolved`: the rule is met but a guardrail is not shown within its limit
+  (unclear): named first, with its estimate, the bound and what would resolve it;
 - `below-bar`: anything else (below the bar, within drift, mixed, unclear).
 """
 

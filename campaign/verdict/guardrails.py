@@ -6,22 +6,27 @@ at every measured cell of its metric (what a registration made before `at` exist
 means); an explicit `workload` / `level` narrows either (when it names no decision cell,
 the guardrail is checked where it names).
 
-How (`check_guardrail`): a test on the metric's own noise (`guardstats`), one-sided at
-α ÷ k with k every guardrail check of the candidate (family-wise), with three states —
-`broken`, `holds`, `unclear` — and `missing` when there is nothing to check:
+How (`check_guardrail`): a test on the metric's own noise (`guardstats`) with three states
+— `broken` (a worsening shown beyond the limit: one-sided at α ÷ k, k every check of the
+candidate, family-wise), `holds` (shown within it: one-sided at α, not split over the
+guardrails, each must be shown), `unclear` — and `missing` when there is nothing to check:
 
 - relative guardrails: the per-pair log worsening against the passes' own sampling error
   (`log_se`, from each pass's requests, inflated by `sampling.inflation` for a tail
-  quantile from few requests) and the metric's boot-to-boot drift (its `drift_band`, by
-  default the campaign's); without `log_se` on every pair, the pairs' own spread (t);
+  quantile from few requests) and the metric's own noise beyond it, pooled over every
+  measured cell of the metric from a prior (`pooled_noise`: the guardrail's band, else the
+  statistic's measured default; never the campaign's band); without `log_se` on every pair,
+  the pairs' own spread (t);
 - failure shares (`error_rate`): the requests pooled over pairs, Fisher's exact test
   (limit 0) or the Farrington–Manning score test (limit > 0);
 - a cell compared by differences (a measured 0, e.g. an ITL of a one-burst stream, or an
   absolute guardrail without request counts): the pairs' own spread of the differences.
 
-`broken` and `missing` stop adoption; `unclear` stops it when `unclear_stops` says so
-(default: relative no, absolute yes). A failed pass of the candidate still counts on
-failure metrics (its measured error rate and requests are one more pair).
+At a guardrail's own cells `broken`, `missing` and `unclear` stop adoption (a guardrail
+must be shown within its limit; an older registration's `unclear_stops: false` is read but
+ignored). At its deterioration cells (`deterioration_cells`: every other measured cell of
+a relative guardrail's metric) only `broken` does. A failed pass of the candidate still
+counts on failure metrics (its measured error rate and requests are one more pair).
 """
 
 from __future__ import annotations
