@@ -76,7 +76,10 @@ def estimate(campaign: Campaign) -> Estimate:
                                                 speed))
         per_arm[arm] = t
     total = sum(per_arm.values()) * campaign.preregistration.pairs
-    boots = ", ".join(f"{v:.0f} s ({k})" for k, v in BOOT_S.items() if v)
+    # the boots of the backends this campaign launches, not every backend's
+    used = {("docker" if isinstance(launch, DockerLaunch) else launch.backend): boot_s(launch)
+            for launch in campaign.launches.values()}
+    boots = ", ".join(f"{v:.0f} s ({k})" for k, v in sorted(used.items())) or "none"
     return Estimate(per_arm, total,
                     f"boot {boots}; AIPerf start-up {AIPERF_STARTUP_S:.0f} s per invocation "
                     f"(a knee sweep: per level; one_process: once, {PAUSE_S:.0f} s between "
