@@ -24,6 +24,7 @@ from campaign.report.rows import (
     pairs_line,
     ranking_rows,
     rule_line,
+    whose_decision,
 )
 
 _CSS = """
@@ -76,6 +77,9 @@ def _decision_html(report: Report) -> list[str]:
     v = run.verdict
     # the page's one h1: the decision, what the page is for (the campaign is an h2 below)
     parts = [f"<h1 class='decision d-{v.decision}'>{e(headline(run))}</h1>"]
+    whose = whose_decision(report)
+    if whose:
+        parts.append(f"<p class='whose'>{e(whose)}</p>")
     if report.exploratory:
         parts.append(f"<p class='exploratory'>{EXPLORATORY}: "
                      f"{html.escape(report.why_exploratory)}.</p>")

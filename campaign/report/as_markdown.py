@@ -22,6 +22,7 @@ from campaign.report.rows import (
     pairs_line,
     ranking_rows,
     rule_line,
+    whose_decision,
 )
 
 
@@ -38,6 +39,9 @@ def render_markdown(report: Report) -> str:
     v = run.verdict
     lead = [f"**{_md_escape(line)}**" for line in lead_lines(run)]
     lines: list[str] = [*lead, *([""] if lead else []), f"# {headline(run)}", ""]
+    whose = whose_decision(report)
+    if whose:
+        lines += [f"*{_md_escape(whose)}*", ""]
     if report.exploratory:
         lines += [f"> **{EXPLORATORY}**: {_md_escape(report.why_exploratory)}.", ""]
     lines += [_md_escape(line if line.startswith("- ") else "- " + line)

@@ -31,6 +31,7 @@ from campaign.report.rows import (
     pairs_line,
     ranking_rows,
     rule_line,
+    whose_decision,
 )
 from campaign.report.stacked import StackedRow, compact_fits, longest_word, stacked
 from campaign.verdict.outcome import CandidateVerdict
@@ -60,6 +61,9 @@ def table_renderables(report: Report, width: int = 160) -> list[RenderableType]:
     compact = width < WIDE
     run = report.latest
     out: list[RenderableType] = _decision_renderables(run, compact=compact, width=width)
+    whose = whose_decision(report)
+    if whose:
+        out.insert(1 + len(lead_lines(run)), Text(f"  {whose}", style="bold"))
     if report.exploratory:
         out.insert(1, Text(f"*** {EXPLORATORY} ***", style="bold red"))
     if len(report.runs) > 1:

@@ -66,6 +66,14 @@ EXPLORATORY_REASON_TEXT = {
 its headline must not call the rule it was judged on pre-registered."""
 
 
+def whose_decision(report: Report) -> str | None:
+    """With several runs, which one the decision is of (the newest); None with one."""
+    if len(report.runs) < 2:
+        return None
+    return (f"the decision of run {report.latest.run_id}, the newest of {len(report.runs)} "
+            "runs (each in History below)")
+
+
 def headline(run: RunReport) -> str:
     """The first line of every format: the decision and why."""
     v = run.verdict

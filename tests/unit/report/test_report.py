@@ -71,6 +71,26 @@ def test_golden(golden_run: Path, fmt: rp.Format, suffix: str) -> None:
     _check_golden(f"single.{suffix}", _normalise(rp.render(rep, fmt), golden_run.parent))
 
 
+@pytest.mark.parametrize("fmt", ["table", "markdown", "html"])
+def test_a_decision_of_several_runs_says_which_run_it_is_of(tmp_path: Path,
+                                                            fmt: rp.Format) -> None:
+    """`report RUN_A RUN_B` opened with a decision without saying which run it belongs to
+    (issue "The first night, for a newcomer", 12): the line after it names the newest."""
+    spec = {("knee", "c1", TPUT): [(100.0, 115.0), (100.5, 115.6)]}
+    dirs = [make_run(tmp_path, spec, name="nightly", short_id=f"w{i:05d}",
+                     when=T0 + dt.timedelta(days=i)) for i in range(2)]
+    rep = _report(dirs)
+    text = rp.render(rep, fmt)
+    if fmt == "html":
+        text = text[text.index("<body>"):].split(">", 2)[2]
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    first = next(i for i, ln in enumerate(lines) if "Decision:" in ln)
+    said = f"the decision of run {rep.latest.run_id}, the newest of 2 runs"
+    assert said in lines[first + 1] or said in lines[first], lines[first:first + 2]
+    one = rp.render(_report(dirs[:1]), fmt)
+    assert "the newest of" not in one
+
+
 @pytest.mark.parametrize("fmt,suffix", [("table", "txt"), ("markdown", "md"), ("json", "json")])
 def test_golden_history(tmp_path: Path, fmt: rp.Format, suffix: str) -> None:
     """Three nights side by side: adopt, keep-default (mixed), keep-default (guardrail)."""
