@@ -55,9 +55,6 @@ def check(
     _warn_unset_references(campaign)
     registered = _check_aa_bands(campaign)
     refuse_thin_tails(campaign)  # exit 2 under gates.tail_requests: refuse; else warned below
-    # exit 2: a guardrail the registered design cannot show within its limit would stop
-    # every candidate (docs/verdict.md, "Guardrails")
-    showable = refuse_unshowable(campaign, registered)
     engines = Engines(on_introspect=lambda where: err.print(
         f"reading vLLM's flags from {where} (once per engine, ~20 s; then cached)",
         markup=False)) if engine else None
@@ -66,6 +63,10 @@ def check(
         for warning in found.warnings:
             err.print(f"warning: {warning}", markup=False)
     launchcheck.refuse(found, str(campaign_file))
+    # exit 2: a guardrail the registered design cannot show within its limit would stop
+    # every candidate (docs/verdict.md, "Guardrails"); after the launches, whose typos
+    # come first
+    showable = refuse_unshowable(campaign, registered)
     checkview.print_campaign(out, campaign, showable)
     checkview.print_launch_checks(out, found)
     if not campaign.lane_chosen and (preflight or boot):

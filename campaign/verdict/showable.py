@@ -3,9 +3,10 @@
 A candidate is adopted only when every registered guardrail is shown within its limit
 (`guardrails`: the upper bound of the mean per-pair log worsening, one-sided at α split
 only over a sequential design's looks, lies below the limit). A design too small for its
-limit never shows it, and then never adopts: `check` and `run` refuse it (exit 2) when the
+limit never shows it, and then never adopts: `check` refuses it (exit 2; `run` warns) when the
 design shows a guardrail within its limit less than `SHOWN_AT_0_MIN` of the time at no
-true change, and name what would: more pairs, more requests per pass, a looser limit, or
+true change (a design of one pair, which adopts nothing anyway, and an A/A are not
+assessed), and name what would: more pairs, more requests per pass, a looser limit, or
 another statistic.
 
 The noise is the verdict's own model, as assumed before anything is measured:
@@ -70,7 +71,7 @@ def assumed_log_se(metric: str, requests: float) -> float:
 
 def t_quantile(p: float, df: float) -> float:
     """Student's t p-quantile by its Cornish–Fisher expansion in 1/df (within 0.5% of the
-    exact one from 4 degrees of freedom on; `spec-ab plan` uses the exact one)."""
+    exact one from 5 degrees of freedom on, 1% at 4; `spec-ab plan` uses the exact one)."""
     z = _NORMAL.inv_cdf(p)
     return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
@@ -270,6 +271,8 @@ def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
     decisions = decision_cells(campaign)
     seq = pre.sequential
     pairs = (pre.pairs if seq is None else seq.max_pairs) * max(1, len(campaign.lanes))
+    if pairs < 2:
+        return []  # one pair adopts nothing whatever its guardrails (the one-pair gate)
     looks = 1 if seq is None else seq.max_looks
     alpha = (1 - pre.confidence) / looks
     k = family_checks(campaign, decisions)
