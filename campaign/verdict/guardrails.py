@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from campaign import catalog
 from campaign.campaignfile import Guardrail
@@ -213,8 +213,9 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
     beyond = noise is not None and gs.spread_beyond_model(w, noise[0], pooled.extra)
     if noise is not None and not beyond:
         cv, n_req, factor = noise
-        tested = gs.own_noise(w, cv, pooled.extra, limit, family.each, family.shown,
-                              None if math.isinf(pooled.df) else pooled.df)
+        df = None if math.isinf(pooled.df) else pooled.df
+        tested = gs.own_noise(w, cv, pooled.extra, limit, family.each, family.shown, df)
+        beyond_shown = gs.beyond_at(tested, gs.critical(family.shown or family.each, df))
         evidence = _own_evidence(g.metric, n_req, factor, inputs, pooled)
         if tested.state == "unclear":
             resolve = _resolve_own(tested, cv, n_req, g.metric, pooled.extra)
@@ -227,6 +228,8 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
         if spread is None:
             return _no_noise(g, where, w[0], direction, inputs)
         tested = spread
+        beyond_shown = gs.beyond_at(tested, st.t_critical(1 - (family.shown or family.each),
+                                                        len(w) - 1))
         if tested.state == "unclear":
             resolve = _resolve_spread(tested, len(w), family, beyond)
     sign = -1.0 if higher else 1.0
@@ -235,10 +238,12 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
         return math.expm1(sign * v)
 
     lo, hi = sorted((change(tested.low), change(tested.high)))
-    return _make(g, where, inputs, family, tested.state, change(tested.estimate), (lo, hi),
+    made = _make(g, where, inputs, family, tested.state, change(tested.estimate), (lo, hi),
                  evidence, resolve, [change(v) for v in w], direction,
                  worse=math.expm1(tested.estimate) if not higher
                  else -math.expm1(-tested.estimate))
+    return replace(made, shown_beyond=beyond_shown or made.state == "broken")
+
 
 
 def log_worsening(pairs: Sequence[tuple[int, float, float]],

@@ -155,6 +155,11 @@ def pairs_spread(w: Sequence[float], limit: float, alpha: float,
     return Tested(out.state, out.estimate, out.low, out.high, limit, se)
 
 
+def beyond_at(tested: Tested, critical: float) -> bool:
+    """The worsening's lower bound at this critical value is beyond the limit."""
+    return tested.se is not None and tested.estimate - critical * tested.se > tested.limit
+
+
 MODEL_CHECK_ALPHA = 0.05
 """Level of the check that the pairs' spread is what the passes' own noise and the boot
 noise explain (`spread_beyond_model`)."""

@@ -168,6 +168,10 @@ class GuardrailCheck:
     kind: st.Kind = "ratio"
     """How `change`, `ci` and `limit` read: a fraction of the control (ratio) or a
     difference in the metric's unit (absolute)."""
+    shown_beyond: bool = False
+    """Whether the worsening is shown beyond the limit at the level that shows a guardrail
+    within it (α, not α ÷ k): weaker than `broken`, enough to say that no number of pairs
+    would show it within (a sequential design's guardrail futility)."""
     role: Role = "guardrail"
     """`guardrail`: where it is registered (it must be shown within its limit);
     `deterioration`: another measured cell of its metric (only a worsening shown beyond

