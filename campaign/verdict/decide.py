@@ -23,7 +23,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from campaign import catalog
 from campaign.campaignfile import Guardrail
 from campaign.fmt import fmt_gain, pct
 from campaign.verdict import guardstats as gs
@@ -45,7 +44,8 @@ from campaign.verdict.outcome import (
     Ranked,
     Role,
 )
-from campaign.verdict.rule import FAILURE_METRICS, Decision, Reason, Rule
+from campaign.verdict.rule import Decision, Reason, Rule
+from campaign.verdict.showable import relative
 from campaign.verdict.stats import Kind
 from campaign.verdict.tidy import RunTable
 
@@ -223,7 +223,7 @@ def _pooled(rule: Rule, inputs: Mapping[tuple[int, tuple[str, str]], Inputs],
     its metric (its own and its deterioration cells) and its prior."""
     out: dict[int, gs.Pooled] = {}
     for i, g in enumerate(rule.prereg.guardrails):
-        if g.absolute or g.metric in FAILURE_METRICS or g.metric in catalog.FIDELITY_METRICS:
+        if not relative(g):
             continue
         cells = [(_pairs(inp.cell), inp) for (j, where), inp in inputs.items()
                  if j == i and inp.cell is not None and inp.cell.kind == "ratio"]

@@ -43,7 +43,7 @@ from campaign.verdict import sampling
 from campaign.verdict import stats as st
 from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState, Role
 from campaign.verdict.rule import EPS, FAILURE_METRICS, change_of, worse_d
-from campaign.verdict.showable import DEFAULT_JITTER, PRIOR_DF, at_decision_cells
+from campaign.verdict.showable import DEFAULT_JITTER, PRIOR_DF, at_decision_cells, relative
 from campaign.verdict.tidy import CellData, RunTable, cell_sort_key
 
 MAX_PAIRS = 200
@@ -72,8 +72,7 @@ def deterioration_cells(g: Guardrail, table: RunTable, taken: set[tuple[str, str
     guardrail's own (workload, level, metric)): there a worsening shown beyond its limit
     stops adoption too (`deterioration`, on by default). None for failure shares, fidelity
     figures and absolute guardrails (checked where registered)."""
-    if (not g.deterioration or g.absolute or g.metric in FAILURE_METRICS
-            or g.metric in catalog.FIDELITY_METRICS):
+    if not g.deterioration or not relative(g):
         return []
     return sorted({(w, lvl) for (w, lvl, m) in table.cells
                    if m == g.metric and (w, lvl, m) not in taken

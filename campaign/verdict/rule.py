@@ -48,6 +48,7 @@ from campaign.campaignfile.base import READ_BACK, FractionOf
 from campaign.errors import UsageError
 from campaign.fmt import abs_pct, pct
 from campaign.verdict import stats as st
+from campaign.verdict.showable import FAILURE_SHARES
 
 Label = Literal[
     "adopt", "inconclusive", "gain-below-bar", "within-drift", "loss", "mixed", "unclear",
@@ -70,8 +71,9 @@ LABELS: tuple[Label, ...] = (*RULE_LABELS, "better", "worse", "no-clear-change",
                              "not-applicable")
 ABSOLUTE_METRICS = frozenset({"error_rate"})
 """Metrics compared by absolute differences: they are often exactly 0."""
-FAILURE_METRICS = frozenset({"error_rate"})
-"""Metrics whose value in a failed (invalid) pass still counts against its arm."""
+FAILURE_METRICS = FAILURE_SHARES
+"""Metrics whose value in a failed (invalid) pass still counts against its arm (defined
+beside the light guardrail assessment, which `check` loads without scipy)."""
 EPS = 1e-9
 """Comparisons tolerate float round-off: +15% built as 115/100 must clear a 15% bar."""
 DEFAULT_PASS_SD = 0.01

@@ -99,7 +99,9 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
                                 + f" (the data rule out {pct(1.5 * rule.prereg.margin)}) "
                                 "→ stopping")
     unshown = [g for g in cv.guardrails if g.role == "guardrail" and g.stops]
-    hopeless = [g for g in unshown if _shown_beyond(g)]
+    # shown beyond its limit at the level that would show it within: no number of pairs
+    # would show it within (a noisy early estimate beyond the limit alone is not enough)
+    hopeless = [g for g in unshown if g.shown_beyond]
     if hopeless:
         return "keep-default", ("not worth it: " + ", ".join(
             f"guardrail {g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
@@ -121,12 +123,6 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
 def _unshown(checks: Sequence[GuardrailCheck]) -> str:
     return ", ".join(f"guardrail {g.metric} at {g.workload} {g.level}" for g in checks)
 
-
-def _shown_beyond(g: GuardrailCheck) -> bool:
-    """A guardrail whose worsening is shown beyond its limit at the level that would show
-    it within (one-sided at α): no number of pairs would show it within (the guardrail's
-    futility); a noisy early estimate beyond the limit alone is not enough."""
-    return g.shown_beyond
 
 def look_line(step: LookStep, design: Sequential) -> str:
     """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%], adopt boundary crossed at
