@@ -29,7 +29,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from campaign.campaignfile import load_campaign
-from campaign.markers import LABEL_RUN
+from campaign.markers import LABEL_PID, LABEL_RUN
 from campaign.servers.docker import DockerServer, default_client
 from campaign.servers.protocol import ArmContext
 from tests.runs import ROOT, SIM_IMAGE, container_events
@@ -61,11 +61,28 @@ def _ours(client: docker.DockerClient) -> list[Any]:
     return [c for c in found if PREFIX in c.labels.get(LABEL_RUN, "")]
 
 
+_NAMES: list[str] = []
+"""The run names (campaign names, DockerServer run ids) the running test made: its
+teardown judges only their containers."""
+
+
+def _describe(c: Any) -> str:
+    """A leftover, with what tells where it came from (for the failure message)."""
+    labels = c.labels
+    return (f"{c.name} ({c.status}, created {c.attrs.get('Created', '?')}, runner pid "
+            f"{labels.get(LABEL_PID, '?')})")
+
+
 @pytest.fixture
 def endpoints(sshbox: SSHBox, engine: docker.DockerClient,
               box2: docker.DockerClient) -> Iterator[tuple[docker.DockerClient, SSHBox]]:
     """Yields (local engine, ssh box); at teardown: the box runs again, and no container
-    of these tests is left on either endpoint (removed, then the test fails)."""
+    of this test's runs is left on either endpoint (removed, then the test fails).
+
+    Containers of an earlier test of this module found then are removed too, and fail
+    nothing here: the test that started them checked its own at its teardown, so they
+    are named on stderr instead of being charged to a test that never made them."""
+    _NAMES.clear()
     yield engine, sshbox
     if sshbox.proc is None or sshbox.proc.poll() is not None:
         sshbox.start()
@@ -76,8 +93,15 @@ def endpoints(sshbox: SSHBox, engine: docker.DockerClient,
             with contextlib.suppress(docker.errors.NotFound):
                 c.remove(force=True)
     via_ssh.close()
-    left = {where: [c.name for c in cs] for where, cs in found.items() if cs}
-    assert not left, f"containers left behind: {left}"
+
+    def mine(c: Any) -> bool:
+        return any(name in c.labels.get(LABEL_RUN, "") for name in _NAMES)
+
+    left = {where: [_describe(c) for c in cs if mine(c)] for where, cs in found.items()}
+    earlier = {where: [_describe(c) for c in cs if not mine(c)] for where, cs in found.items()}
+    if any(earlier.values()):
+        print(f"containers of an earlier gb10 test removed: {earlier}", file=sys.stderr)
+    assert not any(left.values()), f"containers left behind: {left}"
 
 
 def _campaign(tmp_path: Path, *, pairs: int = 1, mode: str = "ok",
@@ -85,6 +109,7 @@ def _campaign(tmp_path: Path, *, pairs: int = 1, mode: str = "ok",
     yaml = YAML()
     data = yaml.load(TEMPLATE.read_text())
     name = f"{PREFIX}{uuid.uuid4().hex[:6]}"
+    _NAMES.append(name)
     port = free_port()
     data["name"] = name
     data["lane"] = name
@@ -171,6 +196,7 @@ def test_arm_starts_head_locally_worker_through_ssh_in_order_and_stops_in_revers
     campaign = load_campaign(_campaign(tmp_path)[0])
     launch = campaign.launches["control"]
     rid = f"{PREFIX}arm-{uuid.uuid4().hex[:6]}"
+    _NAMES.append(rid)
     ctx = ArmContext(run_id=rid, pair=1, arm="control", campaign_dir=campaign.base_dir,
                      log_path=tmp_path / "pairs" / "01" / "control" / "server.log")
     server = DockerServer(launch, ctx)
