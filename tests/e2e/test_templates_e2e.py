@@ -39,9 +39,11 @@ def test_sim_template_inits_runs_and_reports_in_an_empty_folder(tmp_path: Path) 
     checked = cli("check", "campaign.yaml", timeout=120)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "shows it within its limit" in checked.stdout
-    # one pair keeps the run short
-    assert "\n  pairs: 11\n" in text
-    path.write_text(text.replace("\n  pairs: 11\n", "\n  pairs: 1\n"))
+    # one pair of 32-request agent passes keeps the run short (what is tested is the
+    # template's plumbing, not its design)
+    assert "\n  pairs: 11\n" in text and "\n    requests: 128\n" in text
+    path.write_text(text.replace("\n  pairs: 11\n", "\n  pairs: 1\n")
+                    .replace("\n    requests: 128\n", "\n    requests: 32\n"))
     ran = cli("run", "campaign.yaml", "--skip-preflight", "--run-dir-file", "run_dir.txt",
               timeout=900)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
