@@ -3,7 +3,9 @@
 Deliberately simple and stated: boot time (the launch's `readiness.expected_boot_s`, else
 by backend), AIPerf's start-up per invocation,
 and decode at an assumed per-stream speed (100 tok/s on a lab lane, the sim's time scale
-applied on the simulated lane). `spec-ab check` prints it with these assumptions.
+applied on the simulated lane). `spec-ab check` prints it with these assumptions. A
+sequential design (`preregistration.sequential`) is a range: from its first look (it may
+stop there) to its max_pairs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from campaign.campaignfile import Campaign, DockerLaunch, ExternalLaunch, LaunchModel
+from campaign.fmt import clock
 
 AIPERF_STARTUP_S = 9.0
 """Measured with AIPerf 0.13 on 2 cores: 6–7 s idle, 8.5–11 s under load. A concurrency
@@ -26,7 +29,40 @@ BOOT_S = {"docker": 420.0, "process": 5.0, "external": 0.0}
 class Estimate:
     per_arm_s: dict[str, float]
     total_s: float
+    """At the most pairs the night may spend (a sequential design's max_pairs)."""
     assumptions: str
+    pairs: int = 0
+    """The most pairs (the campaign's `pairs`)."""
+    min_pairs: int = 0
+    """The fewest pairs the night may stop at: a sequential design's first look, else
+    `pairs`."""
+
+    @property
+    def min_total_s(self) -> float:
+        return self.total_s * self.min_pairs / self.pairs if self.pairs else self.total_s
+
+    def length(self, total_s: float | None = None) -> str:
+        """The night's length in words: one duration, or a sequential design's range
+        (`total_s`: another estimate of the whole night, e.g. learned from earlier runs)."""
+        most = self.total_s if total_s is None else total_s
+        if self.min_pairs >= self.pairs:
+            return clock(most)
+        least = most * self.min_pairs / self.pairs
+        return (f"{clock(least)} to {clock(most)} (at least {self.min_pairs} pairs, at most "
+                f"{self.pairs}: a sequential design, may stop early at a look)")
+
+
+def pairs_said(campaign: Campaign) -> str:
+    """The pairs a campaign runs, in words: "12 pairs", or for a sequential design "up to
+    12 pairs, looks from pair 2, may stop early" (every second pair: "looks from pair 2,
+    every 2nd pair")."""
+    pre = campaign.preregistration
+    design = pre.sequential
+    if design is None:
+        return f"{pre.pairs} pairs"
+    every = ", every 2nd pair" if design.step == 2 else ""
+    return (f"up to {design.max_pairs} pairs, looks from pair {design.schedule()[0]}{every}, "
+            "may stop early")
 
 
 def _speedup(launch: LaunchModel) -> float:
@@ -75,7 +111,9 @@ def estimate(campaign: Campaign) -> Estimate:
                                     + _decode_s(a.requests, a.concurrency, a.output_tokens,
                                                 speed))
         per_arm[arm] = t
-    total = sum(per_arm.values()) * campaign.preregistration.pairs
+    pairs = campaign.preregistration.pairs
+    design = campaign.preregistration.sequential
+    total = sum(per_arm.values()) * pairs
     # the boots of the backends this campaign launches, not every backend's
     used = {("docker" if isinstance(launch, DockerLaunch) else launch.backend): boot_s(launch)
             for launch in campaign.launches.values()}
@@ -84,4 +122,5 @@ def estimate(campaign: Campaign) -> Estimate:
                     f"boot {boots}; AIPerf start-up {AIPERF_STARTUP_S:.0f} s per invocation "
                     f"(a knee sweep: per level; one_process: once, {PAUSE_S:.0f} s between "
                     f"two levels); {STREAM_TOK_S:.0f} tok/s per stream (× "
-                    "SPECAB_SIM_TIME_SCALE on the sim)")
+                    "SPECAB_SIM_TIME_SCALE on the sim)",
+                    pairs, pairs if design is None else min(pairs, design.schedule()[0]))

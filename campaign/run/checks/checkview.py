@@ -12,7 +12,7 @@ from rich.markup import escape
 from campaign import secrets
 from campaign.campaignfile import CONTROL, Campaign, format_yaml_path
 from campaign.campaignfile.checks import ThinTail, thin_tails
-from campaign.campaignfile.duration import estimate
+from campaign.campaignfile.duration import estimate, pairs_said
 from campaign.campaignfile.schedule import Slot, plan_slots
 from campaign.fmt import clock as human
 from campaign.markers import run_labels
@@ -51,8 +51,8 @@ def print_campaign(console: Console, campaign: Campaign,
         where = f"on lane [bold]{escape(campaign.lane)}[/]"
     else:
         where = (f"sharded over {len(campaign.lane_names)} lanes "
-                 f"([bold]{escape(', '.join(campaign.lane_names))}[/]), {pre.pairs} pairs "
-                 "each, pooled into one verdict")
+                 f"([bold]{escape(', '.join(campaign.lane_names))}[/]), "
+                 f"{escape(pairs_said(campaign))} each, pooled into one verdict")
     console.print(f"[bold]{escape(campaign.name)}[/] {where}: valid")
     console.print(f"  hypothesis: {campaign.hypothesis.strip()}", markup=False)
     band = pre.drift_band if isinstance(pre.drift_band, float) else f"from {pre.drift_band.from_}"
@@ -77,8 +77,11 @@ def print_campaign(console: Console, campaign: Campaign,
                 console.print(f"  {line}", markup=False, soft_wrap=True)
     print_differences(console, campaign)
     each = " on each lane" if len(lanes) > 1 else ""
-    console.print(f"\n[bold]schedule[/] ({pre.order}, {pre.pairs} pairs, "
-                  f"{pre.pairs * len(campaign.arm_names)} arms{each}):")
+    arms = pre.pairs * len(campaign.arm_names)
+    # a sequential design is said to be one before `plan` (it may stop at a look)
+    said = (f"{pre.pairs} pairs, {arms} arms" if pre.sequential is None
+            else f"{pairs_said(campaign)}; at most {arms} arms")
+    console.print(f"\n[bold]schedule[/] ({pre.order}, {said}{each}):", markup=True)
     schedules = {view.lane: [f"pair {pair}: {' → '.join(arms)}" for pair, arms in
                              _blocks(plan_slots(pre.pairs, campaign.arm_names, pre.order,
                                                 pre.seed, view.lane_index)).items()]
@@ -94,12 +97,12 @@ def print_campaign(console: Console, campaign: Campaign,
     learned = Eta(campaign, campaign.resolve(campaign.results_dir) / "-")
     if learned.learned:  # the lane's earlier runs in this results folder say better
         per_arm = {a: learned.per_arm[a] for a in est.per_arm_s}
-        console.print(f"\n[bold]estimated duration[/] {human(learned.total())}{each} "
+        console.print(f"\n[bold]estimated duration[/] {est.length(learned.total())}{each} "
                       f"({', '.join(f'{a} {human(s)}' for a, s in per_arm.items())} per "
                       "arm; learned from this lane's earlier runs in "
                       f"{campaign.results_dir})", markup=True)
         return
-    console.print(f"\n[bold]estimated duration[/] {human(est.total_s)}{each} "
+    console.print(f"\n[bold]estimated duration[/] {est.length()}{each} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)
 

@@ -168,3 +168,18 @@ def test_the_dry_run_lists_every_arms_passes_and_starts_nothing() -> None:
     assert "(warm-up, not measured)" in text and "aiperf profile" in text
     assert "<run>/pairs/NN/adaptive/passes/" in text
     assert text.rstrip().endswith("dry run: nothing was started")
+
+
+def test_a_sequential_campaign_is_called_sequential_in_its_schedule_and_estimate() -> None:
+    """Issue "The first night, for a newcomer", 4: `check` said "12 pairs, 24 arms" and one
+    duration for a design that may stop at its first look."""
+    c = load_campaign(ROOT / "examples" / "sim-sequential.yaml")
+    design = c.preregistration.sequential
+    assert design is not None
+    first, most = design.schedule()[0], design.max_pairs
+    lines = render(checkview.print_campaign, c).splitlines()
+    assert (f"schedule (AB, up to {most} pairs, looks from pair {first}, may stop early; "
+            f"at most {2 * most} arms):") in lines
+    assert not any(f"{most} pairs, {2 * most} arms" in x for x in lines)
+    est = next(x for x in lines if x.startswith("estimated duration "))
+    assert " to " in est and f"(at least {first} pairs, at most {most}: " in est
