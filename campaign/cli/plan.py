@@ -49,10 +49,13 @@ def plan(
         "(exploratory).")] = None,
     invalid_rate: Annotated[str, typer.Option(
         "--invalid-rate", help="Probability that one pass is invalid (after retries).")] = "2%",
-    fmt: Annotated[PlanFormat, typer.Option("--format", help="table or json.")] = PlanFormat(
+    fmt: Annotated[PlanFormat, typer.Option("--format", "-f", help="table or json.")] = PlanFormat(
         "table"),
+    full: Annotated[bool, typer.Option(
+        "--all", help="Also P(adopt) by pairs, the guardrails, flags and candidates by "
+        "pairs, AB vs ABBA and the lanes (the JSON always holds all of it).")] = False,
 ) -> None:
-    """P(adopt) by pairs, the pairs to register, guardrails and flags of the campaign's exact rule, before running it."""
+    """The design the campaign registers, by Monte Carlo of its exact rule: P(adopt) by true effect and the verdict on it (--all: by pairs, guardrails and flags, AB vs ABBA, lanes)."""
     from campaign import plan as plan_mod
     from campaign.campaignfile import load_campaign
 
@@ -71,7 +74,7 @@ def plan(
     if fmt.value == "json":
         sys.stdout.write(json.dumps(plan_mod.plan_json(result), indent=1) + "\n")
     else:
-        plan_mod.print_plan(_prose_console(), result)
+        plan_mod.print_plan(_prose_console(), result, full=full)
 
 
 def _prose_console() -> Console:

@@ -204,6 +204,9 @@ class PlanResult:
     """A sequential design's figures (None: a fixed number of pairs)."""
     unequal_lanes: LaneRow | None = None
     """2 lanes, the second twice as noisy: what the equal-noise assumption costs."""
+    pairs_said: str = ""
+    """The registered pairs in words (`duration.pairs_said`): "12 pairs", or "up to 12
+    pairs, looks from pair 2, may stop early" for a sequential design."""
 
     @property
     def exploratory(self) -> bool:
@@ -526,5 +529,5 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         recommended=recommended, alternatives=alts, orders=orders, order_drift=drift_w,
         estimate=estimate, exact_checked=checked + sum(x.exact_checked for x in lanes),
         notes=notes, lanes=lanes,
-        lane_names=tuple(campaign.lane_names),
+        lane_names=tuple(campaign.lane_names), pairs_said=duration.pairs_said(campaign),
     )

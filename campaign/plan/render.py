@@ -120,22 +120,29 @@ def sequential_json(r: PlanResult) -> dict[str, Any]:
             "fixed_pairs": sp.fixed_pairs, "recommended_max_pairs": sp.recommended_max_pairs,
             "judge_run_checked": sp.checked, "judge_run_disagree": int(sp.disagree),
             "looks": sp.looks, "exact_boundaries": sp.exact,
+            "power": sp.power, "alpha": sp.alpha,
         },
     }
 
 
 def print_sequential(console: Console, r: PlanResult) -> None:
-    """The design's figures beside the fixed design that meets the same targets."""
+    """The registered sequential design's figures beside the fixed design that meets the
+    same targets (both the rule alone), then the verdict on the design."""
     sp = r.sequential
     if sp is None:
         return
     fixed = (f"the fixed design meeting the targets: {sp.fixed_pairs} pairs"
              if sp.fixed_pairs else "no fixed design up to 32 pairs meets the targets")
-    rough = "" if sp.exact else ", approximate"
-    t = Table(title=f"sequential design (max_pairs {sp.max_pairs}{rough}; pair sd "
-                    f"{sp.sigma:.1%}; {sp.sims} sequences per row; {fixed})")
+    rough = ", approximate" if not sp.exact else ""
+    said = r.pairs_said or f"max_pairs {sp.max_pairs}"
+    t = Table(title=f"the registered design: sequential, {said}{rough} — the rule alone "
+                    "(one decision cell, no guardrails or invalid passes)",
+              caption=f"pair sd {sp.sigma:.1%}; {sp.sims} sequences per row; {fixed}",
+              title_justify="left", caption_justify="left")
+    fixed_col = (f"fixed {sp.fixed_pairs} pairs: P(adopt), rule alone" if sp.fixed_pairs
+                 else "fixed: P(adopt), rule alone")
     for col in ("true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
-                "pairs: mean (p90)", "night", "fixed: P(adopt)"):
+                "pairs: mean (p90)", "night", fixed_col):
         t.add_column(col, justify="right")
     for row in sp.rows:
         t.add_row(f"{row.label} ({fm.pct(row.effect, 1)})", f"{row.adopt:.1%}",
@@ -144,11 +151,20 @@ def print_sequential(console: Console, r: PlanResult) -> None:
                   fm.clock(row.expected_pairs * r.wall_per_pair),
                   "—" if math.isnan(row.fixed_adopt) else f"{row.fixed_adopt:.1%}")
     console.print(t)
+    rows = {row.label: row for row in sp.rows}
+    hi, lo = rows["1.5m"], rows["m/2"]
+    meets = hi.adopt >= sp.power and lo.adopt <= sp.alpha
+    console.print(f"verdict on the registered design: it {'meets' if meets else 'misses'} "
+                  f"the targets: P(adopt) {hi.adopt:.1%} at 1.5m "
+                  f"({_change(r, POWER_AT * r.margin)}; target ≥ {sp.power:.0%}) and "
+                  f"{lo.adopt:.1%} at m/2 ({_change(r, FALSE_AT * r.margin)}; target ≤ "
+                  f"{sp.alpha:.0%}), {hi.expected_pairs:.1f} pairs on average at 1.5m "
+                  f"(the rule alone)", markup=False)
     rec = sp.recommended_max_pairs
-    console.print(f"recommended max_pairs: {rec if rec else 'none up to 24'} (P(adopt) ≥ "
-                  f"{POWER_MIN:.0%} at 1.5m and ≤ {FALSE_MAX:.0%} at m/2); {sp.checked} "
-                  f"sequences re-judged by verdict.judge_run, {sp.disagree} disagree",
-                  markup=False)
+    console.print(f"recommended max_pairs: {rec if rec else 'none up to 24'} (the smallest "
+                  f"with P(adopt) ≥ {sp.power:.0%} at 1.5m and ≤ {sp.alpha:.0%} at m/2; "
+                  f"registered: {sp.max_pairs}); {sp.checked} sequences re-judged by "
+                  f"verdict.judge_run, {sp.disagree} disagree", markup=False)
     if not sp.exact:
         console.print(
             f"approximate: {sp.looks} looks are more than the {EXACT_LOOKS} planned with the "
@@ -174,33 +190,52 @@ def _guard_json(g: GuardrailRow) -> dict[str, Any]:
                       "measured": nz.measured, "source": nz.source}}
 
 
-def print_plan(console: Console, result: PlanResult) -> None:
-    """Render a plan: the rule, the noise, the pairs table, the recommendation, and what the
-    guardrails, flags and candidates do."""
+def print_plan(console: Console, result: PlanResult, *, full: bool = False) -> None:
+    """Render a plan: the campaign, its rule and noise, then the design the file registers
+    (a sequential design's table, or a fixed design's row) and the verdict on it, its
+    guardrails and the wall clock. `full` (`plan --all`) adds P(adopt) by pairs, the
+    guardrails, flags and candidates by pairs, AB vs ABBA and the lanes."""
     r = result
     _print_header(console, r)
-    console.print(_adopt_table(r))
-    _print_recommendation(console, r)
-    console.print(_checks_table(r))
-    _print_registered(console, r)
-    if r.orders:
-        console.print(_orders_table(r))
+    if r.sequential is not None:
+        print_sequential(console, r)
+    else:
+        console.print(_adopt_table(r, only=True))
+        _print_verdict(console, r)
+        _print_recommendation(console, r)
+    _print_guardrails(console, r)
     per_lane = " per lane" if len(r.lane_names) > 1 else ""
-    console.print(f"wall clock: about {fm.clock(r.estimate.total_s)} for {r.pairs} pairs"
-                  f"{per_lane} ({fm.clock(r.wall_per_pair)} per pair; "
-                  f"{r.estimate.assumptions})")
-    print_lanes(console, r)
-    print_sequential(console, r)
-    for note in r.notes:
+    pairs = "" if r.estimate.min_pairs < r.pairs else f" for {r.pairs} pairs"
+    console.print(f"wall clock: about {r.estimate.length()}{pairs}{per_lane} "
+                  f"({fm.clock(r.wall_per_pair)} per pair; {r.estimate.assumptions})")
+    if full:
+        if r.sequential is not None:
+            console.print(_adopt_table(r))
+            _print_recommendation(console, r)
+        else:
+            console.print(_adopt_table(r))
+        console.print(_checks_table(r))
+        _print_registered(console, r)
+        if r.orders:
+            console.print(_orders_table(r))
+        print_lanes(console, r)
+    # the notes are of the fixed design's P(adopt), shown first only for a fixed design
+    for note in r.notes if full or r.sequential is None else ():
         console.print(f"note: {note}")
+    if not full:
+        console.print("more: `spec-ab plan FILE --all` adds the tables by number of pairs "
+                      "(P(adopt); guardrails, flags, candidates), AB vs ABBA and the lanes",
+                      markup=False)
 
 
 def _print_header(console: Console, r: PlanResult) -> None:
     """The campaign, its rule, its noise and the Monte Carlo's size."""
     nm = r.noise
     tag = " [bold red](exploratory: not the registered rule)[/]" if r.exploratory else ""
-    console.print(f"[bold]plan[/] {r.campaign}: {r.pairs} pairs registered, {r.candidates} "
-                  f"candidate(s), order {r.order}, decision cells {', '.join(r.cells)}")
+    design = (f"sequential design, {r.pairs_said}" if r.sequential is not None
+              else f"{r.pairs} pairs registered")
+    console.print(f"[bold]plan[/] {r.campaign}: {design}; {r.candidates} candidate(s), "
+                  f"order {r.order}, decision cells {', '.join(r.cells)}")
     console.print(f"rule: {r.rule_text}{tag}")
     console.print(f"noise: per-boot sd {fm.abs_pct(nm.boot_sd, 2)}, within-pass sd "
                   f"{fm.abs_pct(nm.pass_sd, 2)}, window drift {fm.pct(nm.window_drift, 2)} "
@@ -211,23 +246,56 @@ def _print_header(console: Console, r: PlanResult) -> None:
                   "by verdict.judge_run / check_guardrail, all agree")
 
 
-def _adopt_table(r: PlanResult) -> Table:
-    """P(adopt) by pairs (rows) and true effect (columns)."""
-    table = Table(title=f"P(adopt) by pairs and true effect (m = margin {_change(r, r.margin)}"
-                  f"; {r.candidates} candidate(s)){' — exploratory' if r.exploratory else ''}",
+def _adopt_table(r: PlanResult, *, only: bool = False) -> Table:
+    """P(adopt) by pairs (rows) and true effect (columns), with the guardrails and invalid
+    passes, and at 1.5m the rule alone; `only`: the registered row (and the recommended
+    one), titled as the registered design."""
+    what = (f"P(adopt) by true effect (m = margin {_change(r, r.margin)}; {r.candidates} "
+            "candidate(s))")
+    if only:
+        title = (f"the registered design: {r.pairs} pairs, with guardrails and invalid "
+                 f"passes — {what}")
+    else:
+        fixed = " (a fixed number of pairs)" if r.sequential is not None else ""
+        title = (f"P(adopt) by pairs and true effect{fixed}, with guardrails and invalid "
+                 f"passes (m = margin {_change(r, r.margin)}; {r.candidates} candidate(s))")
+    table = Table(title=title + (" — exploratory" if r.exploratory else ""),
                   title_justify="left")
     table.add_column("pairs", justify="right")
     for n, e in r.effects:
         table.add_column(f"{n} ({_change(r, e)})" if n != "0" else "0 (+0%)", justify="right")
+    names = [n for n, _ in r.effects]
+    alone = names.index("1.5m") if "1.5m" in names else None
+    if alone is not None:
+        table.add_column("1.5m, rule alone", justify="right")
     table.add_column("short of pairs", justify="right")
-    table.add_column("")
+    table.add_column("✓ meets the targets", justify="right")
+    keep = {r.pairs, r.recommended} if only else None
     for row in r.rows:
-        mark = ("registered" if row.pairs == r.pairs else "")
+        if keep is not None and row.pairs not in keep:
+            continue
+        mark = "registered" if row.pairs == r.pairs else ""
+        if row.pairs == r.recommended and row.pairs != r.pairs:
+            mark = "recommended"
         if row.meets:
             mark = (mark + " ✓").strip()
         table.add_row(str(row.pairs), *(_rate(x) for x in row.adopt),
+                      *(() if alone is None else (_rate(row.adopt_rule_only[alone]),)),
                       _rate(row.lost_to_invalid), mark)
     return table
+
+
+def _print_verdict(console: Console, r: PlanResult) -> None:
+    """The verdict on the registered fixed design: does it meet the targets."""
+    reg = r.row(r.pairs)
+    names = [n for n, _ in r.effects]
+    hi, lo = reg.adopt[names.index("1.5m")], reg.adopt[names.index("m/2")]
+    console.print(f"verdict on the registered design: {r.pairs} pairs "
+                  f"{'meet' if reg.meets else 'miss'} the targets: P(adopt) "
+                  f"{fm.abs_pct(hi.p)} at 1.5m ({_change(r, POWER_AT * r.margin)}; target ≥ "
+                  f"{POWER_MIN:.0%}) and {fm.abs_pct(lo.p)} at m/2 "
+                  f"({_change(r, FALSE_AT * r.margin)}; target ≤ {FALSE_MAX:.0%}), with "
+                  "guardrails and invalid passes", markup=False)
 
 
 def _print_recommendation(console: Console, r: PlanResult) -> None:
@@ -272,12 +340,23 @@ def _checks_table(r: PlanResult) -> Table:
 
 
 def _print_registered(console: Console, r: PlanResult) -> None:
-    """What the registered number of pairs does: candidates, each guardrail, the flags."""
+    """What the registered number of pairs does with more candidates and to the flags."""
     reg = r.row(r.pairs)
     console.print(f"with {r.pairs} pairs: campaign-level false adopt at m/2 with "
                   f"{r.multi_candidates} candidates {_rate(reg.false_campaign)} vs one "
                   f"candidate {_rate(reg.false_single)} (the bar's correction promises no "
                   "higher)")
+    f = reg.flags
+    if f.any_false is not None:
+        console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "
+                      f"{_rate(f.high_variance_false)}, window-drift "
+                      f"{_rate(f.window_drift_false)}, either {_rate(f.any_false)} (target ≤ "
+                      f"{rl.FLAG_FAMILY_ALPHA:.0%})")
+
+
+def _print_guardrails(console: Console, r: PlanResult) -> None:
+    """Each relative guardrail at the registered (most) pairs."""
+    reg = r.row(r.pairs)
     for g in reg.guardrails:
         m = g.model
         cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
@@ -291,12 +370,6 @@ def _print_registered(console: Console, r: PlanResult) -> None:
                       f"{_rate(g.stops_at_0)}; lets a candidate truly "
                       f"{fm.pct(GUARDRAIL_VIOLATION * g.limit, 0)} worse through "
                       f"{_rate(g.passes_at_2x)}; noise: {m.noise.source}", markup=False)
-    f = reg.flags
-    if f.any_false is not None:
-        console.print(f"with {r.pairs} pairs: flags on an A/A lane: high-variance "
-                      f"{_rate(f.high_variance_false)}, window-drift "
-                      f"{_rate(f.window_drift_false)}, either {_rate(f.any_false)} (target ≤ "
-                      f"{rl.FLAG_FAMILY_ALPHA:.0%})")
 
 
 def _orders_table(r: PlanResult) -> Table:

@@ -68,6 +68,10 @@ class SeqPlan:
     """The judge's own boundaries (of the looks so far) at each look; False: those of the
     whole schedule (more than `EXACT_LOOKS` looks), equal up to their Monte Carlo error."""
     looks: int = 0
+    power: float = 0.90
+    """The design's target: P(adopt) at 1.5m at least this (`sequential.power`)."""
+    alpha: float = 0.05
+    """The design's target: P(adopt) at m/2 at most this (the rule's α)."""
 
 
 EXACT_LOOKS = 16
@@ -163,7 +167,7 @@ def plan_sequential(rule: rl.Rule, sigma: float, *, sims: int = 4000, seed: int 
             break
     checked, disagree = cross_check(rule, draws["1.5m"][:check // 2], draws["0"][:check // 2])
     return SeqPlan(design.max_pairs, sigma, sims, tuple(rows), fixed, recommended, checked,
-                   disagree, exact, design.max_looks)
+                   disagree, exact, design.max_looks, design.power, rule.alpha)
 
 
 def cross_check(rule: rl.Rule, *samples: np.ndarray) -> tuple[int, int]:

@@ -242,7 +242,7 @@ def test_plan_of_the_default_rule(tmp_path: Path, tokenizer_dir: Path) -> None:
         [[r.k for r in row.adopt] for row in result.rows]  # seeded
 
     console = Console(record=True, width=200)
-    plan.print_plan(console, result)
+    plan.print_plan(console, result, full=True)
     text = console.export_text()
     for needle in ("P(adopt) by pairs", "1.5m (+15.0%)", "m/2 (+5.0%)", "recommended:",
                    "ttft_p99 lets through +50%", "flag false alarm", "ABBA", "wall clock"):
@@ -292,7 +292,7 @@ def test_recommend_says_none_when_nothing_qualifies(tmp_path: Path,
     assert noisy.recommended is None
     assert {a.change.split(" (")[0] for a in noisy.alternatives} >= {"rule ci"}
     console = Console(record=True, width=200)
-    plan.print_plan(console, noisy)
+    plan.print_plan(console, noisy, full=True)
     assert "recommended: none up to 3 pairs" in console.export_text()
 
 
@@ -545,7 +545,7 @@ def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Pat
     assert [x.campaign for x in result.lanes] == [False, False, True, False]
     assert result.lanes[2].pairs_total == 6
     console = Console(record=True, width=200)
-    plan.print_plan(console, result)
+    plan.print_plan(console, result, full=True)
     text = console.export_text()
     assert "lanes (pairs per lane: 2; lanes run in parallel" in text
     own = [line for line in text.splitlines() if "this campaign" in line]
@@ -629,7 +629,7 @@ def test_lanes_rows_are_cross_checked(tmp_path: Path, tokenizer_dir: Path) -> No
     doc = plan.plan_json(result)
     assert [x["exact_checked"] for x in doc["lanes"]] == [2 * plan.EXACT_SAMPLE] * 3
     console = Console(record=True, width=200)
-    plan.print_plan(console, result)
+    plan.print_plan(console, result, full=True)
     text = console.export_text()
     assert "not yet re-judged" not in text
     assert (f"{6 * plan.EXACT_SAMPLE} re-judged by verdict.judge_run, two or more lanes as "
@@ -667,3 +667,28 @@ def test_plan_refuses_when_the_lanes_kernel_drops_the_disagree_gate(
     with pytest.raises(AssertionError, match=r"pooled rule disagrees with verdict\.judge_run"):
         plan.plan_campaign(c, effect=0.15, noise_run=None, drift=0.01, sims=200,
                            invalid_rate=0.0)
+
+
+def test_plan_of_a_fixed_design_leads_with_its_registered_row() -> None:
+    """Issue "The first night, for a newcomer", 5: a fixed design's plan leads with the row
+    of the pairs it registers (and the recommended count's) and its verdict on them; the
+    table by pairs waits for --all."""
+    from tests.cli import invoke
+    from tests.runs import ROOT
+
+    example = ROOT / "examples" / "sim-pair.yaml"
+    pairs = load_campaign(example).preregistration.pairs
+    r = invoke("plan", str(example), "--sims", "100", env={"COLUMNS": "1000"})
+    assert r.code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"plan sim-adaptive: {pairs} pairs registered")
+    title = next(i for i, x in enumerate(lines) if x.startswith("the registered design"))
+    assert lines[title].startswith(f"the registered design: {pairs} pairs, with guardrails "
+                                   "and invalid passes")
+    rows = [x for x in lines[title:] if x.startswith("│")]
+    assert any(x.split("│")[1].strip() == str(pairs) for x in rows)
+    assert len(rows) <= 2  # the registered count, and the recommended one when it differs
+    assert any(x.startswith("verdict on the registered design: ") for x in lines)
+    assert "P(adopt) by pairs" not in r.stdout and "arm order" not in r.stdout
+    assert "P(adopt) by pairs" in invoke("plan", str(example), "--sims", "100",
+                                         "--all").stdout

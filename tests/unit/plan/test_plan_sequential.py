@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
 from campaign.campaignfile import Preregistration
 from campaign.plan.sequential import plan_sequential
 from campaign.verdict import rule as rl
@@ -121,7 +124,7 @@ def test_check_refuses_a_block_design_on_half_a_block(tmp_path: Path) -> None:
     """look: block under order AB with an odd count was accepted silently (the first look
     moved to the next block, the last one fell inside one)."""
     path = _sequential_file(tmp_path, "    max_pairs: 5\n    min_pairs: 3\n    look: block\n")
-    r = invoke("check", "--no-preflight", str(path))
+    r = invoke("check", "--skip-preflight", str(path))
     assert r.code == 2
     assert ("preregistration.sequential.min_pairs: min_pairs 3 is odd, but look: block looks "
             "after whole blocks of two pairs, so the first look would be at 4 pairs: write "
@@ -131,14 +134,14 @@ def test_check_refuses_a_block_design_on_half_a_block(tmp_path: Path) -> None:
     r = invoke("plan", str(path))
     assert r.code == 2 and "min_pairs 3 is odd" in r.stderr
     path = _sequential_file(tmp_path, "    max_pairs: 12\n    min_pairs: 4\n    look: block\n")
-    assert invoke("check", "--no-preflight", str(path)).code == 0
+    assert invoke("check", "--skip-preflight", str(path)).code == 0
 
 
 def test_plan_refuses_a_rule_check_refuses(tmp_path: Path) -> None:
     """`plan --rule point` on a sequential design printed a table of a campaign `check`
     refuses: it says what check says."""
     design = "    max_pairs: 6\n    min_pairs: 2\n    look: pair\n"
-    r = invoke("check", "--no-preflight", str(_sequential_file(tmp_path, design, "point")))
+    r = invoke("check", "--skip-preflight", str(_sequential_file(tmp_path, design, "point")))
     assert r.code == 2
     said = r.stderr.split("preregistration: ", 1)[1].rsplit(" (line", 1)[0]
     assert said.startswith("a sequential design needs rule bound, not point")
@@ -168,3 +171,74 @@ def test_a_short_plan_says_nothing_on_stderr(tmp_path: Path) -> None:
     r = invoke("plan", str(path), "--sims", "200", "--format", "json")
     assert r.code == 0 and r.stderr == ""
     assert json.loads(r.stdout)["sequential_design"]["exact_boundaries"] is True
+
+
+def _tables(draw: object, *args: object, **kw: object) -> tuple[str, list[Table]]:
+    """What a renderer prints: its text, and every table it printed."""
+    console = Console(record=True, width=400, color_system=None)
+    tables: list[Table] = []
+    printed = console.print
+
+    def keep(*objects: object, **options: object) -> None:
+        tables.extend(o for o in objects if isinstance(o, Table))
+        printed(*objects, **options)  # type: ignore[arg-type]
+
+    console.print = keep  # type: ignore[method-assign]
+    draw(console, *args, **kw)  # type: ignore[operator]
+    return console.export_text(), tables
+
+
+def test_plan_leads_with_the_registered_sequential_design(tmp_path: Path) -> None:
+    """Issue "The first night, for a newcomer", 5: `plan` of a sequential file was 60 lines
+    and 5 tables, its own design last. Now it leads with the sequential table and its
+    verdict on that design; the tables by pairs, AB vs ABBA and lanes wait for --all."""
+    path = _sequential_file(tmp_path, "    max_pairs: 6\n    min_pairs: 2\n    look: pair\n")
+    wide = {"COLUMNS": "1000"}
+    r = invoke("plan", str(path), "--sims", "200", env=wide)
+    assert r.code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("plan sim-sequential: sequential design, up to 6 pairs, looks "
+                               "from pair 2, may stop early")
+    first_table = next(i for i, x in enumerate(lines) if "━" in x or "─" in x)
+    title = next(i for i, x in enumerate(lines) if x.startswith("the registered design"))
+    assert title < first_table
+    assert lines[title].startswith("the registered design: sequential, up to 6 pairs")
+    verdict = next(x for x in lines if x.startswith("verdict on the registered design"))
+    assert lines.index(verdict) < first_table + 12
+    for later in ("P(adopt) by pairs", "arm order under a linear drift", "lanes (pairs per "
+                  "lane", "guardrails, flags and candidates by pairs"):
+        assert later not in r.stdout, later
+    assert "spec-ab plan FILE --all" in r.stdout
+    assert len(lines) < 30
+    full = invoke("plan", str(path), "--sims", "200", "--all", env=wide)
+    assert full.code == 0, full.stderr
+    for later in ("P(adopt) by pairs", "arm order under a linear drift", "lanes (pairs per "
+                  "lane", "guardrails, flags and candidates by pairs"):
+        assert later in full.stdout, later
+    doc = json.loads(invoke("plan", str(path), "--sims", "200", "--format", "json").stdout)
+    assert {"table", "orders", "lanes", "sequential", "sequential_design"} <= set(doc)
+
+
+def test_every_plan_column_has_a_header_and_says_rule_alone_or_with_guardrails(
+        tmp_path: Path) -> None:
+    """Issue "The first night, for a newcomer", 5: a column without a header, and two tables
+    showing P(adopt) of the same fixed design (88.4% against 91.3%) without saying that one
+    is the rule alone and the other the rule with its guardrails."""
+    from campaign import plan
+    from campaign.campaignfile import load_campaign
+
+    path = _sequential_file(tmp_path, "    max_pairs: 6\n    min_pairs: 2\n    look: pair\n")
+    result = plan.plan_campaign(load_campaign(path), effect=0.15, noise_run=None,
+                                drift=None, sims=200)
+    text, tables = _tables(plan.print_plan, result, full=True)
+    assert len(tables) >= 4 and "verdict on the registered design: it " in text
+    for t in tables:
+        assert all(str(c.header).strip() for c in t.columns), t.title
+    seq = next(t for t in tables if str(t.title).startswith("the registered design"))
+    fixed = [str(c.header) for c in seq.columns if "fixed" in str(c.header)]
+    assert fixed == [f"fixed {result.sequential.fixed_pairs} pairs: P(adopt), rule "  # type: ignore[union-attr]
+                     "alone"]
+    by_pairs = next(t for t in tables if str(t.title).startswith("P(adopt) by pairs"))
+    assert "with guardrails" in str(by_pairs.title)
+    assert "1.5m, rule alone" in [str(c.header) for c in by_pairs.columns]
+    assert "rule alone (one decision cell, no guardrails" in str(seq.title)
