@@ -19,8 +19,14 @@ if TYPE_CHECKING:
 @guarded
 def check(
     campaign_file: Annotated[Path | None, typer.Argument(help="Campaign YAML file.")] = None,
-    preflight: Annotated[bool, typer.Option(help="Also check this machine is ready "
-                                            "(starts nothing).")] = True,
+    skip_preflight: Annotated[bool, typer.Option(
+        "--skip-preflight", help="Do not check this machine (the preflight starts "
+        "nothing; `run --skip-preflight` alike).")] = False,
+    no_preflight: Annotated[bool, typer.Option(
+        "--no-preflight", hidden=True, help="Deprecated spelling of --skip-preflight (kept "
+        "for old scripts).")] = False,
+    _preflight: Annotated[bool, typer.Option(
+        "--preflight", hidden=True, help="Deprecated: the preflight runs by default.")] = False,
     lane: Annotated[str | None, typer.Option(
         "--lane", help="A sharded campaign: check this lane (its launches and this "
         "machine); without it every lane is shown and no machine is checked.")] = None,
@@ -43,6 +49,7 @@ def check(
     from campaign.run.checks.vllmengine import Engines
     from campaign.verdict.showable import refuse_unshowable
 
+    preflight = not (skip_preflight or no_preflight)
     if metrics:
         _print_metrics()
         if campaign_file is None:
@@ -160,23 +167,35 @@ def clean(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List leftovers, remove "
                                           "nothing.")] = False,
 ) -> None:
-    """Remove containers and processes left by runs that are no longer alive."""
+    """Remove containers and processes left by runs that are no longer alive (exit 3 when a docker engine the campaign uses does not answer)."""
     from campaign.run.guards import cleanup
 
     hosts: list[str | None] = [None]
+    docker = False  # no campaign, or one without Docker: a missing engine is only a note
     if campaign_file is not None:
         from campaign.campaignfile import load_campaign
 
-        hosts = cleanup.campaign_docker_hosts(load_campaign(campaign_file))
-    leftovers = cleanup.find_leftovers(docker_hosts=hosts, include_tmpdirs=True)
+        campaign = load_campaign(campaign_file)
+        hosts = cleanup.campaign_docker_hosts(campaign)
+        docker = cleanup.uses_docker(campaign)
+    leftovers = cleanup.find_leftovers(
+        docker_hosts=hosts, include_tmpdirs=True,
+        quiet_hosts=() if docker or campaign_file is None else (None,))
+    # a docker campaign's engine that does not answer is the error below, said once
+    unreachable = leftovers.unreachable if docker else []
+    said = {u.note for u in unreachable}
     for note in leftovers.notes:
-        err.print(f"note: {note}", markup=False)
-    if not leftovers:
+        if note not in said:
+            err.print(f"note: {note}", markup=False)
+    if not leftovers and not unreachable:
         out.print("no leftovers")
         return
     for item in leftovers:
         # markup=False: "[pid 4242]" is not a style tag
         out.print(f"{'would remove' if dry_run else 'removing'} {item}", markup=False)
-    if not dry_run:
+    if leftovers and not dry_run:
         cleanup.remove_leftovers(leftovers)
         out.print(f"removed {len(leftovers)} leftover(s)")
+    if unreachable:
+        again = f"spec-ab clean {campaign_file}" + (" --dry-run" if dry_run else "")
+        raise PreflightError("; ".join(u.line(again) for u in unreachable))

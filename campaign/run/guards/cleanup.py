@@ -108,13 +108,34 @@ class Leftover:
         return self.describe()
 
 
+@dataclass(frozen=True)
+class Unreachable:
+    """A docker engine `find_leftovers` could not ask: its endpoint and why, in words."""
+
+    endpoint: str
+    """The engine's address: the campaign's `docker_host`, else DOCKER_HOST, else the
+    local socket."""
+    reason: str
+    note: str = ""
+    """The note `find_leftovers` made of it (in `Scan.notes`)."""
+
+    def line(self, again: str) -> str:
+        """One line for `spec-ab clean`: what, where, what to do (`again`: the command)."""
+        return (f"no docker engine answers at {self.endpoint} ({self.reason}), so no "
+                "container of this campaign was looked for; start Docker there (or set "
+                "DOCKER_HOST to the engine the campaign uses) and run "
+                f"`{again}` again")
+
+
 class Scan(list[Leftover]):
     """What `find_leftovers` saw: a list of the leftovers, plus `notes` on what it could not
-    judge (engines it could not reach, containers of runners on other hosts)."""
+    judge (engines it could not reach, containers of runners on other hosts) and the
+    engines it could not reach (`unreachable`)."""
 
     def __init__(self, items: Iterable[Leftover] = ()) -> None:
         super().__init__(items)
         self.notes: list[str] = []
+        self.unreachable: list[Unreachable] = []
 
 
 def runner_alive(pid: int, started: float | None = None) -> bool:
@@ -191,10 +212,11 @@ def find_leftovers(
     me = hostname or socket.gethostname()
     want = scope() if in_scope is None else in_scope
     for host in docker_hosts:
-        notes = len(scan.notes)
+        notes, unreachable = len(scan.notes), len(scan.unreachable)
         _scan_containers(client_factory, host, me, alive, scan, want)
         if host in quiet_hosts:
             del scan.notes[notes:]
+            del scan.unreachable[unreachable:]
     if include_processes:
         _scan_processes(processes, alive, scan, want)
     if include_tmpdirs:
@@ -224,7 +246,37 @@ def _scan_tmpdirs(root: Path, alive: Callable[[int, float | None], bool], scan: 
                              why=f"runner pid {pid_text} is not running"))
 
 
-def _no_engine_note(where: str, exc: DockerException) -> str:
+LOCAL_SOCKET = "unix:///var/run/docker.sock"
+"""Where the docker SDK looks without DOCKER_HOST."""
+
+
+def engine_endpoint(host: str | None) -> str:
+    """The address of the engine `host` names (None: DOCKER_HOST, else the local socket)."""
+    return host or os.environ.get("DOCKER_HOST") or LOCAL_SOCKET
+
+
+def _why_unreachable(exc: BaseException) -> str:
+    """Why an engine did not answer, in words (docker's own are for those who know them)."""
+    text = f"{exc!r} {exc}"
+    for needles, words in (
+            (("FileNotFoundError", "No such file"), "no socket there: is Docker installed "
+             "and running?"),
+            (("PermissionError", "ermission denied"), "permission denied: add your user to "
+             "the docker group"),
+            (("Connection refused", "ConnectionRefused"), "the connection is refused: is "
+             "the engine running?"),
+            (("gaierror", "Name or service not known", "not known"), "its host name is "
+             "not known"),
+            (("Invalid bind address", "URLSchemeUnknown", "Unsupported scheme"),
+             "not an address docker understands: write unix:///PATH, tcp://HOST:PORT or "
+             "ssh://HOST"),
+            (("timed out", "Timeout"), "it did not answer in time")):
+        if any(n in text for n in needles):
+            return words
+    return short_error(exc)
+
+
+def _no_engine_note(where: str, exc: BaseException) -> str:
     """A note for a docker engine `clean` cannot ask: none answering is said in words
     (docker's own "Error while fetching server API version: ('Connection aborted.', …)"
     says it only to those who know it), anything else with docker's first line."""
@@ -250,8 +302,14 @@ def _scan_containers(
     try:
         client = client_factory(host)
         found = client.containers.list(all=True, filters={"label": LABEL_RUN})
-    except DockerException as exc:
-        scan.notes.append(_no_engine_note(where, exc))
+    except Exception as exc:  # the SDK's transports raise their own (socket's, paramiko's)
+        gone = Unreachable(engine_endpoint(host), _why_unreachable(exc))
+        note = (_no_engine_note(where, exc) if isinstance(exc, DockerException) else
+                f"no docker engine answers at {gone.endpoint} ({gone.reason}), so no "
+                "container was looked for (a process lane needs none; to clean containers, "
+                "start the engine and run spec-ab clean again)")
+        scan.notes.append(note)
+        scan.unreachable.append(Unreachable(gone.endpoint, gone.reason, note))
         return
     for c in found:
         labels: dict[str, str] = dict(c.labels or {})
@@ -486,7 +544,9 @@ def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no
 __all__ = [
     "Leftover",
     "Scan",
+    "Unreachable",
     "campaign_docker_hosts",
+    "engine_endpoint",
     "find_leftovers",
     "refuse_leftovers",
     "remove_leftovers",

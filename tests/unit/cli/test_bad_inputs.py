@@ -64,7 +64,7 @@ def run_cli(args: list[str], *, in_subprocess: bool) -> tuple[int, str]:
 
 def campaign(text: str, *extra: str) -> Setup:
     def setup(tmp: Path) -> list[str]:
-        return ["check", str(write(tmp, text)), "--no-preflight", *extra]
+        return ["check", str(write(tmp, text)), "--skip-preflight", *extra]
     return setup
 
 
@@ -78,23 +78,23 @@ def _bomb(tmp: Path) -> list[str]:
         levels.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
     path = tmp / "bomb.yaml"
     path.write_text("\n".join(levels) + "\n")
-    return ["check", str(path), "--no-preflight"]
+    return ["check", str(path), "--skip-preflight"]
 
 
 def _many_aliases(tmp: Path) -> list[str]:
     path = write(tmp, BASE + "x: &x 1\ny: [" + ", ".join(["*x"] * 150) + "]\n")
-    return ["check", str(path), "--no-preflight"]
+    return ["check", str(path), "--skip-preflight"]
 
 
 def _big(tmp: Path) -> list[str]:
     path = write(tmp, BASE + "# " + "x" * (2 << 20) + "\n")
-    return ["check", str(path), "--no-preflight"]
+    return ["check", str(path), "--skip-preflight"]
 
 
 def _loop(tmp: Path) -> list[str]:
     (tmp / "a.yaml").symlink_to(tmp / "b.yaml")
     (tmp / "b.yaml").symlink_to(tmp / "a.yaml")
-    return ["check", str(tmp / "a.yaml"), "--no-preflight"]
+    return ["check", str(tmp / "a.yaml"), "--skip-preflight"]
 
 
 def _dangling(tmp: Path) -> list[str]:
@@ -119,7 +119,7 @@ def _fixture(content: bytes, *, absolute: bool = False) -> Setup:
         fx.write_bytes(content)
         where = str(fx) if absolute else "fx/bad.jsonl"
         return ["check", str(write(tmp, sub("shell: shell.jsonl", f"shell: {where}"))),
-                "--no-preflight"]
+                "--skip-preflight"]
     return setup
 
 
@@ -130,7 +130,7 @@ def _drift_from(make: Callable[[Path], str]) -> Setup:
     def setup(tmp: Path) -> list[str]:
         target = make(tmp)
         text = sub("drift_band: 0.03", f"drift_band: {{from: {target}}}")
-        return ["check", str(write(tmp, text)), "--no-preflight"]
+        return ["check", str(write(tmp, text)), "--skip-preflight"]
     return setup
 
 
@@ -776,7 +776,7 @@ def test_base_data_is_valid_and_check_refuses_only_its_design(tmp_path: Path) ->
     its design alone (2 pairs of 8 requests per pass never show the default p99 guardrail,
     +25%, within its limit); at the pairs it names, it checks clean."""
     assert (DATA / "base.yaml").is_file()
-    code, out = run_cli(["check", str(DATA / "base.yaml"), "--no-preflight"],
+    code, out = run_cli(["check", str(DATA / "base.yaml"), "--skip-preflight"],
                         in_subprocess=False)
     assert code == 2, out
     flat = " ".join(out.split())
@@ -785,5 +785,5 @@ def test_base_data_is_valid_and_check_refuses_only_its_design(tmp_path: Path) ->
         "limit 4% of the time" in flat, out
     assert "register 159 pairs or a limit of +878%" in flat, out
     path = write(tmp_path, sub("  pairs: 2\n", "  pairs: 159\n"))
-    code, out = run_cli(["check", str(path), "--no-preflight"], in_subprocess=False)
+    code, out = run_cli(["check", str(path), "--skip-preflight"], in_subprocess=False)
     assert code == 0, out

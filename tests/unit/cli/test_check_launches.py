@@ -53,7 +53,7 @@ def test_run_refuses_the_knob_before_registering_anything(tmp_path: Path) -> Non
 
 def test_a_known_knob_checks_clean(tmp_path: Path) -> None:
     path = demo_with(tmp_path, '  depth7: {env: {SPECAB_SIM_DEPTH: "7"}}')
-    code, out = invoke("check", str(path), "--no-preflight")
+    code, out = invoke("check", str(path), "--skip-preflight")
     assert code == 0, out
     assert "engines" not in out  # no vLLM launch, nothing to say
 
@@ -115,7 +115,7 @@ def test_an_unknown_vllm_flag_fails_check_in_the_parsers_words(tmp_path: Path,
                                                               fake_vllm: Path) -> None:
     path = vllm_campaign(tmp_path, fake_vllm, '[--speculative-config.method, ngram, '
                                               '--num-speculative-tokns, "4"]')
-    code, out = invoke("check", str(path), "--no-preflight")
+    code, out = invoke("check", str(path), "--skip-preflight")
     assert code == 2, out
     assert ("arms.ngram.args[2]: vLLM 0.32.0 refuses the flags: unrecognized arguments: "
             "--num-speculative-tokns (line 15)") in out
@@ -123,17 +123,17 @@ def test_an_unknown_vllm_flag_fails_check_in_the_parsers_words(tmp_path: Path,
     assert "reading vLLM's flags from" in out
     cached = list((tmp_path / "cache" / "spec-ab" / "engines").glob("vllm-*.json"))
     assert len(cached) == 1
-    code, out = invoke("check", str(path), "--no-preflight")  # the next check: cached
+    code, out = invoke("check", str(path), "--skip-preflight")  # the next check: cached
     assert code == 2 and "reading vLLM's flags" not in out
     assert (tmp_path / "dumps.txt").read_text() == "dump\n"
-    code, out = invoke("check", str(path), "--no-preflight", "--no-engine")
+    code, out = invoke("check", str(path), "--skip-preflight", "--no-engine")
     assert code == 0, out
 
 
 def test_flags_vllm_accepts_check_clean_and_say_so(tmp_path: Path, fake_vllm: Path) -> None:
     args = "['--speculative_config={\"method\": \"ngram\"}', -O3]"
     path = vllm_campaign(tmp_path, fake_vllm, args)
-    code, out = invoke("check", str(path), "--no-preflight")
+    code, out = invoke("check", str(path), "--skip-preflight")
     assert code == 0, out
     assert f"✓ vLLM 0.32.0 of {fake_vllm}: flags of control, ngram checked by its own parser" \
         in out

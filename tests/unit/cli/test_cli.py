@@ -41,7 +41,7 @@ def test_check_sim_example_valid(repo_root: Path) -> None:
     found = re.search(r"^  pairs: (\d+)$", example.read_text(), re.M)
     assert found is not None
     pairs = int(found.group(1))
-    code, out = invoke("check", str(example), "--no-preflight")
+    code, out = invoke("check", str(example), "--skip-preflight")
     assert code == 0, out
     assert f"schedule (AB, {pairs} pairs, {2 * pairs} arms)" in out
     assert "pair 1: control → adaptive" in out and f"pair {pairs}: control → adaptive" in out
@@ -97,7 +97,7 @@ def test_init_template_checks_clean_in_an_empty_folder(tmp_path: Path, template:
     monkeypatch.chdir(tmp_path)
     code, out = invoke("init", "--template", template, "-o", "campaign.yaml")
     assert code == 0, out
-    code, out = invoke("check", "campaign.yaml", "--no-preflight")
+    code, out = invoke("check", "campaign.yaml", "--skip-preflight")
     assert code == 0, out
     assert "differences (each candidate against control)" in out
     campaign = load_campaign(tmp_path / "campaign.yaml")
@@ -132,7 +132,7 @@ def test_init_refuses_to_overwrite(tmp_path: Path) -> None:
 def test_gb300_arms_warm_up_alike_and_check_shows_the_differences(tmp_path: Path) -> None:
     target = tmp_path / "g.yaml"
     invoke("init", "--template", "gb300", "-o", str(target))
-    code, out = invoke("check", str(target), "--no-preflight")
+    code, out = invoke("check", str(target), "--skip-preflight")
     assert code == 0, out
     diff = out[out.index("differences"):out.index("schedule")]
     assert "env +VLLM_DSPARK_ONLINE_VC=1" in diff
@@ -144,7 +144,7 @@ def test_gb300_arms_warm_up_alike_and_check_shows_the_differences(tmp_path: Path
         "      VLLM_DSPARK_ONLINE_VC: \"1\"\n    warmup:\n"
         "      - {concurrency: 4, requests: 32, input_tokens: 1024, output_tokens: 256}\n")
     target.write_text(text)
-    code, out = invoke("check", str(target), "--no-preflight")
+    code, out = invoke("check", str(target), "--skip-preflight")
     assert code == 0, out
     assert "warm-up: 16×128 tok at c4 → 32×256 tok at c4" in out
 

@@ -75,7 +75,8 @@ def test_plan_wraps_its_prose_at_the_terminal_width() -> None:
 
     def prose(lines: list[str]) -> list[str]:
         """The words of the lines before the first table (seeded: the same figures)."""
-        head = lines[:next(i for i, ln in enumerate(lines) if ln.startswith("P(adopt)"))]
+        head = lines[:next(i for i, ln in enumerate(lines)
+                           if ln.startswith("the registered design"))]
         return " ".join(head).split()
 
     assert prose(narrow) == prose(wide)  # wrapped at spaces only: no word split
