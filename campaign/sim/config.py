@@ -26,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from ruamel.yaml import YAML
 
+from campaign.markers import ARM_ENV
 from campaign.sim.acceptance import CLASSES, DEFAULT_DECAY, DEFAULT_RATES
 from campaign.sim.costmodel import CostParams
 
@@ -181,24 +182,90 @@ sources. Any other `SPECAB_SIM_*` name makes `spec-ab sim serve` exit 2 at boot,
 `spec-ab check` refuses it before the night (`campaign.run.checks.launchcheck`)."""
 
 
+def _knob_path(name: str) -> tuple[str, ...] | None:
+    """The knob a `SPECAB_SIM_*` variable sets (`("cost", "base_ms")`), None if none."""
+    key = name[len(ENV_PREFIX):].lower()
+    if key.startswith("cost_") and key[5:] in CostConfig.model_fields:
+        return ("cost", key[5:])
+    if key.startswith("acceptance_") and key[11:] in CLASSES:
+        return ("acceptance", key[11:])
+    if key in set(SimConfig.model_fields) - {"cost", "acceptance"}:
+        return (key,)
+    return None
+
+
 def env_knobs(environ: Mapping[str, str]) -> dict[str, Any]:
     """The `SPECAB_SIM_*` variables as a nested knob mapping (unknown names are errors)."""
-    top = set(SimConfig.model_fields) - {"cost", "acceptance"}
     out: dict[str, Any] = {}
     for name, raw in environ.items():
         if not name.startswith(ENV_PREFIX) or name in SOURCE_VARIABLES:
             continue
-        key = name[len(ENV_PREFIX):].lower()
-        value = _parse_env_value(raw)
-        if key.startswith("cost_") and key[5:] in CostConfig.model_fields:
-            out.setdefault("cost", {})[key[5:]] = value
-        elif key.startswith("acceptance_") and key[11:] in CLASSES:
-            out.setdefault("acceptance", {})[key[11:]] = value
-        elif key in top:
-            out[key] = value
-        else:
+        path = _knob_path(name)
+        if path is None:
+            key = name[len(ENV_PREFIX):].lower()
             raise ConfigError(f"environment variable {name}: unknown knob {key!r}")
+        value = _parse_env_value(raw)
+        if len(path) == 2:
+            out.setdefault(path[0], {})[path[1]] = value
+        else:
+            out[path[0]] = value
     return out
+
+
+_PLAIN = {"int_parsing": "not a whole number", "int_type": "not a whole number",
+          "int_from_float": "not a whole number", "float_parsing": "not a number",
+          "float_type": "not a number", "bool_parsing": "not true or false",
+          "bool_type": "not true or false", "string_type": "not a word"}
+"""Pydantic's error types in plain words."""
+
+
+def knob_value_problem(name: str, raw: str) -> str:
+    """What is wrong with the value `raw` of the knob variable `name`, in plain words with
+    what the knob is ("not a whole number (draft depth k …)"); "" when the simulator would
+    take it, or `name` is no knob (an unknown name is `KNOWN_VARIABLES`' check). Each
+    variable is checked alone, as `spec-ab check` checks a launch's env."""
+    if not name.startswith(ENV_PREFIX) or name in SOURCE_VARIABLES:
+        return ""
+    path = _knob_path(name)
+    if path is None:
+        return ""
+    value = _parse_env_value(raw)
+    layer: dict[str, Any] = {path[0]: {path[1]: value}} if len(path) == 2 else {path[0]: value}
+    try:
+        SimConfig.model_validate(layer)
+    except ValidationError as exc:
+        return "; ".join(_plain(err["type"], err["msg"], err.get("ctx"), path)
+                         for err in exc.errors())
+    return ""
+
+
+def _plain(kind: str, msg: str, ctx: Mapping[str, Any] | None, path: tuple[str, ...]) -> str:
+    if kind == "value_error":
+        return msg.removeprefix("Value error, ")
+    if kind == "literal_error" and ctx:
+        words = f"not one of {ctx.get('expected')}"
+    else:
+        words = _PLAIN.get(kind) or msg.removeprefix("Input ")
+    fields = CostConfig.model_fields if path[0] == "cost" else SimConfig.model_fields
+    desc = fields[path[-1] if path[0] == "cost" else path[0]].description
+    return f"{words} ({desc})" if desc else words
+
+
+def _env_problems(env: Mapping[str, str]) -> None:
+    """Every bad knob value of the environment as one ConfigError naming each variable and
+    where a campaign file sets it (the arm's env when the runner says which arm)."""
+    bad = [f"environment variable {name}={raw!r}: {problem}" for name, raw in env.items()
+           if (problem := knob_value_problem(name, raw))]
+    if not bad:
+        return
+    one = len(bad) == 1
+    arm = env.get(ARM_ENV)
+    where = (f"the campaign file's env of arm {arm} (arms.{arm}.env, or server.env for "
+             "every arm)" if arm else "a launch's env (in a campaign file: arms.<arm>.env, "
+             "lanes.<lane>.server.env or server.env)")
+    raise ConfigError("; ".join(bad) + f"; {'it is' if one else 'they are'} set in {where}: "
+                      f"give {'it a valid value' if one else 'them valid values'} there "
+                      "(knobs and their values: docs/simulator.md)")
 
 
 def _merge(base: dict[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,7 +314,9 @@ def load_config(
         layers.append((str(config_file), read_yaml(config_file)))
     if overrides_file.exists():
         layers.append((f"overrides file {overrides_file}", read_yaml(overrides_file)))
-    layers.append(("environment", env_knobs(env)))
+    env_layer = env_knobs(env)
+    _env_problems(env)
+    layers.append(("environment", env_layer))
     if cli:
         layers.append(("command line", {k: v for k, v in cli.items() if v is not None}))
     merged: dict[str, Any] = {}

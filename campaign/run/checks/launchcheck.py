@@ -24,7 +24,7 @@ from campaign.errors import SpecError
 from campaign.run.checks.vllmargs import check_argv, unknown_env
 from campaign.run.checks.vllmengine import EngineError, Engines, Target
 from campaign.sim.config import ENV_PREFIX as SIM_PREFIX
-from campaign.sim.config import KNOWN_VARIABLES
+from campaign.sim.config import KNOWN_VARIABLES, knob_value_problem
 
 Path_ = tuple[str | int, ...]
 
@@ -86,15 +86,24 @@ class _Places:
 
 
 def knob_problems(campaign: Campaign) -> list[str]:
-    """Unknown `SPECAB_SIM_*` names in every launch, on every lane, each once."""
+    """Unknown `SPECAB_SIM_*` names and values the simulator refuses
+    (`sim.config.knob_value_problem`) in every launch, on every lane, each once."""
     out: list[str] = []
     views = ([campaign] if campaign.lane_chosen
              else [campaign.for_lane(name) for name in campaign.lane_names])
     for view in views:
         places = _Places(view)
         for arm, launch in view.launches.items():
-            for name in launch.env:
-                if not name.startswith(SIM_PREFIX) or _known_knob(name):
+            for name, raw in launch.env.items():
+                if not name.startswith(SIM_PREFIX):
+                    continue
+                if _known_knob(name):
+                    bad = "" if "${" in raw else knob_value_problem(name, raw)
+                    line = places.line(places.env(arm, name), (
+                        f"{name}={raw!r}: {bad}; `spec-ab sim serve` would exit at boot "
+                        "(knobs and their values: docs/simulator.md)")) if bad else ""
+                    if line and line not in out:
+                        out.append(line)
                     continue
                 close = difflib.get_close_matches(name, KNOWN_VARIABLES, n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]}?)" if close else ""

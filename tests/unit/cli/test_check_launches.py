@@ -51,6 +51,17 @@ def test_run_refuses_the_knob_before_registering_anything(tmp_path: Path) -> Non
     assert not (tmp_path / "results").exists()
 
 
+def test_a_knob_value_the_simulator_refuses_fails_check_with_its_line(tmp_path: Path) -> None:
+    """ "seven" passed check and failed only at boot (issue 39, item 12)."""
+    path = demo_with(tmp_path, '  depth7: {env: {SPECAB_SIM_DEPTH: "seven"}}')
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "seven" in t)
+    code, out = invoke("check", str(path), "--skip-preflight")
+    assert code == 2, out
+    assert "arms.depth7.env.SPECAB_SIM_DEPTH: SPECAB_SIM_DEPTH='seven': not a whole number" \
+        in " ".join(out.split()), out
+    assert f"(line {line})" in out
+
+
 def test_a_known_knob_checks_clean(tmp_path: Path) -> None:
     path = demo_with(tmp_path, '  depth7: {env: {SPECAB_SIM_DEPTH: "7"}}')
     code, out = invoke("check", str(path), "--skip-preflight")
