@@ -16,9 +16,12 @@ from campaign.results import chain
 from campaign.textfiles import check_output_path, write_output
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from campaign.campaignfile import Campaign
     from campaign.results.store import RunStore
     from campaign.run import runner
+    from campaign.run.checks.bootcheck import Boot
 
 
 @app.command()
@@ -34,6 +37,10 @@ def run(
                                           "and AIPerf command line; start nothing.")] = False,
     skip_preflight: Annotated[bool, typer.Option("--skip-preflight",
                                                  help="Do not run the preflight first.")] = False,
+    skip_boot_check: Annotated[bool, typer.Option(
+        "--skip-boot-check", help="Do not boot each distinct launch once before the first "
+        "measured pass of a new run (a launch that cannot boot is then found when its "
+        "first slot starts).")] = False,
     run_dir_file: Annotated[Path | None, typer.Option(
         "--run-dir-file", help="Write the run directory's path to this file as soon as it "
         "exists (for scripts and CI; also `run_dir=` in $GITHUB_OUTPUT when set).")] = None,
@@ -52,15 +59,11 @@ def run(
         help="Sign the registration with this ssh key (ssh-keygen -Y sign) before the "
         "first boot; `spec-ab verify --allowed-signers` checks it.")] = None,
 ) -> None:
-    """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
+    """Boot, measure and stop every arm of every pair; survive faults; resume after a crash. A new run first boots each distinct launch once (exit 3, nothing measured, when one does not become ready). Exit 0 complete, 4 incomplete (invalid pairs) or a --fail-on condition, 3 infrastructure, 130 Ctrl-C. The last line is `run_dir=PATH`."""
     from campaign.run import runner
     from campaign.run.checks import checkview
 
-    _check_options(campaign_file, out_dir, resume, run_dir_file, redo_invalid)
-    if sign_key is not None and resume is not None:
-        raise UsageError("--sign-key signs a new registration: a resumed run keeps the "
-                         "signature it was started with",
-                         hint="drop --sign-key with --resume")
+    _check_options(campaign_file, out_dir, resume, run_dir_file, redo_invalid, sign_key)
     rt = runner.Runtime()
     store, campaign = _campaign(campaign_file, resume, lane, rt)
     asked = [c.value for c in fail_on or []]
@@ -79,13 +82,14 @@ def run(
             checkview.print_showable(err, [s for s in assess_campaign(campaign) if not s.ok])
         out.print(f"run directory: {run.run_dir}")
         _announce_run_dir(run.run_dir, run_dir_file)
-        rt.progress = make_progress(out, campaign, run.run_dir)
+        rt.progress = make_progress(out, campaign, run.run_dir, redo_invalid=redo_invalid)
         handlers.update(interrupt.install(rt.cancel, lambda: rt.doing, _say_interrupted))
 
     opts = runner.RunOptions(
         resume=store, skip_preflight=skip_preflight, shown_as=campaign_file or resume,
         on_note=lambda note: err.print(f"note: {note}"), on_start=on_start,
-        redo_invalid=redo_invalid, lane=lane, fail_on=asked, sign_key=sign_key)
+        redo_invalid=redo_invalid, lane=lane, fail_on=asked, sign_key=sign_key,
+        boot_check=not skip_boot_check, on_boot=_booting(), on_booted=_booted)
     if dry_run:
         runner.refuse_unrunnable(campaign, opts)
         if store is not None:
@@ -103,6 +107,30 @@ def run(
         raise typer.Exit(code)
 
 
+def _booting() -> Callable[[list[str]], None]:
+    """The boot check's lines before each boot (`check --boot`'s), a header before the
+    first."""
+    from campaign.run.checks import checkview
+
+    started: list[bool] = []
+
+    def booting(arms: list[str]) -> None:
+        if not started:
+            started.append(True)
+            out.print("boot check before the first pair (each distinct launch once: up to "
+                      "ready and a 1-token request, then stopped; --skip-boot-check skips it)",
+                      markup=False, highlight=False)
+        checkview.print_booting(out, arms)
+
+    return booting
+
+
+def _booted(boot: Boot) -> None:
+    from campaign.run.checks import checkview
+
+    checkview.print_boot(out, boot)
+
+
 def _say_torn(run_dir: Path) -> None:
     """What the resume would do with a torn last journal line (`--dry-run` changes nothing)."""
     from campaign.results import damage
@@ -115,8 +143,12 @@ def _say_torn(run_dir: Path) -> None:
 
 
 def _check_options(campaign_file: Path | None, out_dir: Path | None, resume: Path | None,
-                   run_dir_file: Path | None, redo_invalid: bool) -> None:
+                   run_dir_file: Path | None, redo_invalid: bool, sign_key: Path | None) -> None:
     """The options that do not go together, before anything is read."""
+    if sign_key is not None and resume is not None:
+        raise UsageError("--sign-key signs a new registration: a resumed run keeps the "
+                         "signature it was started with",
+                         hint="drop --sign-key with --resume")
     if resume is None and campaign_file is None:
         raise UsageError("give a campaign file, or --resume RUN_DIR",
                          hint="spec-ab run examples/sim-pair.yaml")
@@ -159,10 +191,15 @@ def _campaign(campaign_file: Path | None, resume: Path | None, lane: str | None,
 
 def _run(campaign: Campaign, out_dir: Path | None, rt: runner.Runtime,
          opts: runner.RunOptions, handlers: dict[int, Any]) -> runner.RunResult:
-    """`run_campaign` (it refuses what cannot run as asked first), then the live status
-    closed and the Ctrl-C handlers `opts.on_start` installed put back."""
+    """The run's first line (what it runs: the campaign, its lane, its pairs), once
+    nothing refuses it as asked; `run_campaign`, then the live status closed and the
+    Ctrl-C handlers `opts.on_start` installed put back."""
     from campaign.run import interrupt, runner
+    from campaign.run.progress import run_line
 
+    runner.refuse_unrunnable(campaign, opts)
+    out.print(run_line(campaign, resumed=opts.resume is not None), markup=False,
+              highlight=False)
     try:
         return runner.run_campaign(campaign, None, out_dir, rt, opts)
     finally:

@@ -11,7 +11,10 @@ total and the server's address come with the runner's `pass_start` event.
 The ETA is known from the start: per arm, the median wall time of this campaign's earlier
 runs in the same results folder (else `duration.estimate`, with the boot time of earlier
 runs on the same lane), and, once an arm of this run is done, scaled by how this run
-compares with that expectation.
+compares with that expectation. A resumed run counts what is left: every slot of every pair
+its journal has not settled (`pair_done`, `pair_invalid`), the interrupted pair whole (its
+finished arms are measured again). A sequential design counts its `max_pairs`, and says
+so: up to that many pairs, it may stop early (`design_words`).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from campaign.campaignfile import Campaign
 from campaign.campaignfile.duration import boot_s, estimate
 from campaign.campaignfile.schedule import plan_slots
 from campaign.fmt import clock as human
-from campaign.results.journal import of_kind, read_journal
+from campaign.results.journal import of_kind, pair_status, read_journal
 from campaign.run.measure.metrics import ScrapeFailed, parse
 
 log = logging.getLogger("campaign.run")
@@ -77,11 +80,46 @@ def _earlier_runs(campaign: Campaign, run_dir: Path | None
     return walls, boots
 
 
+def design_words(campaign: Campaign) -> str | None:
+    """A sequential design in a few words ("up to 6 pairs, looks from pair 2, may stop
+    early"), or None for a fixed number of pairs."""
+    design = campaign.preregistration.sequential
+    if design is None:
+        return None
+    every = ", every second pair" if design.step > 1 else ""
+    return (f"up to {design.max_pairs} pairs, looks from pair {design.schedule()[0]}{every}, "
+            "may stop early")
+
+
+def run_line(campaign: Campaign, *, resumed: bool) -> str:
+    """`spec-ab run`'s first line: the campaign, its lane and how many pairs it may spend."""
+    pairs = design_words(campaign) or f"{campaign.preregistration.pairs} pairs"
+    what = " (a sequential design)" if campaign.preregistration.sequential else ""
+    return (f"{'resuming' if resumed else 'running'} {campaign.name} on lane {campaign.lane}: "
+            f"{pairs}{what}")
+
+
+def _settled_pairs(run_dir: Path | None, redo_invalid: bool) -> set[int]:
+    """The pairs this run's journal settled (done, or invalid unless `redo_invalid` measures
+    them again): what a resumed session will not measure."""
+    if run_dir is None or not (run_dir / "journal.jsonl").is_file():
+        return set()
+    try:
+        events = read_journal(run_dir)
+    except (OSError, ValueError):
+        return set()
+    keep = {"done"} if redo_invalid else {"done", "invalid"}
+    return {p for p, (_, state) in pair_status(events).items() if state in keep}
+
+
 class Eta:
     """Time left in a run, from the schedule and what each arm is expected to take."""
 
-    def __init__(self, campaign: Campaign, run_dir: Path | None = None) -> None:
+    def __init__(self, campaign: Campaign, run_dir: Path | None = None, *,
+                 redo_invalid: bool = False) -> None:
         pre = campaign.preregistration
+        self.settled = _settled_pairs(run_dir, redo_invalid)
+        """Pairs an earlier session of this run settled (a resume measures none of them)."""
         self.slots = [(s.pair, s.arm) for s in
                       plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed,
                                  campaign.lane_index)]
@@ -124,10 +162,16 @@ class Eta:
         self.position += 1
         self.slot_started = None
 
+    def pairs_left(self) -> int:
+        """Pairs still to measure (all, or on a resume those not settled)."""
+        return len({p for p, _ in self.slots if p not in self.settled})
+
     def remaining(self, now: float) -> float:
         scale = self.done_actual / self.done_expected if self.done_expected else 1.0
         left = 0.0
-        for i, (_, arm) in enumerate(self.slots[self.position:]):
+        for i, (pair, arm) in enumerate(self.slots[self.position:]):
+            if pair in self.settled:
+                continue  # measured by an earlier session of this run
             t = self.per_arm[arm] * scale
             if i == 0 and self.slot_started is not None:
                 t = max(0.0, t - (now - self.slot_started))
@@ -196,18 +240,33 @@ class PlainProgress:
     """One timestamped line per event: greppable in CI logs."""
 
     def __init__(self, console: Console, campaign: Campaign | None = None,
-                 run_dir: Path | None = None) -> None:
+                 run_dir: Path | None = None, *, redo_invalid: bool = False) -> None:
         self.console = console
         self.t0 = time.monotonic()
-        self.eta = Eta(campaign, run_dir) if campaign is not None else None
+        self.eta = (Eta(campaign, run_dir, redo_invalid=redo_invalid)
+                    if campaign is not None else None)
+        self.design = design_words(campaign) if campaign is not None else None
         self.pairs = "?"
         self.where = ""
         self.last = ""
         self.watch: PassWatch | None = None
         self.pass_name = ""
         if self.eta is not None:
-            source = "earlier runs of this lane" if self.eta.learned else "the estimate"
-            self.line(f"about {human(self.eta.total())} in all ({source})")
+            self.line(self._headline(self.eta))
+
+    def _headline(self, eta: Eta) -> str:
+        """What the run will take: in all, or on a resume what is left; a sequential
+        design's figure is its most (every pair spent)."""
+        source = "earlier runs of this lane" if eta.learned else "the estimate"
+        most = ", at most" if self.design else ""
+        if eta.settled:
+            total = len({p for p, _ in eta.slots})
+            up_to = "up to " if self.design else ""
+            return (f"{eta.pairs_left()} of {up_to}{total} pairs left (a pair cut in the "
+                    f"middle is measured again whole): about {human(eta.remaining(self.t0))} "
+                    f"to go ({source}){most}")
+        head = f"{self.design}: " if self.design else ""
+        return f"{head}about {human(eta.total())} in all ({source}){most}"
 
     def line(self, text: str) -> None:
         elapsed = human(time.monotonic() - self.t0)
@@ -222,7 +281,8 @@ class PlainProgress:
         now = time.monotonic()
         if event == "pair_start":
             redo = " (redo)" if d.get("pair_attempt", 1) > 1 else ""
-            self.pairs = f"pair {d['pair']}/{d['pairs']}{redo}"
+            of = f" of up to {d['pairs']}" if self.design else f"/{d['pairs']}"
+            self.pairs = f"pair {d['pair']}{of}{redo}"
             if self.eta is not None:
                 self.eta.pair_started(d["pair"])
             self.line(self.pairs)
@@ -299,8 +359,8 @@ class RichProgress(PlainProgress):
     level, requests done of the pass's total, elapsed time, ETA, last measured figure."""
 
     def __init__(self, console: Console, campaign: Campaign | None = None,
-                 run_dir: Path | None = None) -> None:
-        super().__init__(console, campaign, run_dir)
+                 run_dir: Path | None = None, *, redo_invalid: bool = False) -> None:
+        super().__init__(console, campaign, run_dir, redo_invalid=redo_invalid)
         self._stop = threading.Event()
         self.live = Live(self, console=console, refresh_per_second=2, transient=True)
         self.live.start()
@@ -343,7 +403,7 @@ class RichProgress(PlainProgress):
 
 
 def make_progress(console: Console, campaign: Campaign | None = None,
-                  run_dir: Path | None = None) -> PlainProgress:
+                  run_dir: Path | None = None, *, redo_invalid: bool = False) -> PlainProgress:
     if console.is_terminal:
-        return RichProgress(console, campaign, run_dir)
-    return PlainProgress(console, campaign, run_dir)
+        return RichProgress(console, campaign, run_dir, redo_invalid=redo_invalid)
+    return PlainProgress(console, campaign, run_dir, redo_invalid=redo_invalid)

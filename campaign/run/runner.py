@@ -50,6 +50,7 @@ from campaign.run.slot.lifecycle import PairInvalid
 from campaign.verdict.aa import checked_drift_band, checked_guardrail_bands
 
 if TYPE_CHECKING:
+    from campaign.run.checks.bootcheck import Boot
     from campaign.run.guards.cleanup import Scan
 
 __all__ = ["ProgressSink", "RunOptions", "RunResult", "RunStore", "Runtime", "execute",
@@ -73,9 +74,12 @@ class RunResult:
 
 
 def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
-              rt: Runtime, sign_key: Path | None = None) -> RunStore:
+              rt: Runtime, sign_key: Path | None = None,
+              exploratory: str | None = None) -> RunStore:
     """Create the run directory, freeze and register the rule, write the manifest; with
-    `sign_key`, sign the registration before anything boots (`results.signing`)."""
+    `sign_key`, sign the registration before anything boots (`results.signing`);
+    `exploratory`: why the run is not pre-registered (`spec-ab try`), on the registered
+    line, so every report marks it."""
     band = checked_drift_band(campaign)  # before the folder exists: a refusal leaves none
     guardrail_bands = checked_guardrail_bands(campaign)
     facts = manifest.collect(campaign)
@@ -95,7 +99,8 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
         store.write_manifest(facts)
         store.journal_registered(sha256=digest, campaign_path=str(campaign.source),
                       base_dir=str(campaign.base_dir), lane=campaign.lane,
-                      **({"lanes": campaign.lane_names} if campaign.sharded else {}))
+                      **({"lanes": campaign.lane_names} if campaign.sharded else {}),
+                      **({"exploratory": exploratory} if exploratory else {}))
         store.rebuild_passes_csv()
         if sign_key is not None:
             signing.sign_registration(store.run_dir, sign_key)
@@ -122,6 +127,14 @@ def _no_note(text: str) -> None:
     return None
 
 
+def _no_boot(arms: list[str]) -> None:
+    return None
+
+
+def _no_booted(boot: Boot) -> None:
+    return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
     """How `run_campaign` runs: what `spec-ab run`'s options and guards decide."""
@@ -145,6 +158,16 @@ class RunOptions:
     verdict of its own, so they are refused for one."""
     sign_key: Path | None = None
     """Sign the registration with this ssh key before the first boot (`--sign-key`)."""
+    boot_check: bool = True
+    """A new run boots each distinct launch once before its first measured pass (not an
+    external one) and stops when one does not become ready (`--skip-boot-check`: not)."""
+    on_boot: Callable[[list[str]], None] = _no_boot
+    """Told before each boot of the boot check (the arms sharing the launch)."""
+    on_booted: Callable[[Boot], None] = _no_booted
+    """Told after each boot of the boot check (how it went)."""
+    exploratory: str | None = None
+    """Why a new run is not pre-registered (`spec-ab try`): journaled on its registered
+    line, and every report of it is marked exploratory."""
 
 
 def refuse_unrunnable(campaign: Campaign, opts: RunOptions) -> None:
@@ -190,7 +213,10 @@ def run_campaign(
     2. the preflight, unless `skip_preflight` (any problem: PreflightError, exit 3);
     3. create the run directory (freeze the rule, write the manifest) under `out_root`
        (default: the campaign's results_dir), or continue `resume` (from `reopen_run`);
-    4. `on_start(store)`, then `execute`.
+    4. a new run: boot each distinct launch once, up to ready (`boot_check`; not an
+       external launch): one that does not become ready raises PreflightError (exit 3),
+       the folder just registered removed, nothing measured;
+    5. `on_start(store)`, then `execute`.
 
     `opts` (`RunOptions`, keyword-only fields, each said there) is built once by the
     caller and passed on as it is. The lane lock is taken first and held to the end, so
@@ -247,7 +273,7 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
             if campaign.source is None:
                 raise ValueError("campaign_text is needed for a campaign without a file")
             campaign_text = campaign.source.read_bytes()
-        store = start_run(campaign, campaign_text, root, rt, opts.sign_key)
+        store = start_run(campaign, campaign_text, root, rt, opts.sign_key, opts.exploratory)
         created.append(store)
     else:
         store = opts.resume
@@ -257,6 +283,8 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
     if torn is not None:
         opts.on_note(torn.note(store.journal_path))
     name_holder(store.run_id)
+    if opts.resume is None and opts.boot_check:
+        _boot_check(campaign, store, rt, opts)
     if opts.on_start is not None:
         opts.on_start(store)
     try:
@@ -267,6 +295,43 @@ def _run_locked(campaign: Campaign, campaign_text: bytes | None, out_root: Path 
                "measured again from its start")
         raise Interrupted(f"interrupted; measurements so far are kept{cut}. Continue with:\n"
                           f"  spec-ab run --resume {store.run_dir}") from None
+
+
+def _boot_check(campaign: Campaign, store: RunStore, rt: Runtime, opts: RunOptions) -> None:
+    """Each distinct launch booted once before anything is measured (`check --boot`'s
+    machinery, under the run's lane lock): a launch that cannot boot is found in minutes,
+    not after a whole control arm. The launch of the first slot is not: it boots at once
+    for its pair, before anything is measured, and a boot of a large model is minutes of
+    the night. On a failure or an interrupt the folder just registered is removed (nothing
+    in it was measured)."""
+    from campaign.run.checks import bootcheck
+
+    shown = opts.shown_as or campaign.source
+    pre = campaign.preregistration
+    first = plan_slots(pre.pairs, campaign.arm_names, pre.order, pre.seed,
+                       campaign.lane_index)[0].arm
+    try:
+        boots = bootcheck.boot_all(campaign, server_factory=rt.server_factory, http=rt.http,
+                                   clock=rt.monotonic, sleep=rt.sleep, on_boot=opts.on_boot,
+                                   on_done=opts.on_booted, locked=True, skip_external=True,
+                                   skip_arms=(first,))
+    except KeyboardInterrupt:
+        shutil.rmtree(store.run_dir, ignore_errors=True)
+        raise Interrupted("boot check interrupted: every server it started is stopped; "
+                          "nothing was measured and the run's folder is removed") from None
+    except BaseException:
+        shutil.rmtree(store.run_dir, ignore_errors=True)
+        raise
+    failed = [b for b in boots if not b.ok]
+    if failed:
+        shutil.rmtree(store.run_dir, ignore_errors=True)
+        arms = ", ".join(", ".join(b.arms) for b in failed)
+        raise PreflightError(
+            f"boot check: {len(failed)} of {len(boots)} launch(es) did not become ready "
+            f"({arms}); nothing was measured and the run's folder is removed",
+            hint=f"fix the launch (the log lines above), then `spec-ab run {shown}` again "
+            f"(`spec-ab check {shown} --boot` boots each launch alone; --skip-boot-check "
+            "starts measuring without this check)")
 
 
 def refuse_leftovers(campaign: Campaign, *, on_note: Callable[[str], None] = _no_note,

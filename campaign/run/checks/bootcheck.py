@@ -6,17 +6,22 @@ missing file inside the image, a model that does not load) is found before the n
 when its first pair starts. Nothing is registered and no results folder is made: server
 logs go to a temporary folder, removed afterwards (the failing boot's last log lines are
 in its error). The lane lock is held throughout, like a run's.
+
+`spec-ab run` boots the same way before the first measured pass of a new run (the runner,
+under its own lane lock: `locked`), every launch but an external one (`skip_external`:
+a server already running has nothing to boot).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,12 +54,16 @@ class Boot:
         return self.error is None
 
 
-def distinct_launches(campaign: Campaign) -> list[tuple[list[str], LaunchModel]]:
+def distinct_launches(campaign: Campaign, *, skip_external: bool = False
+                      ) -> list[tuple[list[str], LaunchModel]]:
     """Each different launch of the lane once, with every arm that uses it (an A/A
-    campaign's arms boot once), in arm order."""
+    campaign's arms boot once), in arm order; with `skip_external`, none of the
+    `external` backend."""
     out: list[tuple[list[str], LaunchModel]] = []
     for arm in campaign.arm_names:
         launch = campaign.launches[arm]
+        if skip_external and launch.backend == "external":
+            continue
         same = next((arms for arms, other in out if other == launch), None)
         if same is not None:
             same.append(arm)
@@ -90,16 +99,25 @@ def boot_all(
     on_boot: Callable[[list[str]], None] = lambda arms: None,
     on_done: Callable[[Boot], None] = lambda boot: None,
     lock_dir: Path | None = None,
+    locked: bool = False,
+    skip_external: bool = False,
+    skip_arms: Collection[str] = (),
 ) -> list[Boot]:
     """Boot each distinct launch of `campaign` (a lane chosen) once, one after the other;
     every one is tried, whatever the others did. `on_boot` is told before each boot,
-    `on_done` after. Raises PreflightError when the lane is busy."""
+    `on_done` after. Raises PreflightError when the lane is busy (unless the caller holds
+    its lock: `locked`). `skip_external`: external launches are not booted; nor is a
+    launch one of whose arms is in `skip_arms`."""
     run_id = f"check-boot-{uuid.uuid4().hex[:6]}"
     logs = Path(tempfile.mkdtemp(prefix="spec-ab-boot-"))
     boots: list[Boot] = []
+    lock = (contextlib.nullcontext() if locked
+            else lanelock.hold(campaign.lane, run_id, lock_dir=lock_dir))
     try:
-        with lanelock.hold(campaign.lane, run_id, lock_dir=lock_dir), _sigterm_stops():
-            for arms, launch in distinct_launches(campaign):
+        with lock, _sigterm_stops():
+            for arms, launch in distinct_launches(campaign, skip_external=skip_external):
+                if set(arms) & set(skip_arms):
+                    continue
                 on_boot(arms)
                 ctx = ArmContext(
                     run_id=run_id, pair=0, arm=arms[0], log_path=logs / f"{arms[0]}.log",

@@ -234,9 +234,13 @@ def test_worker_dying_while_booting_fails_the_arm_with_its_last_log_lines(
     endpoints: tuple[docker.DockerClient, SSHBox], tmp_path: Path
 ) -> None:
     path, _ = _campaign(tmp_path, mode="boot-fail")
-    proc = _spec_ab(tmp_path, "run", str(path), "--out", str(tmp_path / "results"))
+    out = tmp_path / "results"
+    proc = _spec_ab(tmp_path, "run", str(path), "--out", str(out))
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
-    text = proc.stderr
+    # found by the boot check before the first pair: nothing measured, no run folder kept
+    assert "boot check: 1 of 1 launch(es) did not become ready (adaptive)" in proc.stderr
+    assert not out.exists() or not any(out.iterdir())
+    text = proc.stdout
     assert "extra container 'ray-worker' exited with code 1 before it was ready" in text, text
     assert "could not reach the GCS at 127.0.0.1:6379" in text
     assert "joining the head" in text

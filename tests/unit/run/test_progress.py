@@ -133,3 +133,63 @@ def test_live_display_ticks_between_events() -> None:
         assert a != b  # the clock moved with no event in between
     finally:
         sink.close()
+
+
+def seq_campaign():  # type: ignore[no-untyped-def]
+    return load_campaign(ROOT / "examples" / "sim-sequential.yaml")
+
+
+def test_a_sequential_run_says_so_first_and_its_pairs_read_up_to() -> None:
+    """Issue 39, 4: the live status read "pair 1/12" as if 12 were certain."""
+    buf = io.StringIO()
+    sink = PlainProgress(Console(file=buf, width=200), seq_campaign())
+    sink("pair_start", pair=1, pairs=12, pair_attempt=1)
+    sink("pair_start", pair=2, pairs=12, pair_attempt=2)
+    lines = buf.getvalue().splitlines()
+    assert "up to 12 pairs, looks from pair 2, may stop early" in lines[0]
+    assert "in all (the estimate)" in lines[0] and "at most" in lines[0]
+    assert lines[1].endswith("] pair 1 of up to 12")
+    assert lines[2].endswith("] pair 2 of up to 12 (redo)")
+    fixed = io.StringIO()
+    PlainProgress(Console(file=fixed, width=200), sim_campaign())(
+        "pair_start", pair=1, pairs=11, pair_attempt=1)
+    assert fixed.getvalue().splitlines()[1].endswith("] pair 1/11")
+    assert "up to" not in fixed.getvalue()
+
+
+def _interrupted_run(tmp_path: Path) -> Path:
+    """Pair 1 done; pair 2's control done, then the run stopped (its pair is redone)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "campaign.yaml").write_text("name: sim-adaptive\nlane: sim\n")
+    lines = [{"event": "pair_start", "pair": 1, "pair_attempt": 1},
+             {"event": "slot_done", "pair": 1, "arm": "control", "wall_s": 60.0},
+             {"event": "slot_done", "pair": 1, "arm": "adaptive", "wall_s": 60.0},
+             {"event": "pair_done", "pair": 1, "pair_attempt": 1},
+             {"event": "pair_start", "pair": 2, "pair_attempt": 1},
+             {"event": "slot_done", "pair": 2, "arm": "control", "wall_s": 60.0},
+             {"event": "interrupted", "pair": 2, "pair_attempt": 1}]
+    (run / "journal.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return run
+
+
+def test_a_resumed_runs_eta_counts_only_the_slots_of_settled_pairs(tmp_path: Path) -> None:
+    """Issue 39, 11: on --resume the ETA counts what is left to measure: every slot of
+    every pair not settled, the interrupted pair whole (its finished control is redone)."""
+    campaign = sim_campaign()
+    run = _interrupted_run(tmp_path)
+    eta = Eta(campaign, run)
+    per_pair = eta.per_arm["control"] + eta.per_arm["adaptive"]
+    left = (campaign.preregistration.pairs - 1) * per_pair
+    assert eta.remaining(0.0) == pytest.approx(left)
+    eta.pair_started(2)
+    eta.start_slot(2, "control", 0.0)
+    assert eta.remaining(0.0) == pytest.approx(left)
+    buf = io.StringIO()
+    PlainProgress(Console(file=buf, width=200), campaign, run)
+    first = buf.getvalue().splitlines()[0]
+    from campaign.fmt import clock
+
+    assert f"about {clock(left)} to go" in first, first
+    pairs = campaign.preregistration.pairs
+    assert f"{pairs - 1} of {pairs} pairs left" in first, first
