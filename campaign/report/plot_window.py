@@ -6,11 +6,16 @@ value in each pair in run order (slot on x; a pooled run draws one line per lane
 lane being its own window), the line the verdict fits through it (`stats.trend`: how far
 the control moved across the window) and the limit it is judged against
 (`Rule.window_limit`) as a band around the control's mean.
+
+A quantile cell whose drift was not judged (its passes had too few requests to give the
+quantile: `flags.drift_not_judged`) is drawn after the flagged ones, its title grey and
+saying why, so a p99 of 16 requests moving +145% is not read as an unstable window.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import TYPE_CHECKING
 
 from matplotlib.axes import Axes
@@ -20,34 +25,47 @@ from matplotlib.figure import Figure
 from campaign.fmt import abs_pct, pct
 from campaign.report.plot_common import color, legend, unit
 from campaign.verdict import stats as st
+from campaign.verdict.flags import DRIFT_NOT_JUDGED
 
 if TYPE_CHECKING:
     from campaign.report.model import RunReport
     from campaign.verdict.outcome import Cell
 
+GREY = "#808080"
+"""The title of a panel whose drift was not judged."""
 MAX_PANELS = 8
 """Panels drawn at most (decision cells first, then one drifting cell per metric before
 a metric's second); the title names how many more drifted."""
 
 
+def not_judged(c: Cell) -> str:
+    """Why the cell's window drift was not judged (`flags.drift_not_judged`), else ""."""
+    return next((r for r in c.reasons if r.startswith(DRIFT_NOT_JUDGED)), "")
+
+
+def _drifted(c: Cell) -> bool:
+    return "window-drift" in c.flags
+
+
 def window_cells(run: RunReport) -> list[Cell]:
     """The cells whose control is drawn, in order: the decision cells, then the cells
-    flagged `window-drift` (each metric's first before any metric's second); one cell per
-    (workload, level, metric)."""
+    flagged `window-drift`, then those whose drift was not judged (each metric's first
+    before any metric's second); one cell per (workload, level, metric)."""
     seen: set[tuple[str, str, str]] = set()
     out = []
     for c in run.decision_cells():
         if c.key not in seen and c.pairs:
             seen.add(c.key)
             out.append(c)
-    by_metric: dict[str, list[Cell]] = {}
-    for cv in run.verdict.candidates:
-        for c in cv.cells:
-            if "window-drift" in c.flags and c.key not in seen and c.pairs:
-                seen.add(c.key)
-                by_metric.setdefault(c.metric, []).append(c)
-    rounds = max((len(v) for v in by_metric.values()), default=0)
-    out += [cs[i] for i in range(rounds) for cs in by_metric.values() if i < len(cs)]
+    for shown in (_drifted, not_judged):
+        by_metric: dict[str, list[Cell]] = {}
+        for cv in run.verdict.candidates:
+            for c in cv.cells:
+                if shown(c) and c.key not in seen and c.pairs:
+                    seen.add(c.key)
+                    by_metric.setdefault(c.metric, []).append(c)
+        rounds = max((len(v) for v in by_metric.values()), default=0)
+        out += [cs[i] for i in range(rounds) for cs in by_metric.values() if i < len(cs)]
     return out
 
 
@@ -81,10 +99,16 @@ def _panel(ax: Axes, run: RunReport, c: Cell, slot: dict[int, int | None]) -> No
         ax.axhspan(c.control / (1 + lim), c.control * (1 + lim), color="#bbbbbb", alpha=0.3,
                    label=f"control mean ±{abs_pct(lim)} (window limit)")
     drift = "window-drift" in c.flags
+    why = not_judged(c)
     moved_txt = f", moved {pct(c.control_trend)}" if c.control_trend is not None else ""
-    ax.set_title(f"{c.where} {c.metric}{' (decision cell)' if c.decision_cell else ''}: "
-                 f"{'NOT stable (window-drift)' if drift else 'stable'}{moved_txt}",
-                 fontsize=10, color="#b00000" if drift else "#222222")
+    state = ("NOT stable (window-drift)" if drift
+             else "drift not judged (too few requests)" if why else "stable")
+    title = (f"{c.where} {c.metric}{' (decision cell)' if c.decision_cell else ''}: "
+             f"{state}{moved_txt}")
+    if why:
+        title += "\n" + textwrap.fill(why.split(", but ", 1)[-1], 110)
+    ax.set_title(title, fontsize=10 if not why else 8,
+                 color="#b00000" if drift else GREY if why else "#222222")
     ax.set_xlabel("slot (run order in the window)")
     ax.set_ylabel(f"{c.metric}\n({unit(c.metric)})", fontsize=9)
     ax.set_xticks(sorted(ticks))
@@ -106,7 +130,11 @@ def control_window(run: RunReport) -> Figure | None:
     for ax, c in zip(axes, shown, strict=True):
         _panel(ax, run, c, slot)
     if more > 0:
-        fig.suptitle(f"{more} more cell(s) flagged window-drift are not drawn (see the "
-                     "tables)", fontsize=9, color="#b00000")
+        flagged = sum("window-drift" in c.flags for c in cells[MAX_PANELS:])
+        what = [f"{n} more cell(s) {kind}" for n, kind in (
+            (flagged, "flagged window-drift"), (more - flagged, "whose drift was not judged"))
+            if n]
+        fig.suptitle(f"{' and '.join(what)} are not drawn (see the tables)", fontsize=9,
+                     color="#b00000" if flagged else GREY)
     fig.tight_layout()
     return fig

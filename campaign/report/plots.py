@@ -11,12 +11,15 @@ and need no display. Every axis names its unit; every legend stays inside its ax
   ringed, ticks at the levels' own values; underneath, the candidate's change per level;
 - `pair_changes`: each decision cell's per-pair change of the metric itself, labelled by
   pair, with the cell's CI, the drift band shaded and the bar (margin) drawn;
+- `sequential` (`plot_sequential`): a sequential design's looks: each decision cell's
+  change, the design's bound against the floor and the margin, and its futility bound
+  against the power point (1.5 × the margin);
 - `guardrails` (`plot_guardrails`): wherever a guardrail check stopped adoption (broken,
   or unclear at a registered guardrail's cell), its metric's per-pair changes with the
   limit and the check's interval;
 - `control_window` (`plot_window`): the control in run order across the window for the
   decision cells and every cell flagged `window-drift`, with the fitted trend and the
-  window limit;
+  window limit (a quantile whose drift was not judged, too few requests, drawn grey);
 - `acceptance`: acceptance rate by content class (agent fixtures) and by draft position
   (`acceptance_pos<i>`), per arm;
 - `history`: with several runs, each night's change of each decision cell and its
@@ -193,8 +196,8 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
     ("knee", "Knee: per-user against total throughput, and the change per level", knee),
     ("pair-changes", "Decision cells: per-pair changes, CI, drift band and bar",
      pair_changes),
-    ("sequential", "Sequential design: the change and the design's bound at each look",
-     sequential_path),
+    ("sequential", "Sequential design: the change, the design's bound and its futility "
+     "bound at each look", sequential_path),
     ("guardrails", "Guardrails that decided: per-pair changes, the limit and the CI",
      guardrails),
     ("control-window", "The control across the window: the decision cells and every "

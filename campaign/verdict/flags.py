@@ -8,7 +8,10 @@ shared over the decision cells × candidates × noise flags in play: `rule.flag_
   (χ² test of their variance), or one arm's repeats disagree beyond pass noise;
 - `window-drift` ("the window was not stable"): the control moved across the window by
   more than `gates.max_window_drift` and more than its noise explains (z-test of its slope),
-  lane by lane in a pooled run;
+  lane by lane in a pooled run; on a quantile (`ttft_p99`) only where each control pass has
+  the requests to give it (`drift_requests_needed`: 3 beyond the quantile, so 300 for a
+  p99, 30 for a p90, 6 for a p50): below that the flag is not raised (`drift_not_judged`
+  says why), as a p99 of 16 requests is the slowest one or two of them;
 - `lanes-disagree` ("not one change"): a pooled decision cell's lanes measure different
   changes (χ² test of their means).
 
@@ -24,6 +27,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from campaign import catalog
+from campaign.campaignfile.checks import BEYOND_TO_RESOLVE
 from campaign.fmt import abs_pct, pct, span
 from campaign.verdict import stats as st
 from campaign.verdict.outcome import GATING_FLAGS, LeftOut
@@ -64,6 +69,22 @@ class CellPairs:
 Flagged = list[tuple[str, str]]
 """(flag, its reason) in the order they were raised."""
 
+DRIFT_NOT_JUDGED = "window drift not judged"
+"""How a cell's reason opens when its control moved beyond the window limit but its
+quantile had too few requests to judge it (`drift_requests_needed`); the window plot greys
+such a panel."""
+
+
+def drift_requests_needed(metric: str) -> int | None:
+    """Requests per pass a quantile metric needs for its window drift to be judged:
+    `BEYOND_TO_RESOLVE` requests beyond the quantile (300 for a p99, 30 for a p90, 6 for a
+    p50), as a pass needs to measure the quantile's own sampling error; None for a metric
+    that is no quantile (judged at any count)."""
+    q = catalog.quantile_of(metric)
+    if q is None:
+        return None
+    return math.ceil(round(BEYOND_TO_RESOLVE / (1 - q), 9))
+
 
 def noise_flags(cp: CellPairs, p: st.Paired | None, rule: Rule, ctx: Context, *,
                 decision: bool, direction: st.Direction) -> tuple[Flagged, float | None]:
@@ -75,13 +96,21 @@ def noise_flags(cp: CellPairs, p: st.Paired | None, rule: Rule, ctx: Context, *,
         if hv:
             out.append(("high-variance", hv))
     trend, drifted = _window_drift(cp.data, cp.control, rule, ctx)
-    if drifted:
+    if drifted and not drifted.startswith(DRIFT_NOT_JUDGED):
         out.append(("window-drift", drifted))
     if decision and p is not None and ctx.lanes:
         disagree = _lanes_disagree(p, cp.complete, rule, ctx, direction)
         if disagree:
             out.append(("lanes-disagree", disagree))
     return out, trend
+
+
+def drift_not_judged(cp: CellPairs, rule: Rule, ctx: Context) -> str:
+    """Why a quantile cell raised no `window-drift` although its control moved beyond the
+    limit and its noise: its passes had too few requests (`drift_requests_needed`); the
+    reason opens with `DRIFT_NOT_JUDGED`. "" when the drift was judged, or within limits."""
+    drifted = _window_drift(cp.data, cp.control, rule, ctx)[1]
+    return drifted if drifted.startswith(DRIFT_NOT_JUDGED) else ""
 
 
 def fact_flags(cp: CellPairs, rule: Rule, ctx: Context, *, decision: bool) -> Flagged:
@@ -120,7 +149,7 @@ def gate(verdict: Label, flags: Sequence[str], first_reason: str) -> tuple[Label
     if verdict != "adopt" or not gating:
         return verdict, first_reason
     return "inconclusive", first_reason.replace(
-        "adopt:", f"inconclusive ({', '.join(gating)}): the rule is met on these pairs, but", 1)
+        "adopt:", f"undecided ({', '.join(gating)}): the rule is met on these pairs, but", 1)
 
 
 # --------------------------------------------------------------------------- the tests
@@ -150,34 +179,60 @@ def _window_drift(data: CellData, control: str, rule: Rule,
     """The control's movement across the window and, when it is beyond the limit and its
     noise, the flag's reason. A pooled run is tested lane by lane (each lane is its own
     window, on its own machine), at the flag's level shared over the lanes; the movement
-    shown is the largest."""
-    groups: dict[str, list[tuple[int, float]]] = {}
+    shown is the largest. A quantile whose control passes have fewer requests than
+    `drift_requests_needed` raises no flag: the reason then opens with `DRIFT_NOT_JUDGED`
+    (`noise_flags` drops it, `drift_not_judged` says it)."""
+    groups: dict[str, list[tuple[int, float, int]]] = {}
     for p_, v in data.values.items():
         if control in v and v[control].value > 0:
             groups.setdefault(ctx.lanes.get(p_, ""), []).append(
-                (ctx.slots.get(p_, {}).get(control, p_), v[control].value))
+                (ctx.slots.get(p_, {}).get(control, p_), v[control].value, p_))
     alpha = ctx.flag_alpha / max(1, len(groups))
+    needed = drift_requests_needed(data.metric)
     trend: float | None = None
     worst: tuple[float, float, str] | None = None
+    thin: tuple[float, float, int] | None = None
     for lane, points in sorted(groups.items()):
         points.sort()
-        tested = (st.trend_test([v for _, v in points], [s for s, _ in points],
+        tested = (st.trend_test([v for _, v, _ in points], [s for s, _, _ in points],
                                 rule.control_sd) if len(points) >= 2 else None)
         if tested is None:
             continue
         moved, p_trend = tested
         if trend is None or abs(moved) > abs(trend):
             trend = moved
-        if (abs(moved) > rule.window_limit + EPS and p_trend < alpha
-                and (worst is None or abs(moved) > abs(worst[0]))):
+        if abs(moved) <= rule.window_limit + EPS or p_trend >= alpha:
+            continue
+        least = _least_requests(ctx, control, [p for _, _, p in points])
+        if needed is not None and least is not None and least[0] < needed:
+            if thin is None or abs(moved) > abs(thin[0]):
+                thin = (moved, *least)
+        elif worst is None or abs(moved) > abs(worst[0]):
             worst = (moved, p_trend, lane)
     if worst is None:
-        return trend, ""
+        return trend, ("" if thin is None or needed is None
+                       else _not_judged(data.metric, thin, needed))
     moved, p_trend, lane = worst
     where = f" on lane {lane}" if lane else ""
     return trend, (f"window-drift: the control itself moved {pct(moved)} across the window"
                    f"{where} (limit ±{abs_pct(rule.window_limit)}, beyond its noise: "
                    f"p={p_trend:.2g}): the window was not stable")
+
+
+def _least_requests(ctx: Context, control: str,
+                    pairs: Sequence[int]) -> tuple[float, int] | None:
+    """(requests, pair) of the control's pass with the fewest requests, None if unknown."""
+    known = [(ctx.requests[(p, control)], p) for p in pairs if (p, control) in ctx.requests]
+    return min(known) if known else None
+
+
+def _not_judged(metric: str, thin: tuple[float, float, int], needed: int) -> str:
+    moved, requests, pair = thin
+    stat = metric.rsplit("_", 1)[-1]
+    return (f"{DRIFT_NOT_JUDGED}: the control moved {pct(moved)} across the window, but a "
+            f"{stat} from {requests:.0f} requests per pass (pair {pair}) is no number to "
+            f"judge it on: a {stat} needs at least {needed} requests per pass "
+            f"({BEYOND_TO_RESOLVE} beyond it)")
 
 
 def lane_means(d: Sequence[float], lanes: Sequence[str]) -> list[tuple[str, int, float]]:

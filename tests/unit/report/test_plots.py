@@ -6,6 +6,7 @@ from a report whose verdicts come from the real `judge_run` (through `build_repo
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import shutil
@@ -13,6 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
@@ -22,6 +24,7 @@ from campaign import report as rp
 from campaign.fmt import pct
 from campaign.report import plots
 from campaign.report.plot_knee import knee_index
+from campaign.report.plot_sequential import sequential_path
 from tests.runs import SIM_RUN, T0, TPUT, golden_spec, make_run
 
 TTFT = "ttft_p99"
@@ -198,12 +201,22 @@ def test_knee_axes_are_ticked_at_each_level_and_readable(tmp_path: Path) -> None
 # --------------------------------------------------------------------------- window
 
 
+def _many_requests(df: pd.DataFrame) -> pd.DataFrame:
+    """Passes of 400 requests: enough for a p99's window drift to be judged."""
+    df.loc[df["metric"] == "requests_completed", "value"] = 400.0
+    return df
+
+
 def test_the_control_is_drawn_for_every_cell_flagged_window_drift(tmp_path: Path) -> None:
-    rep = _sim_report(tmp_path)
+    spec = golden_spec()
+    spec[("knee", "c4", TTFT)] = [(200.0, 204.0), (220.0, 224.0), (240.0, 246.0)]
+    spec[("knee", "c4", "itl_p99")] = [(20.0, 20.4), (22.0, 22.4), (24.0, 24.6)]
+    rep = rp.build_report([make_run(tmp_path, spec, name="drift", pairs=3,
+                                    edit=_many_requests)])
     run = rep.latest
     drifting = [c for cv in run.verdict.candidates for c in cv.cells
                 if "window-drift" in c.flags]
-    assert {c.metric for c in drifting} - {run.rule.metric}, "the sim run drifts off-primary"
+    assert {c.metric for c in drifting} == {TTFT, "itl_p99"}
     titles = [ax.get_title() for ax in _figs(rep)["control-window"].axes]
     assert titles[0].startswith("knee c1 output_token_throughput (decision cell)")
     for c in drifting:
@@ -211,10 +224,47 @@ def test_the_control_is_drawn_for_every_cell_flagged_window_drift(tmp_path: Path
         assert "NOT stable (window-drift)" in title and pct(c.control_trend) in title
 
 
+def test_a_p99_of_16_requests_is_not_drawn_as_an_unstable_window(tmp_path: Path) -> None:
+    """Issue "The first night, for a newcomer", 9: the demo marked its `ttft_p99` cells
+    "NOT stable … moved +145.5%" in red from 2 pairs of 16–32 requests each."""
+    rep = _sim_report(tmp_path)
+    axes = _figs(rep)["control-window"].axes
+    assert axes[0].get_title() == (
+        "knee c1 output_token_throughput (decision cell): stable, moved -1.3%")
+    for ax in axes[1:]:  # drawn only to say why their drift was not judged, in grey
+        assert "drift not judged (too few requests)" in ax.get_title()
+        assert ax.title.get_color() == "#808080"
+    assert not any("NOT stable" in ax.get_title() for ax in axes)
+
+
+def test_a_quantile_whose_drift_was_not_judged_is_drawn_grey_saying_why(
+        tmp_path: Path) -> None:
+    rep = _sim_report(tmp_path)
+    why = ("window drift not judged: the control moved -38.6% across the window, but a p99 "
+           "from 16 requests per pass (pair 1) is no number to judge it on: a p99 needs at "
+           "least 300 requests per pass (3 beyond it)")
+    run = rep.latest
+    cv = run.verdict.candidates[0]
+    cells = tuple(dataclasses.replace(c, reasons=(*c.reasons, why))
+                  if c.key == ("knee", "c1", TTFT) else c for c in cv.cells)
+    verdict = dataclasses.replace(run.verdict, candidates=(
+        dataclasses.replace(cv, cells=cells),))
+    rep = dataclasses.replace(rep, runs=(dataclasses.replace(run, verdict=verdict),))
+    ax = _figs(rep)["control-window"].axes[1]
+    assert ax.get_title() == (
+        "knee c1 ttft_p99: drift not judged (too few requests), moved -38.6%\n"
+        "a p99 from 16 requests per pass (pair 1) is no number to judge it on: a p99 needs "
+        "at least 300 requests per\npass (3 beyond it)")
+    assert ax.title.get_color() == "#808080"
+
+
 def test_a_drifting_guardrail_metric_gets_its_window_panel(tmp_path: Path) -> None:
     ttft = [(200.0, 204.0), (220.0, 224.0), (240.0, 246.0)]  # the control climbs 20%
-    rep = _late_first_token(tmp_path, ttft, guardrails=[{"metric": TTFT,
-                                                         "max_worsening": 0.5}])
+    spec = golden_spec()
+    spec[("knee", "c1", TTFT)] = ttft
+    rep = rp.build_report([make_run(tmp_path, spec, name="late", pairs=3,
+                                    guardrails=[{"metric": TTFT, "max_worsening": 0.5}],
+                                    edit=_many_requests)])
     (c,) = [c for cv in rep.latest.verdict.candidates for c in cv.cells
             if "window-drift" in c.flags]
     assert c.metric == TTFT and not c.decision_cell
@@ -378,3 +428,39 @@ def test_the_decision_cells_legend_covers_no_ci(tmp_path: Path) -> None:
             if isinstance(coll, PathCollection):
                 for x, y in coll.get_offsets():
                     assert not box.contains(*data.transform((x, y))), "covers a pair"
+
+
+# --------------------------------------------------------------------------- sequential
+
+
+def test_the_sequential_path_draws_the_futility_boundary(tmp_path: Path) -> None:
+    """Issue "The first night, for a newcomer", 12: the sequential plot lacked the futility
+    boundary. Each look's futility bound (the change's upper bound the design compares with
+    its power point, 1.5 × the margin) is drawn, with a legend entry for it and for the
+    power point."""
+    pairs = [(1000.0, 1005.0), (1000.0, 1001.0), (1000.0, 1004.0), (1000.0, 1002.0)]
+    rep = rp.build_report([make_run(tmp_path, {("knee", "c1", TPUT): pairs}, guardrails=[],
+                                    sequential={"max_pairs": 8}, complete=False)])
+    (cv,) = rep.latest.verdict.candidates
+    assert cv.sequential is not None and cv.sequential.state == "keep-default"
+    fig = sequential_path(rep.latest)
+    assert fig is not None
+    ax = fig.axes[0]
+    lines = {ln.get_label(): ln for ln in ax.get_lines()}
+    power = lines["power point +15.0% (the futility bound must fall below it)"]
+    assert list(power.get_ydata()) == [pytest.approx(15.0)] * 2
+    bound = lines["knee c1: the futility bound"]
+    d = [math.log(c / a) for a, c in pairs]
+    expected = []
+    for step in cv.sequential.steps:
+        (look,) = step.cells
+        sub = d[:step.pairs]
+        mean = statistics.fmean(sub)
+        upper = mean + look.futility_bound * statistics.stdev(sub) / math.sqrt(len(sub))
+        expected.append((step.pairs, 100 * math.expm1(upper)))
+    assert list(bound.get_xdata()) == [p for p, _ in expected]
+    assert list(bound.get_ydata()) == pytest.approx([y for _, y in expected])
+    assert bound.get_ydata()[-1] < 15.0 <= bound.get_ydata()[0]  # crossed at the last look
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "knee c1: the futility bound" in labels
+    assert "power point +15.0% (the futility bound must fall below it)" in labels
