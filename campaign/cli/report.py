@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from campaign.cli.app import FailOnChoice, FormatChoice, app, err, guarded
-from campaign.errors import EXIT_INCOMPLETE, UsageError
+from campaign.errors import EXIT_INCOMPLETE, ResultsError, UsageError
 from campaign.report.formats import FAIL_ON, FORMATS
 from campaign.textfiles import (
     check_output_folder,
@@ -61,6 +61,7 @@ def report(
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
     _refuse_repeats(run_dirs)
+    _refuse_near_misses(run_dirs)
     rep = report_mod.build_report(run_dirs, rule_overrides=overrides or None,
                                   metrics=None if metrics is None else [metrics])
     held = report_mod.fail_on_held(rep, conditions)
@@ -92,6 +93,54 @@ def _refuse_repeats(run_dirs: list[Path]) -> None:
         seen[key] = d
 
 
+def _refuse_near_misses(run_dirs: list[Path]) -> None:
+    """A run folder that does not exist but is one edit away in each wrong part of its
+    path (`results/…-f06ad`, `result/…-f06adb`) from a run folder that does: refused
+    (exit 2) with the folder meant. Anything else that does not exist is the reader's
+    to refuse (it also names a run a few characters off)."""
+    for d in run_dirs:
+        if os.path.lexists(d):
+            continue
+        meant = _one_edit_away(d)
+        if meant is not None:
+            raise ResultsError(f"{d}: no such results directory",
+                               hint=f"did you mean {meant}?")
+
+
+def _one_edit_away(path: Path) -> Path | None:
+    """The existing run folder (it holds preregistration.json) reached from `path` by
+    mending each part that does not exist with the one sibling a single edit away (an
+    insertion, a deletion or a substitution); None when there is none, or several."""
+    parts = path.parts
+    here = Path(parts[0]) if path.is_absolute() else Path(".")
+    mended = False
+    for part in parts[1:] if path.is_absolute() else parts:
+        step = here / part
+        if not os.path.lexists(step):
+            try:
+                near = [p for p in here.iterdir() if _one_edit(part, p.name)]
+            except OSError:
+                return None
+            if len(near) != 1:
+                return None
+            step, mended = near[0], True
+        here = step
+    found = mended and (here / "preregistration.json").is_file()
+    return (here if path.is_absolute() else Path(os.path.normpath(here))) if found else None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Are `a` and `b` one insertion, deletion or substitution apart?"""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    i = next((k for k, (x, y) in enumerate(zip(short, long, strict=False)) if x != y),
+             len(short))
+    return short[i:] == long[i + 1:]
+
+
 def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
     """Print or write the report; html to a file also writes its plots beside it."""
     from campaign import report as report_mod
@@ -117,7 +166,7 @@ def _show_report(rep: Any, fmt: str, output: Path | None) -> None:
         write_output(output, text, "--output")
         err.print(f"wrote {output} and {len(figs)} plot files in {folder}", markup=False)
         return
-    text = report_mod.render(rep, fmt)
+    text = report_mod.render(rep, fmt, to_file=output is not None)
     if output is not None:
         write_output(output, text, "--output")
         err.print(f"wrote {output}", markup=False)

@@ -93,7 +93,7 @@ def _decision_html(report: Report) -> list[str]:
             f"<tr><td>★ {e(r.cell)}</td><td class='n'>{e(r.control)}</td>"
             f"<td class='n'>{e(r.candidate)}</td><td class='n'>{e(r.change)}</td>"
             f"<td class='n'>{e(r.ci)}</td><td>{e(r.pairs)}</td>"
-            f"<td class='{r.verdict}'>{e(r.verdict)}</td><td>{e(', '.join(r.flags))}</td></tr>")
+            f"<td class='{r.label}'>{e(r.verdict)}</td><td>{e(', '.join(r.flags))}</td></tr>")
     parts.append("</table>")
     lanes = lane_lines(run)
     if lanes:
@@ -157,7 +157,7 @@ def _run_html(run: RunReport) -> list[str]:
                     f"<td class='n'>{e(row.candidate)}</td>"
                     f"<td class='n'>{e(row.gain)}</td>"
                     f"<td class='n'>{e(row.ci)}</td><td>{e(row.pairs)}{row.left_out}</td>"
-                    f"<td class='{row.verdict}' title='{e(' | '.join(row.reasons))}'>"
+                    f"<td class='{row.label}' title='{e(' | '.join(row.reasons))}'>"
                     f"{e(row.verdict)}</td><td>{e(', '.join(row.flags))}</td></tr>")
             parts.append("</table>")
     if len(v.candidates) > 1:

@@ -88,6 +88,34 @@ def render_table(report: Report, width: int = 160) -> str:
     return console.export_text()
 
 
+def render_table_file(report: Report, width: int = 160) -> str:
+    """The terminal table as a file holds it (`report -o FILE`): no line of text is
+    hard-wrapped (a file is read in an editor, grepped, diffed); a line longer than
+    `width` is split at its "; " into its labelled parts, one under the other
+    (`labelled_parts`). The tables keep to `width`."""
+    console = Console(record=True, width=width, file=io.StringIO(), color_system=None,
+                      force_terminal=False, legacy_windows=False)
+    for r in table_renderables(report, width=width):
+        if isinstance(r, Text):
+            for line in r.plain.split("\n"):
+                for part in labelled_parts(line, width):
+                    console.print(Text(part), soft_wrap=True)
+        else:
+            console.print(r)
+    return console.export_text()
+
+
+def labelled_parts(line: str, width: int) -> list[str]:
+    """A line longer than `width` as its "; "-separated parts, each after the first on a
+    line of its own, indented under it ("noise: …", "would resolve with …", "stops
+    adoption: …"); a shorter line, or one with no such parts, as it is."""
+    parts = line.split("; ")
+    if len(line) <= width or len(parts) < 2:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return [parts[0], *(indent + p for p in parts[1:])]
+
+
 def _history_table(report: Report, width: int = 160) -> RenderableType:
     """One row per run; when its words cannot fit `width` whole (a run id is long), one
     run under the other, each run id on a line of its own."""
@@ -146,7 +174,8 @@ def _decision_renderables(run: RunReport, *, compact: bool,
 
 
 def _decision_table(run: RunReport, *, compact: bool, width: int = 160) -> RenderableType:
-    title = "Decision cells (pre-registered)"
+    title = ("Decision cells (exploratory, not pre-registered)" if run.exploratory
+             else "Decision cells (pre-registered)")
     rows = decision_rows(run)
     if compact:
         first = [f"{r.cell}\n  {r.control} → {r.candidate}\n  {confidence_header(run)} "
@@ -159,7 +188,7 @@ def _decision_table(run: RunReport, *, compact: bool, width: int = 160) -> Rende
                  f"{confidence_header(run)} {r.ci}; pairs {r.pairs}")) for r in rows])
         t = _compact_table(title)
         for text, r in zip(first, rows, strict=True):
-            t.add_row(text, r.change, Text(r.verdict, style=VERDICT_STYLE[r.verdict]),
+            t.add_row(text, r.change, Text(r.verdict, style=VERDICT_STYLE[r.label]),
                       "\n".join(r.flags))
         return t
     t = Table(title=title, title_justify="left")
@@ -168,7 +197,7 @@ def _decision_table(run: RunReport, *, compact: bool, width: int = 160) -> Rende
                      no_wrap=i not in (0, 5, 7))
     for r in rows:
         t.add_row(r.cell, r.control, r.candidate, r.change, r.ci, r.pairs,
-                  Text(r.verdict, style=VERDICT_STYLE[r.verdict]), "\n".join(r.flags))
+                  Text(r.verdict, style=VERDICT_STYLE[r.label]), "\n".join(r.flags))
     return t
 
 
@@ -218,7 +247,7 @@ def _compact_cells(run: RunReport, title: str, rows: list[CellRow],
             for r in rows])
     t = _compact_table(title)
     for text, row in zip(first, rows, strict=True):
-        t.add_row(text, row.gain, Text(row.verdict, style=VERDICT_STYLE[row.verdict]),
+        t.add_row(text, row.gain, Text(row.verdict, style=VERDICT_STYLE[row.label]),
                   "\n".join(row.flags))
     return t
 
@@ -234,7 +263,7 @@ def _wide_cells(run: RunReport, cv: CandidateVerdict, title: str,
         t.add_row(
             row.where, metric_with_unit(row.metric), row.control, row.candidate,
             row.gain, row.ci, row.pairs + row.left_out,
-            Text(row.verdict, style=VERDICT_STYLE[row.verdict]), "\n".join(row.flags),
+            Text(row.verdict, style=VERDICT_STYLE[row.label]), "\n".join(row.flags),
         )
     return t
 

@@ -33,7 +33,6 @@ from campaign.report.model import (
     RunReport,
 )
 from campaign.results import bootfail, pool, redos, running, structure
-from campaign.results.journal import campaign_path
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa
 from campaign.verdict import judge as vd
@@ -119,7 +118,7 @@ def _frames(runs: Sequence[RunDir]) -> list[pd.DataFrame]:
         if len(df) == 0:
             never = bootfail.never_ready(run.journal)
             if never:
-                source = campaign_path(run.journal) or "CAMPAIGN_FILE"
+                source = run.campaign_path or "CAMPAIGN_FILE"
                 raise ResultsError(
                     "; ".join(n.line for n in never) + f" (nothing measured in {run.run_dir})",
                     hint=f"fix the campaign file and start a new run: spec-ab run {source}")
@@ -153,7 +152,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
             levels=_levels(run), guard_cells=_guard_cells(run),
             metrics=shown or (),
             resume_command=(live.settle(run.run_dir) if live is not None
-                            else _resume_command(run, pooled, never)))
+                            else _resume_command(run, pooled, never, bool(overrides))))
     except oc.DataProblem as exc:
         raise ResultsError(f"{run.run_dir / 'passes.csv'}: {exc}",
                            hint="the file is damaged or the pass never measured it") from None
@@ -191,6 +190,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         measurements=_measurements(table) if newest else {},
         pooled=pooled,
         never_ready=never,
+        registered_exploratory=run.exploratory,
     )
 
 
@@ -276,18 +276,27 @@ def _live(run: RunDir) -> running.Session | None:
 
 
 def _resume_command(run: RunDir, pooled: pool.Pooled | None,
-                    never: Sequence[bootfail.NeverReady] = ()) -> str:
-    """What measures the pairs a run lacks: resuming it, or, when an arm never became
-    ready (its launch is frozen in the registration), a new run of the fixed file."""
+                    never: Sequence[bootfail.NeverReady] = (),
+                    exploratory: bool = False) -> str:
+    """What measures the pairs a run lacks: resuming it; or a new run of the fixed file
+    when an arm never became ready (its launch is frozen in the registration); or a new
+    run when the run finished (`run --resume` refuses a finished run: a design that
+    would go on under `--rule` is one such)."""
     if never:
         arms = ", ".join(n.arm for n in never)
-        file = campaign_path(run.journal) or "CAMPAIGN_FILE"
+        file = run.campaign_path or "CAMPAIGN_FILE"
         return (f"fix the launch of {arms} (it never became ready) in the campaign file and "
                 f"start a new run: spec-ab run {file}")
+    if pooled is None and run.complete:
+        file = run.campaign_path or "CAMPAIGN_FILE"
+        register = (" (register the rule you gave with --rule in the campaign file first)"
+                    if exploratory else "")
+        return (f"the run is finished and cannot be resumed: start a new run{register}: "
+                f"spec-ab run {file}")
     if pooled is None:
         return f"spec-ab run --resume {run.run_dir}"
     todo = [f"spec-ab run --resume {s.run_dir}" for s in pooled.shards if not s.complete]
-    source = campaign_path(run.journal)
+    source = run.campaign_path
     todo += [f"spec-ab run {source or 'CAMPAIGN_FILE'} --lane {lane}"
              for lane in pooled.missing_lanes]
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"

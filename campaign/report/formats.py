@@ -93,11 +93,12 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def render(report: Report, fmt: str, *, width: int = 160) -> str:
-    """The report as text in one of the formats (`table` is plain text, no colours)."""
+def render(report: Report, fmt: str, *, width: int = 160, to_file: bool = False) -> str:
+    """The report as text in one of the formats (`table` is plain text, no colours);
+    `to_file`: for a file (`report -o FILE`), no line of text hard-wrapped."""
     with collector_paused():
         if fmt == "table":
-            from campaign.report.as_table import render_table
+            from campaign.report.as_table import render_table, render_table_file
 
-            return render_table(report, width=width)
+            return (render_table_file if to_file else render_table)(report, width=width)
         return output_format(fmt).renderer()(report)

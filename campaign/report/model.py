@@ -115,6 +115,8 @@ class RunReport:
     never_ready: tuple[NeverReady, ...] = ()
     """Arms that exited while booting and never became ready (the report leads with
     them; their cells, all without data, are counted, not listed)."""
+    registered_exploratory: str | None = None
+    """Why the run was registered as exploratory (`spec-ab try`), else None."""
 
     def never_ready_arms(self) -> set[str]:
         return {n.arm for n in self.never_ready}
@@ -126,11 +128,15 @@ class RunReport:
 
     @property
     def exploratory(self) -> bool:
-        """Not pre-registered: judged under `--rule` overrides, or its copies disagree."""
-        return bool(self.overrides) or bool(self.disagreements)
+        """Not pre-registered: registered as exploratory (`spec-ab try`), judged under
+        `--rule` overrides, or its copies disagree."""
+        return (bool(self.registered_exploratory) or bool(self.overrides)
+                or bool(self.disagreements))
 
     @property
     def why_exploratory(self) -> str:
+        if self.registered_exploratory:
+            return self.registered_exploratory
         if self.disagreements:
             return "the run's copies of its registration disagree (see the notes)"
         return "these verdicts use --rule overrides"

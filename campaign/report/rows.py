@@ -17,7 +17,7 @@ from campaign.report.model import EXPLORATORY, Report, RunReport
 from campaign.report.sequential import look_lines
 from campaign.verdict.judge import lane_changes
 from campaign.verdict.outcome import CandidateVerdict, Cell, GuardrailCheck
-from campaign.verdict.reasons import change_text
+from campaign.verdict.reasons import below_bar_sentence, change_text
 from campaign.verdict.rule import change_of
 
 
@@ -75,12 +75,33 @@ def whose_decision(report: Report) -> str | None:
 
 
 def headline(run: RunReport) -> str:
-    """The first line of every format: the decision and why."""
+    """The first line of every text format: the decision and why, in plain words (the
+    reason's label is JSON's `reason`); below the bar, in the file's own numbers."""
     v = run.verdict
     why = (EXPLORATORY_REASON_TEXT if run.exploratory else REASON_TEXT)[v.reason]
+    below = [cv for cv in v.candidates if cv.reason == "below-bar"]
+    if v.reason == "below-bar" and below:
+        many = len(v.candidates) > 1
+        why = "; ".join((f"{cv.arm}: " if many else "")
+                        + below_bar_sentence(cv, run.rule, len(v.candidates))
+                        for cv in below)
+        if run.exploratory:
+            why += "; a rule not pre-registered"
     if v.settle:
         why += f" — to settle it: {v.settle}"
-    return f"Decision: {decision_label(run)} ({v.reason}: {why})"
+    return f"Decision: {decision_label(run)} ({why})"
+
+
+def cell_word(c: Cell) -> str:
+    """A cell's verdict in the text formats: a decision cell's in the decision's own words
+    (adopt, keep-default, undecided: a design still going, a gate), any other cell's label
+    in plain words ("no clear change"); JSON keeps the label (`Cell.verdict`)."""
+    if not c.decision_cell or c.verdict in ("adopt", "no-data", "not-applicable"):
+        return c.verdict.replace("-", " ")
+    if c.verdict == "inconclusive" or (c.look is not None and c.look.outcome == "continue"
+                                       and c.verdict != "loss"):
+        return "undecided"
+    return "keep-default"
 
 
 def left_out_text(c: Cell) -> str:
@@ -95,6 +116,9 @@ def rule_line(run: RunReport) -> str:
     if run.disagreements:
         src = (f"NOT pre-registered — the run's copies disagree; registered sha256 "
                f"{run.registered_sha256[:12]}")
+    elif run.registered_exploratory and not run.overrides:
+        src = (f"{EXPLORATORY} — {run.registered_exploratory}; registered "
+               f"{run.registered_at}, sha256 {run.registered_sha256[:12]}")
     elif run.exploratory:
         src = (f"{EXPLORATORY} — overrides {overrides_text(run)} on the registered rule "
                f"sha256 {run.registered_sha256[:12]}; used rule sha256 {run.rule_sha256[:12]}")
@@ -150,8 +174,11 @@ class CellRow:
     pairs: str
     left_out: str
     verdict: str
+    """In plain words (`cell_word`)."""
     flags: tuple[str, ...]
     reasons: tuple[str, ...]
+    label: str = ""
+    """The cell's label, as JSON has it (the terminal's colour)."""
 
 
 def unit_of(metric: str) -> str:
@@ -247,7 +274,10 @@ class DecisionRow:
     ci: str
     pairs: str
     verdict: str
+    """In plain words (`cell_word`)."""
     flags: tuple[str, ...]
+    label: str = ""
+    """The cell's label, as JSON has it (the terminal's colour)."""
 
 
 def decision_headers(run: RunReport) -> tuple[str, ...]:
@@ -264,7 +294,7 @@ def decision_rows(run: RunReport) -> list[DecisionRow]:
             control=with_unit(fmt_value(c.control, c.metric), c.metric),
             candidate=with_unit(fmt_value(c.candidate, c.metric), c.metric),
             change=change_cell(c), ci=ci_text(c), pairs=pairs_text(c) + left_out_text(c),
-            verdict=c.verdict, flags=c.flags,
+            verdict=cell_word(c), flags=c.flags, label=c.verdict,
         )
         for c in run.decision_cells()
     ]
@@ -425,7 +455,8 @@ def cell_rows(cv: CandidateVerdict, cells: list[Cell] | None = None) -> list[Cel
             where=f"{c.workload} {c.level}", decision_cell=c.decision_cell, metric=c.metric,
             control=fmt_value(c.control, c.metric), candidate=fmt_value(c.candidate, c.metric),
             gain=change_cell(c), ci=ci_text(c), pairs=pairs_text(c),
-            left_out=left_out_text(c), verdict=c.verdict, flags=c.flags, reasons=c.reasons,
+            left_out=left_out_text(c), verdict=cell_word(c), flags=c.flags, reasons=c.reasons,
+            label=c.verdict,
         )
         for c in (cv.cells if cells is None else cells)
     ]

@@ -276,6 +276,12 @@ class RunDir:
     the run is then pre-registered."""
     chained: bool = False
     """The journal is hash-chained (its first line says so: `results.chain`)."""
+    campaign_path: str | None = None
+    """The campaign file the run was registered from, as its first journal line names it
+    (read with the line the run is loaded from, not from the whole journal)."""
+    exploratory: str | None = None
+    """Why the run was registered as not pre-registered (its first line's `exploratory`:
+    a run of `spec-ab try`), else None."""
     journal_sha256: str | None = None
     """The run's digest: SHA-256 of the journal's last complete line (`results.chain`)."""
     _journal: list[dict[str, Any]] | None = field(default=None, repr=False)
@@ -429,6 +435,9 @@ def _run_data(run_dir: Path, passes: pd.DataFrame | None, *, sound: bool = False
                   manifest=manifest, complete=end.complete,
                   notes=tuple(notes), registration_edits=edits, disagreements=disagree,
                   chained=first.get("chain") == chain.CHAIN_VERSION,
+                  campaign_path=(str(first["campaign_path"]) if first.get("campaign_path")
+                                 else None),
+                  exploratory=str(first["exploratory"]) if first.get("exploratory") else None,
                   journal_sha256=end.head or chain.head(run_dir / jr.FILE_NAME),
                   _journal=events)
 

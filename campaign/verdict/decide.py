@@ -124,7 +124,7 @@ def decide_candidate(
 
 def _guardrail_headline(stopping: Sequence[GuardrailCheck]) -> str:
     """The first line when guardrails stop a met rule: each named with its estimate, the
-    bound that decided and what would resolve it ("guardrail-unresolved: ttft_p99 at
+    bound that decided and what would resolve it ("keep-default: ttft_p99 at
     agentfix prose not shown within +5.0%: +12.0%, upper bound +179.4%; would resolve with
     9 pairs (now 2)"). The bound that decided: for `holds` the far end (the upper end of a
     lower-is-better metric's change, the lower end of a higher-is-better one), for
@@ -148,11 +148,10 @@ def _guardrail_headline(stopping: Sequence[GuardrailCheck]) -> str:
         return (f"{where} not shown within {limit}: {change}{end}"
                 + (f"; {c.resolve}" if c.resolve else ""))
 
-    unresolved = all(c.state == "unclear" for c in stopping)
     shown = [one(c) for c in stopping[:HEADLINE_CHECKS]]
     if len(stopping) > HEADLINE_CHECKS:
         shown.append(f"and {len(stopping) - HEADLINE_CHECKS} more (each under Guardrails)")
-    return ("guardrail-unresolved: " if unresolved else "guardrail: ") + "; ".join(shown)
+    return "keep-default: " + "; ".join(shown)
 
 
 HEADLINE_CHECKS = 2

@@ -30,6 +30,7 @@ from campaign.verdict.decide import best_by_level, decide_candidate, run_decisio
 from campaign.verdict.flags import (
     CellPairs,
     Context,
+    drift_not_judged,
     fact_flags,
     gate,
     lane_means,
@@ -58,7 +59,13 @@ from campaign.verdict.rule import (
     flag_alpha,
     label_of,
 )
-from campaign.verdict.sequential import cell_look, judge_lanes, judge_sequential
+from campaign.verdict.sequential import (
+    cell_look,
+    critical_words,
+    judge_lanes,
+    judge_sequential,
+    too_few,
+)
 from campaign.verdict.tidy import TOKEN_METRICS, CellData, RunTable, cell_sort_key
 
 NO_ZERO_LATENCY = ("ttft_", "request_latency_")
@@ -111,6 +118,8 @@ def judge_cell(
     flagged += fact_flags(cp, rule, ctx, decision=decision)
     flags = tuple(f for f, _ in flagged)
     reasons += [why for _, why in flagged]
+    if kind == "ratio" and (not_judged := drift_not_judged(cp, rule, ctx)):
+        reasons.append(not_judged)
     if decision:
         verdict, reasons[0] = gate(verdict, flags, reasons[0])
     return Cell(
@@ -227,16 +236,22 @@ def _look_reason(verdict: Label, why: str, look: CellLook, rule: Rule, kind: st.
     """A sequential design's decision cell: its reason names the design's boundary, not
     the fixed-sample bound."""
     floor = pct(change_of(rule.floor_d(kind), rule.direction, kind))
-    bound = ("no error is spent at this look" if look.boundary is None
-             else f"the design's bound after {look.n} pairs is {pct(look.boundary)}")
+    crit = critical_words(look)
+    bound = (f"the design has too few pairs yet for a bound after {look.n} pairs"
+             if too_few(look)
+             else f"the design's bound after {look.n} pairs is {pct(look.boundary or 0.0)}")
     if verdict == "adopt":
         bar = pct(change_of(rule.bar_d(1, kind), rule.direction, kind))
-        return (f"adopt: {pct(look.change)} clears {bar} and {bound}, "
+        return (f"adopt: {pct(look.change)} clears {bar} and {bound} ({crit}), "
                 f"clearing {floor} (sequential; pairs {why.rsplit('(pairs ', 1)[-1]}")
     head = why.split(" (pairs ", 1)[0]
-    return (f"{head}; sequential: {bound} (adopting needs {floor}), look outcome "
-            f"{look.outcome}" + (f" (pairs {why.rsplit('(pairs ', 1)[-1]}"
-                                 if "(pairs " in why else ""))
+    if look.outcome == "continue" and verdict != "loss":
+        head = head.replace("keep-default", "undecided", 1)  # the design goes on
+    at_look = {"futile": f"the data rule out {rule.powered_words()}",
+               "continue": "the design goes on"}.get(look.outcome, look.outcome)
+    return (f"{head}; sequential: {bound} ({crit}; adopting needs {floor}); at this look "
+            f"{at_look}" + (f" (pairs {why.rsplit('(pairs ', 1)[-1]}"
+                            if "(pairs " in why else ""))
 
 
 def _pair_gains(complete: Sequence[tuple[int, float, float]], p: st.Paired | None,
@@ -329,10 +344,10 @@ def judge_run(
                 one = table.subset(keep, number)
                 return judge_sequential(one.pairs, rule, lambda k: _judge_fixed(
                     one if k is None else one.subset(k), rule, arms, level_order, levels,
-                    guard_cells, metrics, resume_command))
+                    guard_cells, metrics, resume_command), resume_command)
 
             return judge_lanes(table.lanes, rule, at(None), lane)
-        return judge_sequential(table.pairs, rule, at)
+        return judge_sequential(table.pairs, rule, at, resume_command)
     return _judge_fixed(table, rule, arms, level_order, levels, guard_cells, metrics,
                         resume_command)
 

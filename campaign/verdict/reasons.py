@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from campaign.fmt import abs_pct, fmt_gain
 from campaign.verdict import stats as st
-from campaign.verdict.outcome import Cell
+from campaign.verdict.outcome import CandidateVerdict, Cell
 from campaign.verdict.rule import (
     EPS,
     Label,
@@ -49,29 +49,30 @@ def label_reason(verdict: Label, p: st.Paired, rule: Rule, band: float, bar: flo
         return f"adopt: {_rule_met(p, rule, bar, direction, alpha)} (pairs {pairs})"
     if verdict == "gain-below-bar":
         if p.mean >= bar - EPS:
-            return f"gain-below-bar: {g} clears {ch(bar)} but {failed} (pairs {pairs})"
-        return (f"gain-below-bar: every pair beyond {up} but {g} does not clear {ch(bar)} "
+            return f"keep-default: {g} clears {ch(bar)} but {failed} (pairs {pairs})"
+        return (f"keep-default: every pair beyond {up} but {g} does not clear {ch(bar)} "
                 f"(pairs {pairs})")
     if verdict == "within-drift":
-        return f"within-drift: {g} is inside the ±{abs_pct(band)} band (pairs {pairs})"
+        return (f"keep-default: {g} is inside the ±{abs_pct(band)} drift band "
+                f"(pairs {pairs})")
     loss_alpha = rule.alpha
     ucb = upper_bound(p, loss_alpha)
     side = _metric_side("upper", direction)
     bound = (f"its {1 - loss_alpha:.0%} {side} bound {ch(ucb)}" if ucb is not None
              else f"one pair has no {side} bound")
     if verdict == "loss":
-        return (f"loss: {g} is beyond {down} and {bound} excludes any gain "
+        return (f"keep-default, worse: {g} is beyond {down} and {bound} excludes any gain "
                 f"(pairs {pairs})")
     if verdict == "mixed":
-        return (f"mixed: some pairs beyond {up} and some beyond {down} — they disagree beyond "
-                f"the ±{abs_pct(band)} band ({g}; pairs {pairs})")
+        return (f"keep-default, pairs disagree: some beyond {up} and some beyond {down} "
+                f"— they disagree beyond the ±{abs_pct(band)} band ({g}; pairs {pairs})")
     down_d = worse_d(band, direction, p.kind)
     if p.mean <= down_d + EPS:
         spread = ("every pair is beyond " + down if all(v <= down_d + EPS for v in p.d)
                   else f"is beyond the ±{abs_pct(band)} band but not every pair is")
-        return (f"unclear: {g} {spread}, and {bound} does not exclude a gain: no "
+        return (f"keep-default: {g} {spread}, and {bound} does not exclude a gain: no "
                 f"evidence of a loss (pairs {pairs})").replace(f"{g} every", f"{g}: every")
-    return (f"unclear: {g} is beyond the ±{abs_pct(band)} band but not every pair is; "
+    return (f"keep-default: {g} is beyond the ±{abs_pct(band)} band but not every pair is; "
             f"not adopted: {failed} (pairs {pairs})")
 
 
@@ -138,5 +139,44 @@ def describe_reason(verdict: Label, p: st.Paired, direction: st.Direction) -> st
         return (f"{verdict}: {g}; its {p.confidence:.0%} CI {fmt_gain(a, p.kind)} … "
                 f"{fmt_gain(b, p.kind)} excludes no change")
     if p.n < 2:
-        return f"no-clear-change: {g} on one pair (no CI)"
-    return f"no-clear-change: {g}; its {p.confidence:.0%} CI includes no change"
+        return f"no clear change: {g} on one pair (no CI)"
+    return f"no clear change: {g}; its {p.confidence:.0%} CI includes no change"
+
+
+def below_bar_sentence(cv: CandidateVerdict, rule: Rule, candidates: int = 1) -> str:
+    """Why a candidate keeps the default below the bar, in the file's own numbers, each
+    other bar named with where it comes from: "the data rule out a +15.0% gain = 1.5 ×
+    your +10.0% margin, the gain the design is powered for; observed +1.3%", or "observed
+    +8.1%, below your +10.0% margin"."""
+    dec = [c for c in cv.cells if c.decision_cell and c.stats is not None]
+    futile = [c for c in dec if c.look is not None and c.look.outcome == "futile"]
+    parts = []
+    for c in futile or [c for c in dec if c.verdict != "adopt"]:
+        assert c.stats is not None
+        where = f"{c.where}: " if len(dec) > 1 else ""
+        observed = fmt_gain(c.change or 0.0, c.kind)
+        if c in futile:
+            parts.append(f"{where}the data rule out {rule.powered_words()}; observed "
+                         f"{observed}")
+            continue
+        parts.append(where + _short_of(c, c.stats, rule, observed, candidates))
+    return "; ".join(parts) or "the change does not clear the pre-registered bar"
+
+
+def _short_of(c: Cell, p: st.Paired, rule: Rule, observed: str, candidates: int) -> str:
+    """Which bar a decision cell that does not adopt falls short of."""
+    margin = rule.margin_text()
+    bar = rule.bar_d(candidates, p.kind)
+    if p.mean < bar - EPS and rule.prereg.rule != "ci":
+        return f"observed {observed}, below your {margin} margin"
+    if rule.prereg.rule == "point":
+        return (f"observed {observed} clears your {margin} margin, but not every pair clears "
+                f"your ±{abs_pct(rule.band)} drift band")
+    words, lo = _bound_of(p, rule, c.direction, rule.ci_alpha(candidates))
+    if lo is None:
+        return f"observed {observed} on one pair: no bound yet"
+    low = fmt_gain(change_of(lo, c.direction, p.kind), p.kind)
+    if rule.prereg.rule == "ci":
+        return f"observed {observed}, but {words} {low} does not clear your {margin} margin"
+    return (f"observed {observed} clears your {margin} margin, but {words} {low} does not "
+            f"clear {rule.floor_words()}")

@@ -299,6 +299,37 @@ class Rule:
     def floor_d(self, kind: st.Kind = "ratio") -> float:
         return better_d(self.floor, self.direction, kind)
 
+    def floor_source(self) -> str:
+        """Where the bound's floor comes from: "half your +10.0% margin" (or "your ±3.0%
+        drift band", the larger)."""
+        if self.prereg.margin / 2 >= self.band:
+            return f"half your {self.margin_text()} margin"
+        return f"your ±{abs_pct(self.band)} drift band"
+
+    def floor_words(self) -> str:
+        """The bound's floor and where it comes from, in the file's own numbers: "+5.0%,
+        the bound's floor = half your +10.0% margin"."""
+        return (f"{_change_text(self.floor, self.prereg.metric_direction)}, the bound's "
+                f"floor = {self.floor_source()}")
+
+    def margin_text(self) -> str:
+        """The registered margin on the metric's own scale: "+10.0%" ("-10.0%": lower is
+        better)."""
+        return _change_text(self.prereg.margin, self.prereg.metric_direction)
+
+    def powered_gain(self) -> str:
+        """A sequential design's power point: "a +15.0% gain"."""
+        return f"a {_change_text(1.5 * self.prereg.margin, self.prereg.metric_direction)} gain"
+
+    def powered_source(self) -> str:
+        """Where the power point comes from: "1.5 × your +10.0% margin, the gain the design
+        is powered for"."""
+        return f"1.5 × your {self.margin_text()} margin, the gain the design is powered for"
+
+    def powered_words(self) -> str:
+        """"a +15.0% gain = 1.5 × your +10.0% margin, the gain the design is powered for"."""
+        return f"{self.powered_gain()} = {self.powered_source()}"
+
     def describe(self) -> str:
         p = self.prereg
         better = "higher" if p.metric_direction == "higher" else "lower"
@@ -309,7 +340,8 @@ class Rule:
             side = "lower" if p.metric_direction == "higher" else "upper"
             how = (f"adopt when the change is {bar} or better and its one-sided "
                    f"{p.confidence:.0%} {side} confidence bound{many} is "
-                   f"{_change_text(self.floor, p.metric_direction)} or better")
+                   f"{_change_text(self.floor, p.metric_direction)} or better (the bound's "
+                   f"floor: {self.floor_source()})")
         elif p.rule == "point":
             how = (f"adopt when the change is {bar} or better and every pair is "
                    f"{_change_text(self.band, p.metric_direction)} or better")
@@ -320,10 +352,11 @@ class Rule:
             many = "" if p.multiple_candidates == "none" else " (Bonferroni over candidates)"
             how = (f"adopt when the change is {bar} or better and a group-sequential "
                    f"{p.confidence:.0%} bound{many} "
-                   f"is {_change_text(self.floor, p.metric_direction)} or better; a look "
+                   f"is {_change_text(self.floor, p.metric_direction)} or better (the "
+                   f"bound's floor: {self.floor_source()}); a look "
                    f"after each {sq.look} from {sq.min_pairs} up to {sq.max_pairs} pairs, "
                    f"stopping for keep-default when the data rule out "
-                   f"{_change_text(1.5 * p.margin, p.metric_direction)} (power {sq.power:.0%})")
+                   f"{self.powered_words()} (power {sq.power:.0%})")
         return (f"{p.primary_metric} ({better} is better), rule {p.rule}: {how}; "
                 f"drift band ±{abs_pct(self.band)}")
 

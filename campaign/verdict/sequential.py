@@ -48,6 +48,13 @@ from campaign.verdict.outcome import (
 )
 from campaign.verdict.rule import Decision, Rule, better_d, change_of
 
+FUTILE = "keep-default: the data rule out "
+"""A look's reason when a decision cell crossed the futility boundary (with the power
+point in the file's numbers: `Rule.powered_words`)."""
+GUARD_FUTILE = "keep-default: guardrail "
+"""A look's reason when a guardrail is shown beyond its limit where it would be shown
+within (the guardrail's futility)."""
+
 
 def design_of(rule: Rule) -> Sequential:
     design = rule.prereg.sequential
@@ -94,17 +101,16 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
             f"{g.metric} at {g.workload} {g.level}" for g in broken) + " → stopping")
     futile = [lk for lk in looks if lk.outcome == "futile"]
     if futile:
-        return "keep-default", ("not worth it: futility boundary crossed at "
+        return "keep-default", (f"{FUTILE}{rule.powered_gain()} at "
                                 + ", ".join(f"{lk.workload} {lk.level}" for lk in futile)
-                                + f" (the data rule out {pct(1.5 * rule.prereg.margin)}) "
-                                "→ stopping")
+                                + f" ({rule.powered_source()}) → stopping")
     unshown = [g for g in cv.guardrails if g.role == "guardrail" and g.stops]
     # shown beyond its limit at the level that would show it within: no number of pairs
     # would show it within (a noisy early estimate beyond the limit alone is not enough)
     hopeless = [g for g in unshown if g.shown_beyond]
     if hopeless:
-        return "keep-default", ("not worth it: " + ", ".join(
-            f"guardrail {g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
+        return "keep-default", (GUARD_FUTILE + ", ".join(
+            f"{g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
             for g in hopeless) + " shown beyond its limit at the level that would show it "
             "within: more pairs would not show it within → stopping")
     crossed = bool(looks) and all(lk.outcome == "adopt" for lk in looks)
@@ -125,9 +131,9 @@ def _unshown(checks: Sequence[GuardrailCheck]) -> str:
 
 
 def look_line(step: LookStep, design: Sequential) -> str:
-    """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%], adopt boundary crossed at
-    every decision cell → stopping" (the bound: the estimate's lower bound the design
-    compares with the floor)."""
+    """"look 3 of ≤ 8 (pair 4): knee c4 +24.1% [bound +17.9%, critical value t = 4.2],
+    adopt boundary crossed at every decision cell → stopping" (the bound: the estimate's
+    lower bound the design compares with the floor; `bound_words`)."""
     cells = "; ".join(
         f"{c.workload} {c.level} {pct(c.change)}{_bound_text(c)}" for c in step.cells)
     return (f"look {step.look} of ≤ {design.max_looks} (pair {step.pairs}): "
@@ -135,15 +141,31 @@ def look_line(step: LookStep, design: Sequential) -> str:
 
 
 def _bound_text(c: CellLook) -> str:
-    """The adopt boundary as a change, or, where so few pairs put it beyond −99.5% (a
-    "[bound -100.0%]" reads as broken arithmetic), that there is no bound yet and the
-    critical value that makes it so."""
-    if c.boundary is None:
-        return ""
-    if c.boundary <= -0.995:
-        return (f" [no bound yet: {c.n} pair(s), the adopt boundary's critical value is "
-                f"{c.bound:.1f}]")
-    return f" [bound {pct(c.boundary)}]"
+    return f" [{bound_words(c)}]"
+
+
+def bound_words(c: CellLook) -> str:
+    """The adopt boundary as a change with its critical value ("bound -86.9%, critical
+    value t = 12.3"), or, where so few pairs spend no error or put the bound beyond
+    −99.5% (a "-100.0%" reads as broken arithmetic), that there are too few pairs yet."""
+    if not math.isfinite(c.bound):
+        return f"too few pairs yet for a bound: {c.n} pairs spend no error"
+    if too_few(c):
+        return f"too few pairs yet for a bound: {c.n} pairs, {critical_words(c)}"
+    return f"bound {pct(c.boundary or 0.0)}, {critical_words(c)}"
+
+
+def too_few(c: CellLook) -> bool:
+    """No bound worth printing at this look: no error spent, or a bound beyond −99.5%."""
+    return c.boundary is None or c.boundary <= -0.995 or not math.isfinite(c.bound)
+
+
+def critical_words(c: CellLook) -> str:
+    """"critical value t = 12.3" (the adopt boundary on the look's t statistic), or that
+    the look spends no error."""
+    if not math.isfinite(c.bound):
+        return "no error is spent at this look"
+    return f"critical value t = {c.bound:.1f}"
 
 
 Judge = Callable[[Sequence[int] | None], RunVerdict]
@@ -202,9 +224,11 @@ def _pooled_candidate(cv: CandidateVerdict, lanes: Mapping[str, CandidateVerdict
                                settle=first.settle, reasons=reasons, sequential=path)
 
 
-def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) -> RunVerdict:
+def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge,
+                     resume_command: str = "spec-ab run --resume RUN_DIR") -> RunVerdict:
     """The run's verdict under its sequential design: judged at each look in turn until
-    every candidate is decided (see the module docstring)."""
+    every candidate is decided (see the module docstring); `resume_command`: what measures
+    more pairs of this run (a `--resume`, or a new run when it cannot be resumed)."""
     design = design_of(rule)
     last = max(pairs_measured, default=0)
     due = [p for p in design.schedule() if p <= last]
@@ -227,14 +251,15 @@ def judge_sequential(pairs_measured: Sequence[int], rule: Rule, judge: Judge) ->
         if len(final) == len(verdict.candidates):
             break
     assert verdict is not None
-    out = [_finish(cv, state, why, p, steps.get(cv.arm, []), design, rule, last)
+    out = [_finish(cv, state, why, p, steps.get(cv.arm, []), design, rule, last,
+                   resume_command)
            for cv, state, why, p in (final[c.arm] for c in verdict.candidates)]
     return recombine(verdict, out, len(pairs_measured))
 
 
 def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
             steps: Sequence[LookStep], design: Sequential, rule: Rule,
-            last: int) -> CandidateVerdict:
+            last: int, resume_command: str) -> CandidateVerdict:
     stopped = state in ("adopt", "keep-default")
     path = SequentialPath(design.max_pairs, design.min_pairs, design.look, design.max_looks,
                           tuple(steps), state, at if stopped else None)
@@ -243,13 +268,12 @@ def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
     reason, settle = cv.reason, cv.settle
     if state == "keep-default" and reason not in ("loss", "guardrail"):
         reason = ("guardrail" if any(g.state == "broken" for g in cv.guardrails)
-                  else "guardrail-unresolved" if why.startswith("not worth it: guardrail")
+                  else "guardrail-unresolved" if why.startswith(GUARD_FUTILE)
                   else "below-bar")
         settle = ""
     elif state == "continue":
         reason = "inconclusive"
-        settle = (f"the design continues: up to {design.max_pairs - last} more pair(s): "
-                  "spec-ab run --resume RUN_DIR")
+        settle = _go_on(design.max_pairs - last, resume_command, steps)
     elif state == "inconclusive" and reason == "guardrail-unresolved":
         settle = next((g.resolve for g in cv.guardrails if g.stops and g.resolve), "")
     elif state == "inconclusive":
@@ -261,6 +285,17 @@ def _finish(cv: CandidateVerdict, state: SequentialState, why: str, at: int,
         raise AssertionError("a sequential adopt is always the design's")
     return dataclasses.replace(cv, reasons=tuple(reasons), reason=reason, settle=settle,
                                sequential=path)
+
+
+def _go_on(more: int, resume_command: str, steps: Sequence[LookStep]) -> str:
+    """What measures the pairs a design still going needs: the run resumed; or, when it
+    cannot be (a finished run judged under `--rule`, an arm that never became ready),
+    the new run `resume_command` names, said as is when nothing was measured to look at."""
+    if "--resume" in resume_command:
+        return f"the design continues: up to {more} more pair(s): {resume_command}"
+    if not any(step.cells for step in steps):
+        return resume_command
+    return f"the design would go on for up to {more} more pair(s), but {resume_command}"
 
 
 def _further_night(cv: CandidateVerdict, rule: Rule, design: Sequential) -> str:

@@ -52,7 +52,7 @@ def test_no_word_is_split_at_narrow_widths(width: int) -> None:
 
 def test_the_cells_stack_when_their_table_cannot_fit() -> None:
     text = rp.render_table(rp.build_report([GOLDEN_RUN]), width=60)
-    assert "  c1 request_latency_p99 (ms): -2.7% better, no-clear-change" in text
+    assert "  c1 request_latency_p99 (ms): -2.7% better, no clear change" in text
     assert "request_lat\n" not in text and "cell · CI · pairs" in text  # decision table fits
 
 
@@ -78,7 +78,7 @@ def test_piped_output_keeps_every_bullet_on_one_line() -> None:
     missing = [b for b in bullets if b not in lines]
     assert missing == []
     # the headline names each unresolved guardrail first, on its one line too
-    assert lines[1].startswith("  - guardrail-unresolved: ttft_p99 at knee c1 not shown")
+    assert lines[1].startswith("  - keep-default: ttft_p99 at knee c1 not shown")
     assert "ttft_p99 at knee c16 not shown within +5.0%" in lines[1]
     assert lines[1].endswith("and 2 more (each under Guardrails)")  # the rest counted
     guard = next(ln for ln in lines if ln.startswith("  ✗ guardrail ttft_p99 at agentfix prose"))

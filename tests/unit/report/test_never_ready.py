@@ -28,14 +28,15 @@ def _control_only(df: pd.DataFrame) -> pd.DataFrame:
     return df[df.arm != "depth7"]
 
 
-def never_run(tmp_path: Path, *, launch_error: bool) -> Path:
+def never_run(tmp_path: Path, *, launch_error: bool, **rule_kw: Any) -> Path:
     spec = {(w, lvl, m): [(100.0, 110.0), (100.5, 110.0)]
             for w, lvl in (("knee", "c1"), ("knee", "c4"), ("agentfix", "prose"))
             for m in (TPUT, "ttft_p99", "itl_p99", "error_rate")}
     run = make_run(tmp_path, spec, arms=("control", "depth7"), complete=False,
                    edit=_control_only, guardrails=[
                        {"metric": "ttft_p99", "max_worsening": 0.05},
-                       {"metric": "error_rate", "max_worsening": 0.0, "absolute": True}])
+                       {"metric": "error_rate", "max_worsening": 0.0, "absolute": True}],
+                   **rule_kw)
     store = RunStore.open(run)
     store.journal("slot_start", slot=0, pair=1, arm="control", pair_attempt=1)
     store.journal("server_ready", slot=0, boot_s=1.0)
@@ -60,6 +61,22 @@ def test_the_report_leads_with_the_boot_error_in_every_format(
         assert (LEAD.replace("'", "&#x27;") if fmt == "html" else LEAD) in head, fmt
         assert "--resume" not in text, fmt
     assert "start a new run: spec-ab run" in rep.latest.verdict.settle
+
+
+def test_a_sequential_design_is_not_told_to_resume_either(tmp_path: Path) -> None:
+    """Issue 39 item 1: `run` says to fix the file and start a new run; the report's
+    headline said "the design continues: up to 4 more pair(s): spec-ab run --resume"."""
+    rep = rp.build_report([never_run(tmp_path, launch_error=True,
+                                     sequential={"max_pairs": 6})])
+    settle = rep.latest.verdict.settle
+    assert settle.startswith("fix the launch of depth7 (it never became ready) in the "
+                             "campaign file and start a new run: spec-ab run"), settle
+    for fmt in ("table", "markdown", "json", "html"):
+        text = rp.render(rep, fmt, width=400) if fmt == "table" else rp.render(rep, fmt)
+        assert "--resume" not in text, fmt
+        assert "the design continues" not in text, fmt
+    head = rp.render(rep, "table", width=400).splitlines()[1]
+    assert head.startswith("Decision: KEEP-DEFAULT") and "start a new run" in head
 
 
 def test_its_guardrails_and_cells_collapse_to_one_line_each(tmp_path: Path) -> None:

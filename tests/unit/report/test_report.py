@@ -195,7 +195,8 @@ def test_history_shows_each_run_side_by_side(tmp_path: Path) -> None:
     text = rp.render(rep, "table", width=160)
     assert "History: 2 runs" in text
     assert r1.name in text and r2.name in text
-    assert text.index("adopt") < text.index("keep-default")
+    history = text.split("History: 2 runs", 1)[1]
+    assert history.index("adopt") < history.index("keep-default")
     doc = json.loads(rp.render(rep, "json"))
     assert [h["decision"] for h in doc["history"]] == ["adopt", "keep-default"]
     assert doc["decision"] == "keep-default"  # the newest run leads
@@ -296,7 +297,8 @@ def test_missing_value_is_an_error_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_a_decision_cell_with_no_rows_keeps_the_default_as_inconclusive(tmp_path: Path) -> None:
-    run = make_run(tmp_path, {("knee", "c4", TPUT): [(100.0, 115.0)]}, guardrails=[], pairs=1)
+    run = make_run(tmp_path, {("knee", "c4", TPUT): [(100.0, 115.0)]}, guardrails=[], pairs=1,
+                   complete=False)
     rep = rp.build_report([run])
     (c1,) = rep.latest.decision_cells()
     assert c1.key == ("knee", "c1", TPUT) and c1.verdict == "no-data"
@@ -411,7 +413,7 @@ def test_real_simulated_lane_run(tmp_path: Path, fmt: rp.Format, suffix: str) ->
     assert c1.verdict == "adopt"
     assert (v.decision, v.reason) == ("keep-default", "guardrail-unresolved")
     assert v.candidates[0].reasons[0].startswith(
-        "guardrail-unresolved: ttft_p99 at knee c1 not shown within +5.0%: -18.4%, "
+        "keep-default: ttft_p99 at knee c1 not shown within +5.0%: -18.4%, "
         "upper bound +19.6%; would resolve with about 4 pairs (now 2)")
     _check_golden(f"sim-run.{suffix}", _normalise(rp.render(rep, fmt), tmp_path))
 
@@ -564,7 +566,7 @@ def test_every_format_opens_with_the_decision(golden_run: Path, fmt: rp.Format) 
     if fmt == "html":
         text = text[text.index("<body>"):].split(">", 2)[2]
     first = next(line for line in text.splitlines() if line.strip())
-    assert "Decision: ADOPT (rule-met" in first
+    assert "Decision: ADOPT (the pre-registered rule is met" in first
     # then the decision cells, then the guardrails, before any other cell
     assert text.index("Decision cells") < text.index("Guardrails") < text.index("ttft_p99 (ms)")
 

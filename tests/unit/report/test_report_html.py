@@ -188,3 +188,15 @@ def test_every_embedded_figure_is_drawn(html_report: tuple[rp.Report, str]) -> N
         flat = (pixels[..., :3].reshape(-1, 3) * 255).astype(int)
         assert len({tuple(c) for c in flat[::5]}) > 30
         assert (flat.sum(axis=1) < 600).mean() > 0.01  # ink on the page, not only white
+
+
+def test_cells_are_styled_by_their_label_and_read_in_plain_words(
+        html_report: tuple[rp.Report, str]) -> None:
+    """The text says the verdict in plain words ("no clear change"); the cell's colour
+    still comes from its label (`within-drift`, styled by the page's CSS)."""
+    _, page = html_report
+    cells = re.findall(r"<td class='([a-z-]+)'(?: title='[^']*')?>([a-z -]+)</td>", page)
+    labels = {label for label, _ in cells}
+    assert "adopt" in labels
+    assert all(f"td.{label}" in page or f".{label}{{" in page for label in labels), labels
+    assert any(label != word for label, word in cells), cells  # plain words, styled by label

@@ -72,3 +72,38 @@ def test_the_html_page_carries_the_path_figure(tmp_path: Path) -> None:
     assert "sequential" in names
     fixed = build_report([make_run(tmp_path / "fixed", {CELL: GAIN[:2]}, guardrails=[])])
     assert "sequential" not in [name for name, _, _ in figures(fixed)]
+
+
+def test_a_complete_run_under_an_exploratory_rule_is_not_told_to_resume(tmp_path: Path) -> None:
+    """Issue 39 item 1: a finished run cannot be resumed (`run --resume` refuses it), so a
+    design that would go on under `--rule` says to start a new run, not `--resume`."""
+    run = make_run(tmp_path, {CELL: GAIN[:3]}, guardrails=[], sequential={"max_pairs": 6})
+    report = build_report([run], rule_overrides={"confidence": "0.999"})
+    v = report.latest.verdict
+    assert v.candidates[0].sequential is not None
+    assert v.candidates[0].sequential.state == "continue"
+    assert "--resume" not in v.settle
+    assert v.settle.startswith("the design would go on for up to 3 more pair(s), but the "
+                               "run is finished and cannot be resumed"), v.settle
+    assert "start a new run" in v.settle
+    for fmt in ("table", "markdown", "json", "html"):
+        assert "--resume" not in render(report, fmt), fmt
+
+
+def test_a_look_prints_its_real_bound_with_its_critical_value_or_too_few_pairs(
+        tmp_path: Path) -> None:
+    """Issue 39 item 3: never a bound of -100.0% (or -99.9%): the real bound with its
+    critical value, or "too few pairs yet"."""
+    run = make_run(tmp_path, {CELL: GAIN[:3]}, guardrails=[], sequential={"max_pairs": 6})
+    text = render(build_report([run]), "table", width=400)
+    assert "look 1 of ≤ 5 (pair 2): knee c1 +25.6% [bound -86.9%, critical value t = " in text
+    strict = build_report([run], rule_overrides={"confidence": "0.999"})
+    for fmt in ("table", "markdown", "html"):
+        text = render(strict, fmt, width=400) if fmt == "table" else render(strict, fmt)
+        assert "-99.9%" not in text and "-100.0%" not in text, fmt
+        # look 1 spends no error at all; look 2's bound is beyond -99.5%
+        assert "look 1 of ≤ 5 (pair 2): knee c1 +25.6% [too few pairs yet for a bound: " \
+            "2 pairs spend no error]" in text, fmt
+        assert "[too few pairs yet for a bound: 3 pairs, critical value t = 2812.3]" in text
+        assert "the design has too few pairs yet for a bound after 3 pairs (critical value " \
+            "t = 2812.3; adopting needs +5.0%)" in text, fmt

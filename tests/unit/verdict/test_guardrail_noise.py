@@ -102,7 +102,7 @@ def test_the_issues_mock_server_case_is_not_broken() -> None:
     ttft = next(g for g in v.candidates[0].guardrails if g.metric == "ttft_p99")
     assert ttft.state == "unclear" and ttft.stops, ttft.reason
     assert v.decision == "keep-default" and v.reason == "guardrail-unresolved", v.reasons
-    assert v.reasons[0].startswith("guardrail-unresolved: ttft_p99 at knee c4 not shown "
+    assert v.reasons[0].startswith("keep-default: ttft_p99 at knee c4 not shown "
                                    "within +5.0%") and "would resolve with" in v.reasons[0]
 
 

@@ -228,7 +228,8 @@ def test_a_look_with_no_bound_yet_says_so_not_minus_100() -> None:
                         "continue")
         return look_line(LookStep(1, 2, (cell,), "continue", "no boundary crossed"), design)
 
-    assert line(-0.99998) == ("look 1 of ≤ 5 (pair 2): agentfix prose +1.3% [no bound yet: "
-                              "2 pair(s), the adopt boundary's critical value is 63.7], no "
+    assert line(-0.99998) == ("look 1 of ≤ 5 (pair 2): agentfix prose +1.3% [too few pairs "
+                              "yet for a bound: 2 pairs, critical value t = 63.7], no "
                               "boundary crossed")
-    assert "[bound -4.2%]" in line(-0.042)
+    # issue 39 item 3: the real bound with its critical value
+    assert "[bound -4.2%, critical value t = 63.7]" in line(-0.042)

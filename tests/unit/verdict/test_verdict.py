@@ -64,7 +64,7 @@ def test_plus_12_and_plus_1_does_not_adopt() -> None:
     assert c.verdict == "unclear"
     assert "high-variance" not in c.flags  # 11 points apart is within 2-pair noise
     assert v.decision == "keep-default" and v.reason == "below-bar"
-    assert any("knee c1: unclear" in r for r in v.reasons)
+    assert any("knee c1: keep-default: +6.4% (better) is beyond" in r for r in v.reasons)
 
 
 def test_pairs_at_minus_20_and_plus_25_are_mixed_not_within_drift() -> None:
@@ -163,6 +163,8 @@ def test_one_pair_has_no_ci_and_says_so() -> None:
     assert any("one pair: no confidence interval" in r for r in c.reasons)
     assert c.verdict == "inconclusive"  # the rule is met, but one pair is a hint
     assert "one-pair" in c.flags
+    # one word per outcome: the reason says what the verdict column says (issue 39)
+    assert c.reasons[0].startswith("undecided (one-pair): the rule is met"), c.reasons[0]
     assert v.decision == "keep-default" and v.reason == "inconclusive"
     assert "a second pair" in v.settle
     v2 = judge(frame({TPUT: [(100.0, 120.0)]}), rule(pairs=1, rule="ci"))
@@ -502,7 +504,7 @@ def test_a_guardrail_the_data_cannot_judge_is_unclear_not_broken() -> None:
     assert "includes the +5.0% limit" in g.reason and "not shown within its limit" in g.reason
     assert "pairs' own spread" in g.evidence and "would resolve with" in g.reason
     assert v.decision == "keep-default" and v.reason == "guardrail-unresolved"
-    assert v.reasons[0].startswith("guardrail-unresolved: ttft_p99 at knee c1 not shown "
+    assert v.reasons[0].startswith("keep-default: ttft_p99 at knee c1 not shown "
                                    "within +5.0%: +2.0%, upper bound ")
     assert not any("rule is met" in r for r in v.reasons)
     # an older registration's `unclear_stops: false` no longer lets the maybe through
@@ -525,7 +527,7 @@ def test_guardrails_apply_where_the_decision_is_made_unless_widened() -> None:
     checks = [(g.level, g.role, g.state) for g in v.candidates[0].guardrails]
     assert checks == [("c1", "guardrail", "holds"), ("c4", "deterioration", "broken")]
     assert v.decision == "keep-default" and v.reason == "guardrail"
-    assert v.reasons[0].startswith("guardrail: ttft_p99 at knee c4 shown worse than +5.0%: "
+    assert v.reasons[0].startswith("keep-default: ttft_p99 at knee c4 shown worse than +5.0%: "
                                    "+51.5%")
     # registered without the deterioration checks: the decision cell alone
     off = rule(guardrails=[{"metric": "ttft_p99", "max_worsening": 0.05,

@@ -105,16 +105,22 @@ def test_case(tmp_path: Path, name: str, spec: dict[Any, Any], kw: dict[str, Any
     run = _report(tmp_path, spec, **kw)
     v = run.verdict
     assert (v.decision, v.reason) == (decision, reason), v.reasons
-    assert rp.render(rp.Report(runs=(run,)), "table").splitlines()[0].startswith(
-        f"Decision: {decision.upper()} ({reason}")
+    head = rp.render(rp.Report(runs=(run,)), "table", width=400).splitlines()[0]
+    # the text says it in plain words; the label is JSON's `reason` (issue 39 item 2)
+    assert head.startswith(f"Decision: {decision.upper()} (") and f"({reason}:" not in head, head
 
 
 def test_failed_candidate_pass_says_how_to_finish_and_keeps_its_error_rate(
         tmp_path: Path) -> None:
     _, spec, kw, *_ = CASES[0]
-    run = _report(tmp_path, spec, **kw)
+    # a pair with an invalid pass leaves the run unfinished (`RunResult.complete`)
+    run = _report(tmp_path, spec, complete=False, **kw)
     assert run.verdict.settle == (f"1 more complete pair(s): spec-ab run --resume {run.run_dir}"
                                   " --redo-invalid")
+    # a finished run cannot be resumed (`run --resume` refuses it): a new run
+    done = _report(tmp_path / "done", spec, **kw)
+    assert done.verdict.settle == ("1 more complete pair(s): the run is finished and cannot "
+                                   "be resumed: start a new run: spec-ab run CAMPAIGN_FILE")
     (g,) = run.verdict.candidates[0].guardrails
     assert g.state == "unclear" and g.stops and 0.08 in g.pair_worsening
 
