@@ -1,8 +1,9 @@
 """The `spec-ab` command: parse, call one core function, render, map errors to exit codes.
 
 One module per command (`check` with `clean`, `run`, `report`, `verify`, `watch`, `init`,
-`plan`), each registering on the one typer app of `app`; `spec-ab sim` is the simulator's own app;
-`streams`: a standard output that is closed or fails, handled once.
+`plan`, `try_`), each registering on the one typer app of `app`; `spec-ab sim` is the
+simulator's own app; `tryout`: `spec-ab try`'s core (the campaign it generates, runs and
+registers); `streams`: a standard output that is closed or fails, handled once.
 
 Exit codes (every command): 0 done · 1 internal error (a bug: traceback shown) · 2 bad
 usage or invalid campaign file · 3 preflight or infrastructure failure · 4 campaign
@@ -26,6 +27,7 @@ from campaign.cli import (  # noqa: F401  (they register)
     report,
     run,
     streams,
+    try_,
     verify,
     watch,
 )

@@ -45,14 +45,15 @@ def _plain_flags() -> None:
 
 _plain_flags()
 
-COMMAND_ORDER = ("init", "check", "plan", "run", "report", "verify", "watch", "clean")
+COMMAND_ORDER = ("try", "init", "check", "plan", "run", "report", "verify", "watch", "clean")
 """`spec-ab --help` lists the commands in workflow order (then `sim`)."""
 
 app = typer.Typer(
     name="spec-ab",
     help="Same-window A/B benchmark campaigns for speculative decoding on vLLM, judged by "
     "a rule fixed before the runs.",
-    epilog="Workflow: init → check → plan → run → report (clean after a crash). Words "
+    epilog="Workflow: try (an afternoon look) → init → check → plan → run → report (clean "
+    "after a crash). Words "
     "(lane, shard, cell, knee, agentfix, `all`, implied_a): docs/glossary.md. Nightly CI: "
     "docs/nightly-ci.md.",
     no_args_is_help=True,
