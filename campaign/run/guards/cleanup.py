@@ -301,7 +301,10 @@ def _scan_containers(
     where = host or "the local docker engine"
     try:
         client = client_factory(host)
-        found = client.containers.list(all=True, filters={"label": LABEL_RUN})
+        # ignore_removed: another run on the machine may remove one of its containers
+        # between the engine's list and the SDK's look at each (not an unreachable engine)
+        found = client.containers.list(all=True, filters={"label": LABEL_RUN},
+                                       ignore_removed=True)
     except Exception as exc:  # the SDK's transports raise their own (socket's, paramiko's)
         gone = Unreachable(engine_endpoint(host), _why_unreachable(exc))
         note = (_no_engine_note(where, exc) if isinstance(exc, DockerException) else

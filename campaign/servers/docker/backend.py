@@ -383,7 +383,8 @@ class DockerServer(ServerContext):
         errors = []
         try:
             found = client.containers.list(
-                all=True, filters={"label": f"{LABEL_LAUNCH}={self.launch_id}"}
+                all=True, filters={"label": f"{LABEL_LAUNCH}={self.launch_id}"},
+                ignore_removed=True,  # one gone meanwhile is one less to remove
             )
         except ENGINE_ERRORS as exc:
             return [f"cannot list containers on {host or '(local)'}: {exc}"]

@@ -64,7 +64,8 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _containers_of(engine: Any, name: str) -> list[Any]:
-    return [c for c in engine.containers.list(all=True, filters={"label": LABEL_RUN})
+    return [c for c in engine.containers.list(all=True, filters={"label": LABEL_RUN},
+                                                 ignore_removed=True)
             if name in c.labels.get(LABEL_RUN, "")]
 
 

@@ -83,7 +83,8 @@ def events_of(out: Path) -> list[dict[str, Any]]:
 
 
 def containers_of(engine: Any, name: str) -> list[Any]:
-    return [c for c in engine.containers.list(all=True, filters={"label": LABEL_RUN})
+    return [c for c in engine.containers.list(all=True, filters={"label": LABEL_RUN},
+                                                 ignore_removed=True)
             if name in c.labels.get(LABEL_RUN, "")]
 
 

@@ -233,10 +233,16 @@ class FakeClient:
 
 
 class FakeContainers:
-    def __init__(self, items: list[Any]) -> None:
+    def __init__(self, items: list[Any], vanished: int = 0) -> None:
         self.items = items
+        self.vanished = vanished
+        """Containers listed, then removed before the SDK inspects each (another run's
+        stop): the SDK raises NotFound for them unless `ignore_removed`."""
 
-    def list(self, all: bool = False, filters: dict[str, str] | None = None) -> list[Any]:
+    def list(self, all: bool = False, filters: dict[str, str] | None = None,
+             ignore_removed: bool = False) -> list[Any]:
+        if self.vanished and not ignore_removed:
+            raise NotFound("No such container: gone")
         return list(self.items)
 
 
@@ -353,6 +359,20 @@ def test_find_leftovers_judges_by_runner_pid_and_host() -> None:
     assert "runner pid 200 is not running" in str(scan[0])
     assert "no runner pid label" in scan[2].why
     assert len(scan.notes) == 1 and "other-box" in scan.notes[0]
+
+
+def test_a_container_removed_while_listed_is_not_an_unreachable_engine() -> None:
+    """Another run on the machine removed one of its containers between the engine's list
+    and the SDK's inspect of it: the scan goes on without it (it read the engine as
+    unreachable before, and `run` refuses an unreachable engine of a docker campaign)."""
+    dead = {LABEL_RUN: "r2", LABEL_PID: "200", LABEL_PID_START: "5.0", LABEL_HOST: "me"}
+    client = FakeClient(containers=[FakeContainer("1", dead)])
+    client.containers.vanished = 1
+    scan = cleanup.find_leftovers(lambda h: client, include_processes=False,
+                                  alive=lambda pid, started: False, hostname="me",
+                                  in_scope="")
+    assert [x.run_id for x in scan] == ["r2"]
+    assert scan.unreachable == [] and scan.notes == []
 
 
 def test_a_scoped_runner_judges_only_its_own_scope(monkeypatch: pytest.MonkeyPatch) -> None:
