@@ -117,8 +117,9 @@ def _booting() -> Callable[[list[str]], None]:
     def booting(arms: list[str]) -> None:
         if not started:
             started.append(True)
-            out.print("boot check before the first pair (each distinct launch once: up to "
-                      "ready and a 1-token request, then stopped; --skip-boot-check skips it)",
+            out.print("boot check before the first pair (each distinct launch once but the "
+                      "first slot's, which boots for pair 1 at once: up to ready and a 1-token "
+                      "request, then stopped; --skip-boot-check skips it)",
                       markup=False, highlight=False)
         checkview.print_booting(out, arms)
 
