@@ -330,12 +330,14 @@ def _own_evidence(metric: str, n_req: float | None, factor: float, inputs: Input
 
 def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, metric: str,
                  extra: float) -> str:
-    """Roughly how many requests per level, or pairs, would make the interval clear the
-    limit, at the change measured."""
+    """Roughly how many requests per level, or more pairs, would make the interval clear
+    the limit at the change measured: shown within, or (estimated beyond) shown broken."""
     gap = abs(tested.limit - tested.estimate)
     if gap <= EPS:
         return "the change sits at the limit: no size of campaign resolves it"
-    z = (tested.high - tested.estimate) / (tested.se or 1.0)
+    beyond = tested.estimate > tested.limit
+    half = (tested.estimate - tested.low) if beyond else (tested.high - tested.estimate)
+    z = half / (tested.se or 1.0)
     target = (gap / z) ** 2
     n = len(cv)
     boot = extra / n
@@ -349,11 +351,12 @@ def _resolve_own(tested: gs.Tested, cv: Sequence[float], n_req: float | None, me
                 break
     per_pair = math.fsum(cv) / n + extra
     pairs = math.ceil(per_pair / target)
-    if pairs <= MAX_PAIRS:
+    if n < pairs <= MAX_PAIRS:
         parts.append(f"{pairs} pairs (now {n})")
     if not parts:
         return "more requests per level and more pairs than a campaign holds"
-    return "would resolve with " + " or ".join(parts)
+    side = " (shown beyond its limit, at this estimate)" if beyond else ""
+    return f"would resolve{side} with " + " or ".join(parts)
 
 
 def _resolve_spread(tested: gs.Tested, n: int, family: Family, beyond: bool = False) -> str:
