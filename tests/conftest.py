@@ -46,9 +46,18 @@ BUDGET_S = float(os.environ.get("SPECAB_TEST_BUDGET_S") or 60)
 """The longest a test outside the e2e tier may take, set-up and tear-down included."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test carries its tier's marker, taken from its folder."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config,
+                                  items: list[pytest.Item]) -> Iterator[None]:
+    """Each test carries its tier's marker, taken from its folder, before every other
+    implementation (xdist's reads the groups); after them all (pytest-randomly's shuffle
+    included), the longest tests come first (`_start_rank`)."""
+    _mark_tiers(items)
+    yield
+    items.sort(key=_start_rank)  # stable: the random order within each rank stays
+
+
+def _mark_tiers(items: list[pytest.Item]) -> None:
     tests = ROOT / "tests"
     for item in items:
         path = Path(str(item.path))
@@ -57,6 +66,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("gb10") is not None:
             # root's ssh config and the one loopback sshd: one worker runs them all
             item.add_marker(pytest.mark.xdist_group("gb10"))
+
+
+LONG_S = 600.0
+"""pytest-timeout's limit for a test (pyproject.toml): a test that declares a longer one
+(`pytest.mark.timeout(N)`: a whole sequential campaign) is one of the run's longest."""
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """When a test starts in the run: the ones that declare themselves long (a timeout
+    above `LONG_S`) first, every other test in pytest-randomly's order. The longest start
+    at once and the many short ones fill the end, instead of a campaign drawn last by the
+    random order running alone on an idle machine (CI: an A/A sequential campaign started
+    4 minutes before the tiers ended, three workers idle)."""
+    marker = item.get_closest_marker("timeout")
+    long = marker is not None and bool(marker.args) and float(marker.args[0]) > LONG_S
+    return 0 if long else 1
 
 
 YIELDING_NICE = 8

@@ -7,9 +7,13 @@ example's 200 requests at 4 streams; no warm-up: the simulated lane has nothing 
 at the example's own time scale (a faster one shrinks the latencies until a loaded host's
 jitter moves the TTFT guardrail). Issue "Guardrails that protect", on real campaigns:
 
-- a candidate about +35% faster (every step 1.45× faster, its prefill 16× dearer) whose
-  p99 TTFT is about +50% worse is not adopted, and the report says why in its first lines
-  (measured: +34.9%, p99 TTFT +58.3% at 2 pairs);
+- a candidate about +30% faster (every step 1.45× faster, its prefill 24× dearer) whose
+  p99 TTFT is about +130% worse is not adopted, and the report says why in its first lines
+  (measured on a quiet host: +29.6%, p99 TTFT +128.3%, the night stopped at pair 3). At a
+  prefill 16× dearer (+34.5%, p99 TTFT +58% to +62%) it was the issue's "about +50%", but
+  a CI host's p99 jitter kept that campaign going to its 12th pair: 907 s of the suite's
+  longest test; the edge of the promise (2× the limit) is measured through the verdict
+  instead, by scripts/guardrail-rates (docs/verdict.md);
 - the same speed-up without the dearer prefill (every step 1.45× faster) stops with ADOPT on
   a quiet host (measured: +44.7%, adopted at pair 6, every guardrail shown), and on a
   loaded one adopts or says its guardrail is unresolved, never broken;
@@ -41,9 +45,9 @@ EXAMPLE = ROOT / "examples" / "sim-sequential.yaml"
 FASTER = {"SPECAB_SIM_EFFECT": "1.45"}
 """About +45% decode throughput on prose at 4 streams, TTFT better (the step times are
 divided by 1.45, the first token's too)."""
-SLOW_FIRST_TOKEN = {"SPECAB_SIM_EFFECT": "1.45", "SPECAB_SIM_COST_PREFILL_MS_PER_TOKEN": "0.8"}
-"""About +35% decode throughput (the dearer prefill slows the steps it is in) with p99
-TTFT +35–75% per pair (measured)."""
+SLOW_FIRST_TOKEN = {"SPECAB_SIM_EFFECT": "1.45", "SPECAB_SIM_COST_PREFILL_MS_PER_TOKEN": "1.2"}
+"""About +30% decode throughput (the dearer prefill slows the steps it is in) with p99
+TTFT about +130% (measured: +128.3% over 3 pairs)."""
 
 
 def _campaign(tmp_path: Path, *, aa: bool = False, env: dict[str, str] | None = None) -> Path:
