@@ -7,8 +7,9 @@ cores, so the file boots as few servers as it can: one 3-arm campaign (spec deco
 k = 2, k = 4) serves tests a and b, a 2-arm campaign with an EngineCore kill serves c, and
 d/e stop their runner while the first server is still booting (its renamed EngineCore
 and Worker already exist); f runs one campaign as two lanes' shards (two ports, one after
-the other) and pools them.
-"""
+the other) and pools them. Every run skips `run`'s boot check (`--skip-boot-check`): it
+would boot each candidate launch once more (tested on the simulated lane,
+tests/unit/run/test_run_bootcheck.py)."""
 
 from __future__ import annotations
 
@@ -116,8 +117,8 @@ def spec_ab(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.Co
 def start_run(campaign: Path, out: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-m", "campaign", "run", str(campaign), "--out",
-                             str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                             str(out), "--skip-boot-check"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def run_dir_of(out: Path, proc: subprocess.Popen[str] | None = None,
@@ -232,7 +233,8 @@ def three_arms(tmp_path_factory: pytest.TempPathFactory) -> Run:
     check = spec_ab("check", str(path))
     assert check.returncode == 0, check.stdout + check.stderr
     t0 = time.monotonic()
-    run = spec_ab("run", str(path), "--out", str(tmp / "results"), timeout=720)
+    run = spec_ab("run", str(path), "--out", str(tmp / "results"), "--skip-boot-check",
+                  timeout=720)
     took = time.monotonic() - t0
     print(f"\n3-arm vLLM campaign: {took:.0f} s")
     return Run(run_dir_of(tmp / "results", deadline_s=1), check, run, took)
@@ -443,7 +445,8 @@ def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
     path.write_text(text)
     with ThreadPoolExecutor(len(ports)) as pool:  # the lanes' shards at the same time
         runs = list(pool.map(lambda lane: spec_ab(
-            "run", str(path), "--lane", lane, "--out", str(tmp_path / lane), timeout=600),
+            "run", str(path), "--lane", lane, "--out", str(tmp_path / lane),
+            "--skip-boot-check", timeout=600),
             ports))
     shards = []
     for lane, run in zip(ports, runs, strict=True):
