@@ -74,16 +74,15 @@ def _pass_se(p99: float, rng: np.random.Generator) -> float:
     return se
 
 
-def test_the_issues_mock_server_case_is_not_broken() -> None:
-    """AIPerf's mock server, the candidate's ITL 30% lower and TTFT configured identical:
-    throughput +39.6% and +39.3%; p99 TTFT at c4 54.5 → 55.0 ms in pair 1 and 55.7 → 66.8
-    ms in pair 2 (one slow request out of 32). Not broken; but two pairs of 32 requests
-    cannot show a p99 within +5% either: it is not adopted, and the headline says what
-    would resolve it."""
+def _knee_c4(run: str, *, tput: list[float], ttft: list[tuple[float, float]],
+             requests: float) -> td.RunTable:
+    """A run's knee c4 cells, pair by pair: throughput 100 → `tput`, p99 TTFT `ttft` (with
+    each pass's sampling error), no errors, `requests` per pass."""
     rng = np.random.default_rng(4)
-    t = td.RunTable(run="mock")
-    t.pairs = [1, 2]
-    t.slots = {1: {"control": 0, "cand": 1}, 2: {"control": 2, "cand": 3}}
+    n = len(tput)
+    t = td.RunTable(run=run)
+    t.pairs = list(range(1, n + 1))
+    t.slots = {k: {"control": 2 * k - 2, "cand": 2 * k - 1} for k in t.pairs}
 
     def cell(metric: str, pairs: list[tuple[float, float]], se: bool = False) -> None:
         data = td.CellData("knee", "c4", metric)
@@ -92,11 +91,22 @@ def test_the_issues_mock_server_case_is_not_broken() -> None:
                               for a, v in (("control", x), ("cand", y))}
         t.cells[("knee", "c4", metric)] = data
 
-    cell(sy.TPUT, [(100.0, 139.6), (100.0, 139.3)])
-    cell("ttft_p99", [(54.5, 55.0), (55.7, 66.8)], se=True)
-    cell("error_rate", [(0.0, 0.0), (0.0, 0.0)])
-    cell("requests_completed", [(32.0, 32.0), (32.0, 32.0)])
-    cell("output_tokens", [(8000.0, 8000.0), (8000.0, 8000.0)])
+    cell(sy.TPUT, [(100.0, y) for y in tput])
+    cell("ttft_p99", ttft, se=True)
+    cell("error_rate", [(0.0, 0.0)] * n)
+    cell("requests_completed", [(requests, requests)] * n)
+    cell("output_tokens", [(8000.0, 8000.0)] * n)
+    return t
+
+
+def test_the_issues_mock_server_case_is_not_broken() -> None:
+    """AIPerf's mock server, the candidate's ITL 30% lower and TTFT configured identical:
+    throughput +39.6% and +39.3%; p99 TTFT at c4 54.5 → 55.0 ms in pair 1 and 55.7 → 66.8
+    ms in pair 2 (one slow request out of 32). Not broken; but two pairs of 32 requests
+    cannot show a p99 within +5% either: it is not adopted, and the headline says what
+    would resolve it."""
+    t = _knee_c4("mock", tput=[139.6, 139.3], ttft=[(54.5, 55.0), (55.7, 66.8)],
+                 requests=32.0)
     r = sy.rule(2)
     from campaign.verdict import judge as vd
     v = vd.judge_run(t, r, ["control", "cand"], levels={"knee": ["c4"]}, metrics=[])
@@ -206,23 +216,8 @@ def test_a_worsening_estimated_beyond_its_limit_resolves_by_being_shown_beyond()
     is showing it broken, at the stricter level that breaks (10 pairs), not the pairs that
     would show a change *within* the limit (6); and never fewer pairs than it has (a real
     campaign said "would resolve with 3 pairs (now 3)")."""
-    rng = np.random.default_rng(4)
-    t = td.RunTable(run="beyond")
-    t.pairs = [1, 2, 3]
-    t.slots = {k: {"control": 2 * k - 2, "cand": 2 * k - 1} for k in (1, 2, 3)}
-
-    def cell(metric: str, pairs: list[tuple[float, float]], se: bool = False) -> None:
-        data = td.CellData("knee", "c4", metric)
-        for k, (x, y) in enumerate(pairs, start=1):
-            data.values[k] = {a: td.ArmValue(v, v, v, 1, _pass_se(v, rng) if se else None)
-                              for a, v in (("control", x), ("cand", y))}
-        t.cells[("knee", "c4", metric)] = data
-
-    cell(sy.TPUT, [(100.0, 139.6), (100.0, 139.3), (100.0, 139.0)])
-    cell("ttft_p99", [(50.0, 58.0), (50.0, 140.0), (50.0, 52.0)], se=True)
-    cell("error_rate", [(0.0, 0.0)] * 3)
-    cell("requests_completed", [(200.0, 200.0)] * 3)
-    cell("output_tokens", [(8000.0, 8000.0)] * 3)
+    t = _knee_c4("beyond", tput=[139.6, 139.3, 139.0],
+                 ttft=[(50.0, 58.0), (50.0, 140.0), (50.0, 52.0)], requests=200.0)
     from campaign.verdict import judge as vd
     v = vd.judge_run(t, sy.rule(3), ["control", "cand"], levels={"knee": ["c4"]}, metrics=[])
     g = next(g for g in v.candidates[0].guardrails if g.metric == "ttft_p99")
