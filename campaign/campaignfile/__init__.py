@@ -2,7 +2,8 @@
 
     `base`        the strict frozen `Model`, `CONTROL`, `NAME_RE`, the value types
     `launch`      how a server starts: process, external and docker launches, volumes
-    `models`      rule, workloads, arms, `Campaign`, the arm merge rule
+    `models`      rule, arms, `Campaign`, the arm merge rule
+    `workloads`   warm-ups, knee, agent fixtures; requests per cell (`Workloads.requests_in`)
     `gates`       when a pass counts as valid (`preregistration.gates`)
     `fidelity`    the fidelity workload and its guardrail, as registered
     `sequential`  `preregistration.sequential`: a sequential design and the pairs it looks at

@@ -292,7 +292,7 @@ BEYOND_TO_RESOLVE = 3
 
 @dataclass(frozen=True)
 class ThinTail:
-    """A guardrail on a quantile, at a workload whose passes are too small to give it."""
+    """A guardrail on a quantile, at cells whose passes are too small to give it."""
 
     path: YamlPath
     """The guardrail's place in the file (`preregistration.guardrails[0]`)."""
@@ -300,10 +300,14 @@ class ThinTail:
     workload: str
     limit: float
     requests: int
-    """Requests per level the workload's passes have."""
+    """Requests per pass these cells have."""
     quantile: float
     unit: str = ""
     """The limit's unit when absolute (`ms`); "" when it is a fraction of the control's."""
+    levels: tuple[str, ...] = ()
+    """The cells' levels when not every level of the workload is thin ((): all of them)."""
+    fields: str = ""
+    """Where the cells get their requests (`workloads.agentfix.requests.prose`)."""
 
     @property
     def meaningful(self) -> int:
@@ -318,14 +322,16 @@ class ThinTail:
     def text(self) -> str:
         stat = self.metric.rsplit("_", 1)[-1]
         beyond = self.requests * (1 - self.quantile)
-        return (f"guardrail {self.metric} at {self.workload}: {self.requests} requests per "
+        at = f"{self.workload} {', '.join(self.levels)}" if self.levels else self.workload
+        where = self.fields or _where(self.workload)
+        return (f"guardrail {self.metric} at {at}: {self.requests} requests per "
                 f"level cannot give a {stat} of their own ({self.requests} × "
                 f"{1 - self.quantile:.0%} = {beyond:.2g} requests beyond it, fewer than 1: "
                 "it is the slowest request or two); at least "
                 f"{self.meaningful} requests per level make the guardrail meaningful, "
                 f"{self.resolving} ({BEYOND_TO_RESOLVE} beyond it) let each pass measure its "
                 f"sampling error, as resolving a {self._limit_text()} limit needs "
-                f"({_where(self.workload)})")
+                f"(raise {where})")
 
 
     def _limit_text(self) -> str:
@@ -333,46 +339,63 @@ class ThinTail:
 
 
 def _where(workload: str) -> str:
-    return ("raise workloads.knee.requests_per_level" if workload == "knee"
-            else f"raise workloads.{workload}.requests")
-
-
-def _requests_per_level(campaign: Campaign, workload: str) -> int | None:
-    wl = campaign.workloads
-    if workload == "knee" and wl.knee:
-        return wl.knee.requests_each_level  # None: duration-bound, not known beforehand
-    if workload == "agentfix" and wl.agentfix:
-        return wl.agentfix.requests
-    return None
+    return ("workloads.knee.requests_per_level" if workload == "knee"
+            else f"workloads.{workload}.requests")
 
 
 def thin_tails(campaign: Campaign) -> list[ThinTail]:
-    """Each guardrail × workload whose quantile its passes' requests per level cannot give
-    (N(1 − q) < 1: a p99 from fewer than 100 requests). Duration-bound passes are not
-    judged (their request count is known only once measured)."""
+    """Each guardrail × workload whose quantile some of its cells' passes cannot give
+    (N(1 − q) < 1: a p99 from fewer than 100 requests), one per request count, each cell
+    at its own (`Workloads.requests_in`). Duration-bound passes are not judged (their
+    request count is known only once measured)."""
+    wl = campaign.workloads
     out = []
     for i, g in enumerate(campaign.preregistration.guardrails):
         q = catalog.quantile_of(g.metric)
         if q is None:
             continue
-        for workload in _guarded_workloads(campaign, g.workload, g.at):
-            n = _requests_per_level(campaign, workload)
-            if n is not None and n * (1 - q) < 1 - 1e-9:
+        cells = _guarded_cells(campaign, g.workload, g.level, g.at)
+        for workload in dict.fromkeys(w for w, _ in cells):
+            thin: dict[int, list[str]] = {}
+            for w, lvl in cells:
+                n = wl.requests_in(w, lvl)
+                if w == workload and n is not None and n * (1 - q) < 1 - 1e-9:
+                    thin.setdefault(n, []).append(lvl)
+            for n, levels in sorted(thin.items()):
                 unit = catalog.METRICS[g.metric].unit if g.absolute else ""
+                # one count for every cell (not a mapping): said of the workload, as its field
+                per_cell = isinstance(_raw(campaign, workload), dict)
+                fields = wl.requests_fields([(workload, lvl) for lvl in levels])
                 out.append(ThinTail(("preregistration", "guardrails", i), g.metric, workload,
-                                    g.max_worsening, n, q, unit))
+                                    g.max_worsening, n, q, unit,
+                                    tuple(levels) if per_cell else (),
+                                    fields if per_cell else ""))
     return out
 
 
-def _guarded_workloads(campaign: Campaign, workload: str, at: str) -> tuple[str, ...]:
-    """The workloads a guardrail is checked in: the one it names; else, `at: decision`,
-    those of the decision cells; else both."""
-    if workload != "*":
-        return (workload,)
-    if at == "decision":
-        return tuple(dict.fromkeys(dc.workload for dc in
-                                   campaign.preregistration.decision_cells))
-    return ("knee", "agentfix")
+def _raw(campaign: Campaign, workload: str) -> int | dict[str, int] | None:
+    """The workload's request field as written (an int for every cell, or a mapping)."""
+    wl = campaign.workloads
+    if workload == "knee" and wl.knee:
+        return wl.knee.requests_per_level
+    return wl.agentfix.requests if workload == "agentfix" and wl.agentfix else None
+
+
+def _guarded_cells(campaign: Campaign, workload: str, level: str,
+                   at: str) -> list[tuple[str, str]]:
+    """The request-bound cells a guardrail is checked in: those it names; with `at:
+    decision`, the decision cells among them (when it names none of them and a workload
+    or level of its own: its own cells)."""
+    wl = campaign.workloads
+    cells: list[tuple[str, str]] = [(w, lvl) for w in ("knee", "agentfix")
+                                     for lvl in wl.levels(w)
+                                     if workload in ("*", w) and level in ("*", lvl)]
+    if at != "decision":
+        return cells
+    decided = {(dc.workload, lvl) for dc in campaign.preregistration.decision_cells
+               for lvl in (wl.levels(dc.workload) if dc.level == "*" else [dc.level])}
+    named: list[tuple[str, str]] = [c for c in cells if c in decided]
+    return named if named or (workload == "*" and level == "*") else cells
 
 
 def refuse_thin_tails(campaign: Campaign) -> list[ThinTail]:

@@ -104,12 +104,14 @@ def estimate(campaign: Campaign) -> Estimate:
                 if wl.knee.duration_s:
                     t += wl.knee.duration_s
                 else:
-                    t += _decode_s(wl.knee.requests_at(c) or 0, c, wl.knee.output_tokens, speed)
+                    # what AIPerf is told at the level (a sweep: the largest, every level)
+                    t += _decode_s(wl.requests_in("knee", f"c{c}") or 0, c,
+                                   wl.knee.output_tokens, speed)
         if wl.agentfix:
             a = wl.agentfix
-            t += len(a.fixtures) * (AIPERF_STARTUP_S
-                                    + _decode_s(a.requests, a.concurrency, a.output_tokens,
-                                                speed))
+            t += sum(AIPERF_STARTUP_S + _decode_s(a.requests_of(cls), a.concurrency,
+                                                  a.output_tokens, speed)
+                     for cls in a.fixtures)
         per_arm[arm] = t
     pairs = campaign.preregistration.pairs
     design = campaign.preregistration.sequential

@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from campaign import catalog
 from campaign.campaignfile.base import (
@@ -28,19 +33,22 @@ from campaign.campaignfile.base import (
     Int,
     Limit,
     Model,
-    Requests,
     Seed,
-    Streams,
-    Tokens,
     check_metric,
     check_regex,
     limit_with_unit,
 )
 from campaign.campaignfile.builtin import builtin_path
-from campaign.campaignfile.fidelity import FidelityWorkload
 from campaign.campaignfile.gates import Gates as Gates  # re-exported: the models of one file
 from campaign.campaignfile.launch import Launch, LaunchModel
 from campaign.campaignfile.sequential import Sequential
+from campaign.campaignfile.workloads import (  # re-exported: the models of one file
+    FIXTURE_CLASSES as FIXTURE_CLASSES,
+)
+from campaign.campaignfile.workloads import AgentfixWorkload as AgentfixWorkload
+from campaign.campaignfile.workloads import KneeWorkload as KneeWorkload
+from campaign.campaignfile.workloads import WarmupPass as WarmupPass
+from campaign.campaignfile.workloads import Workloads as Workloads
 
 # --------------------------------------------------------------------------- rule
 
@@ -204,142 +212,7 @@ class Preregistration(Model):
 
 
 # --------------------------------------------------------------------------- workloads
-
-
-class WarmupPass(Model):
-    """A throwaway pass after boot (not measured): fills caches, compiles graphs."""
-
-    concurrency: Streams = Field(4, ge=1, description="Concurrent streams.")
-    requests: Requests = Field(16, ge=1, description="Requests in the pass.")
-    input_tokens: Tokens = Field(256, ge=1, description="Synthetic prompt length (tokens).")
-    output_tokens: Tokens = Field(64, ge=1, description="Exact output length (tokens).")
-
-
-class KneeWorkload(Model):
-    """Throughput vs concurrency with fixed input/output lengths (one AIPerf sweep)."""
-
-    concurrency: list[Streams] = Field(
-        default_factory=lambda: [1, 2, 4, 8, 16], min_length=1, description="Levels."
-    )
-    input_tokens: Tokens = Field(1024, ge=1, description="Synthetic prompt length (tokens).")
-    output_tokens: Tokens = Field(256, ge=1, description="Exact output length (tokens).")
-    requests_per_level: Requests | None = Field(
-        None, ge=1, description="Requests per level (default: 4 × concurrency, at least 8; "
-        "at most 1,000,000)."
-    )
-    duration_s: float | None = Field(
-        None, gt=0, description="Seconds per level instead of a request count."
-    )
-    one_process: bool = Field(
-        False, description="Run every level in one AIPerf process (phases of its YAML "
-        "config, a 2 s idle pause between two levels) instead of a sweep that starts AIPerf "
-        "again for every level: ~9 s less per level here. Each level still draws prompts of "
-        "its own, and the per-level spec-decode figures are cut in the pauses. Needs "
-        "request-bound levels (not duration_s)."
-    )
-
-    @field_validator("concurrency")
-    @classmethod
-    def _levels(cls, v: list[int]) -> list[int]:
-        if any(c < 1 for c in v):
-            raise ValueError("concurrency levels must be ≥ 1")
-        if len(set(v)) != len(v):
-            raise ValueError("concurrency levels repeat")
-        return sorted(v)
-
-    @model_validator(mode="after")
-    def _one_of(self) -> KneeWorkload:
-        if self.requests_per_level is not None and self.duration_s is not None:
-            raise ValueError("give requests_per_level or duration_s, not both")
-        if self.one_process and self.duration_s is not None:
-            raise ValueError("one_process needs request-bound levels: a duration-bound "
-                             "level cannot size the prompts it draws; drop duration_s "
-                             "(or one_process)")
-        return self
-
-    def requests_at(self, concurrency: int) -> int | None:
-        if self.duration_s is not None:
-            return None
-        return self.requests_per_level or max(8, 4 * concurrency)
-
-    @property
-    def requests_each_level(self) -> int | None:
-        """Requests every level gets (None: duration-bound). AIPerf sweeps all levels in
-        one invocation with one request count: the largest, so the top level gets enough."""
-        if self.duration_s is not None:
-            return None
-        return max(r for c in self.concurrency if (r := self.requests_at(c)) is not None)
-
-    @property
-    def levels(self) -> list[str]:
-        return [f"c{c}" for c in self.concurrency]
-
-
-FIXTURE_CLASSES = ("prose", "shell", "code", "tool_json", "structured")
-
-
-class AgentfixWorkload(Model):
-    """Real-looking agent prompts by content class, one AIPerf pass per class."""
-
-    fixtures: dict[str, Path] = Field(
-        description="Content class → AIPerf single_turn JSONL file (prose, shell, code, "
-        "tool_json, structured, or your own class names)."
-    )
-    concurrency: Streams = Field(4, ge=1, description="Concurrent streams.")
-    requests: Requests = Field(30, ge=1, description="Requests per class.")
-    output_tokens: Tokens = Field(256, ge=1, description="Exact output length (tokens).")
-
-    @field_validator("fixtures")
-    @classmethod
-    def _classes(cls, v: dict[str, Path]) -> dict[str, Path]:
-        if not v:
-            raise ValueError("give at least one content class")
-        for name in v:
-            if not re.fullmatch(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
-                raise ValueError(f"class name {name!r} must be lowercase letters, digits, "
-                                 "'.', '_' or '-' (at most 63) and not like c<N>")
-        return v
-
-    @property
-    def levels(self) -> list[str]:
-        return list(self.fixtures)
-
-
-class Workloads(Model):
-    """What each arm is measured with. Both measured passes use the same client settings."""
-
-    model: str = Field(description="Served model name (as /v1/models lists it).")
-    tokenizer: Path = Field(
-        description="Local tokenizer folder (tokenizer.json + tokenizer_config.json)."
-    )
-    endpoint_type: Literal["chat", "completions"] = Field("chat", description="API endpoint.")
-    streaming: bool = Field(True, description="Stream responses (needed for TTFT/ITL).")
-    warmup: list[WarmupPass] = Field(
-        default_factory=lambda: [WarmupPass()], description="Throwaway passes after boot."
-    )
-    knee: KneeWorkload | None = Field(None, description="The knee pass (None: skipped).")
-    agentfix: AgentfixWorkload | None = Field(
-        None, description="The agent-fixture pass (None: skipped)."
-    )
-    fidelity: FidelityWorkload | None = Field(
-        None, description="The lossless check after the measured passes (None: skipped)."
-    )
-
-    @model_validator(mode="after")
-    def _some(self) -> Workloads:
-        if self.knee is None and self.agentfix is None:
-            raise ValueError("define at least one measured workload: knee or agentfix")
-        return self
-
-    def levels(self, workload: str) -> list[str]:
-        if workload == "knee" and self.knee:
-            return self.knee.levels
-        if workload == "agentfix" and self.agentfix:
-            return self.agentfix.levels
-        if workload == "fidelity" and self.fidelity:
-            return ["c1"]
-        return []
-
+# (their models are `workloads`', re-exported here: the models of one file)
 
 # --------------------------------------------------------------------------- arms
 

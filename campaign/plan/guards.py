@@ -119,8 +119,8 @@ class GuardModel:
 
 def requests_per_pass(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> float | None:
     """The fewest requests per pass the campaign configures at `cells` (None: unknown,
-    e.g. duration-bound knee passes)."""
-    return requests_at(campaign, [w for w, _ in cells])
+    e.g. duration-bound knee passes): each cell's own (`Workloads.requests_in`)."""
+    return requests_at(campaign, cells)
 
 
 def assumed_noise(metric: str, band: float | None, requests: float | None) -> GuardNoise:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from campaign import catalog
@@ -129,6 +129,8 @@ class Showable:
     """Pairs that would show it at no change `SHOWN_AT_0_MIN` of the time (None: > 200)."""
     requests_needed: int | None
     """Requests per pass that would, at the registered pairs (None: none up to 10,000)."""
+    requests_field: str = ""
+    """Where the guardrail's cells get their requests (the fewest's field): what to raise."""
 
     @property
     def ok(self) -> bool:
@@ -149,7 +151,8 @@ class Showable:
         if self.pairs_needed is not None:
             fixes.append(f"{self.pairs_needed} pairs")
         if self.requests_needed is not None:
-            fixes.append(f"{self.requests_needed} requests per pass")
+            where = f" ({self.requests_field})" if self.requests_field else ""
+            fixes.append(f"{self.requests_needed} requests per pass{where}")
         fixes.append(f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}")
         if catalog.quantile_of(g.metric) not in (None, 0.5):
             fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50)")
@@ -283,14 +286,15 @@ def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
         if not relative(g) or not mine:
             continue
         cells = mine + others[i]
-        reqs = requests_at(campaign, [w for w, _ in mine])
+        reqs = requests_at(campaign, mine)
         if reqs is None:
             continue  # duration-bound passes: their requests are known once measured
         band = registered[i] if i < len(registered) else None
         if band is None and isinstance(g.drift_band, float | int):
             band = float(g.drift_band)
         d = Design(pairs, reqs, len(cells), alpha, alpha / max(1, k))
-        out.append(assess(i, g, d, band, "registered"))
+        shown = assess(i, g, d, band, "registered")
+        out.append(replace(shown, requests_field=fewest_fields(campaign, mine)))
     return out
 
 
@@ -301,18 +305,27 @@ def relative(g: Guardrail) -> bool:
                 or g.metric in catalog.FIDELITY_METRICS)
 
 
-def requests_at(campaign: Campaign, workloads: Sequence[str]) -> float | None:
-    """The fewest requests per pass the campaign configures in `workloads` (None when a
-    pass is duration-bound: not known beforehand)."""
-    wl = campaign.workloads
+def requests_at(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> float | None:
+    """The fewest requests per pass the campaign configures at `cells` (each (workload,
+    level) its own: `Workloads.requests_in`); None when a pass is duration-bound (not
+    known beforehand) or a cell is not request-bound (a fidelity cell)."""
     got: list[float] = []
-    for w in workloads:
-        n = (wl.knee.requests_each_level if w == "knee" and wl.knee else
-             wl.agentfix.requests if w == "agentfix" and wl.agentfix else None)
+    for w, lvl in cells:
+        n = campaign.workloads.requests_in(w, lvl)
         if n is None:
             return None
         got.append(float(n))
     return min(got) if got else None
+
+
+def fewest_fields(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> str:
+    """The fields that give the cells with the fewest requests theirs: what to raise."""
+    wl = campaign.workloads
+    counts = {c: wl.requests_in(*c) for c in cells}
+    known = [n for n in counts.values() if n is not None]
+    if not known:
+        return ""
+    return wl.requests_fields([c for c, n in counts.items() if n == min(known)])
 
 
 def refuse_unshowable(campaign: Campaign, registered: Sequence[float | None] = ()

@@ -90,6 +90,11 @@ class PassPlan:
     executable: str | None = None
     # Every level in one AIPerf process (`run.phases`) where `phases.applies`, else a sweep.
     one_process: bool = False
+    # Each level's own request count, in `concurrency` order, when they differ (() : every
+    # level `requests_per_level`, which is then their largest). A one-process knee gives
+    # each level's phase its own; a sweep cannot (one `--request-count` for every level),
+    # so a knee that cannot run as one process sends every level the largest.
+    level_requests: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -101,6 +106,16 @@ class PassPlan:
             problems.append("set exactly one of requests_per_level and duration_s")
         if self.requests_per_level is not None and self.requests_per_level < 1:
             problems.append("requests_per_level must be ≥ 1")
+        if self.level_requests:
+            if len(self.level_requests) != len(self.concurrency):
+                problems.append(f"level_requests {self.level_requests}: one per level of "
+                                f"{self.concurrency}")
+            elif any(n < 1 for n in self.level_requests):
+                problems.append(f"level_requests {self.level_requests}: each must be ≥ 1")
+            elif self.requests_per_level != max(self.level_requests):
+                problems.append(f"requests_per_level {self.requests_per_level}: with "
+                                "level_requests it must be the largest of them (what a "
+                                "sweep sends every level)")
         if self.duration_s is not None and self.duration_s <= 0:
             problems.append("duration_s must be > 0")
         if (self.input_tokens is None) == (self.input_file is None):
@@ -484,10 +499,26 @@ def _prepare(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
     command = aiperf_command(plan, artifact_dir, lean=lean, one_process=one_process)
     if one_process and phases.applies(plan):
         (artifact_dir / phases.CONFIG_NAME).write_text(
-            phases.config_text(plan, artifact_dir / AIPERF_SUBDIR), encoding="utf-8")
+            phase_config_text(plan, artifact_dir / AIPERF_SUBDIR), encoding="utf-8")
     (artifact_dir / COMMAND_NAME).write_text(secrets.scrub(shlex.join(command)) + "\n",
                                              encoding="utf-8")  # a URL's password redacted
     return command
+
+
+def phase_config_text(plan: PassPlan, aiperf_dir: Path) -> str:
+    """The one-process config of `plan` (`phases.config`), each level's phase given its
+    own request count when they differ (`level_requests`), and one prompt entry per request
+    of every level and per pause, so each level still draws prompts of its own."""
+    doc = phases.config(plan, aiperf_dir)
+    if plan.level_requests:
+        own = {phases.phase_name(c): n
+               for c, n in zip(plan.concurrency, plan.level_requests, strict=True)}
+        bench = doc["benchmark"]
+        for phase in bench["phases"]:
+            if phase["kind"] == "profiling":
+                phase["requests"] = own[phase["name"]]
+        bench["dataset"]["entries"] = sum(plan.level_requests) + len(plan.concurrency) - 1
+    return json.dumps(doc, indent=1) + "\n"
 
 
 def _wait(proc: subprocess.Popen[bytes], *, deadline: float,

@@ -1,6 +1,11 @@
 """The passes of one arm, as load-generator plans (warm-ups, the knee sweep, one
 agent-fixture pass per content class), and whether a pass that ran can be used
-(`check_pass`). Pure; shared by the runner and `--dry-run`."""
+(`check_pass`). Pure; shared by the runner and `--dry-run`.
+
+Each plan carries what AIPerf is told for its cells (`Workloads.requests_in`): a class's
+own request count; a knee's one count (the largest of its levels, what a sweep sends
+every level), and each level's own when they differ (`level_requests`: a one-process
+knee's phases)."""
 
 from __future__ import annotations
 
@@ -50,13 +55,15 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
                         requests_per_level=k.requests_each_level, duration_s=k.duration_s,
                         input_tokens=k.input_tokens, output_tokens=k.output_tokens,
                         input_file=None, seed=seed, one_process=k.one_process,
+                        level_requests=k.level_requests,
                         **common)  # type: ignore[arg-type]
         out.append(ArmPass(plan, "knee", tuple(k.levels), "all"))
     if wl.agentfix:
         a = wl.agentfix
         for cls, file in a.fixtures.items():
             plan = PassPlan(name=f"agentfix-{cls}", kind="agentfix",
-                            concurrency=(a.concurrency,), requests_per_level=a.requests,
+                            concurrency=(a.concurrency,),
+                            requests_per_level=a.requests_of(cls),
                             duration_s=None, input_tokens=None, output_tokens=a.output_tokens,
                             input_file=campaign.resolve(file), seed=seed,
                             **common)  # type: ignore[arg-type]

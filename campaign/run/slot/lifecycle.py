@@ -241,7 +241,8 @@ def _pass_attempt(live: LiveSlot, ap: ArmPass,
     rt.progress("pass_start", pair=slot.pair, arm=slot.arm, name=name,
                 measured=ap.measured, base_url=server.base_url,
                 levels=list(ap.level_labels),
-                requests=per_level * len(ap.plan.concurrency) if per_level else None)
+                requests=(sum(ap.plan.level_requests) or
+                          (per_level * len(ap.plan.concurrency) if per_level else None)))
     rt.doing = (f"AIPerf ({name}, {slot.arm}, pair {slot.pair}; up to "
                 f"{loadgen.SIGINT_GRACE_S:g} s to write its partial results), then the "
                 "server")
