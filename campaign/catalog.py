@@ -84,6 +84,26 @@ _METRICS += [
     Metric("fidelity_requests", "count", "higher", "pass",
            "fidelity pass: prompts compared"),
 ]
+_METRICS += [
+    Metric("slo_attainment", "fraction", "higher", "pass",
+           "requests meeting every bound of preregistration.slo ÷ requests sent (failed "
+           "ones included; compared by differences, in points)"),
+    Metric("ttft_slo_attainment", "fraction", "higher", "pass",
+           "requests whose time to first token is within preregistration.slo.ttft_ms ÷ "
+           "requests sent"),
+    Metric("itl_slo_attainment", "fraction", "higher", "pass",
+           "requests whose mean inter-token latency is within preregistration.slo.itl_ms ÷ "
+           "requests sent"),
+    Metric("goodput", "req/s", "higher", "pass",
+           "requests meeting every bound of preregistration.slo per second (AIPerf's "
+           "goodput: request_throughput × those requests ÷ completed requests)"),
+]
+SLO_METRICS: dict[str, str] = {"slo_attainment": "", "ttft_slo_attainment": "ttft_ms",
+                               "itl_slo_attainment": "itl_ms", "goodput": ""}
+"""Metrics counted against `preregistration.slo` → the bound each needs ("" any)."""
+SLO_SHARES = frozenset({"slo_attainment", "ttft_slo_attainment", "itl_slo_attainment"})
+"""Shares of requests: compared by differences, in points (`verdict.rule`)."""
+
 FIDELITY_METRICS = frozenset({"fidelity_token_match", "fidelity_identical_share",
                               "fidelity_first_divergence"})
 """Judged against the control's own agreement (`verdict.guardrails`), not pair noise."""

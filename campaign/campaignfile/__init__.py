@@ -4,6 +4,7 @@
     `launch`      how a server starts: process, external and docker launches, volumes
     `models`      rule, arms, `Campaign`, the arm merge rule
     `workloads`   warm-ups, knee, agent fixtures; requests per cell (`Workloads.requests_in`)
+    `slo`         `preregistration.slo`: the latency bounds SLO attainment counts against
     `gates`       when a pass counts as valid (`preregistration.gates`)
     `fidelity`    the fidelity workload and its guardrail, as registered
     `sequential`  `preregistration.sequential`: a sequential design and the pairs it looks at

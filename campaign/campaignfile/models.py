@@ -42,6 +42,7 @@ from campaign.campaignfile.builtin import builtin_path
 from campaign.campaignfile.gates import Gates as Gates  # re-exported: the models of one file
 from campaign.campaignfile.launch import Launch, LaunchModel
 from campaign.campaignfile.sequential import Sequential
+from campaign.campaignfile.slo import Slo, missing_bound
 from campaign.campaignfile.workloads import (  # re-exported: the models of one file
     FIXTURE_CLASSES as FIXTURE_CLASSES,
 )
@@ -134,6 +135,17 @@ class Guardrail(Model):
     def _known_metric(cls, v: str) -> str:
         return check_metric(v)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _share_in_points(cls, data: Any) -> Any:
+        """A share of requests (the SLO attainments) is limited in points: `absolute`."""
+        if isinstance(data, Mapping) and data.get("metric") in catalog.SLO_SHARES:
+            if data.get("absolute") is False:
+                raise ValueError(f"{data['metric']} is a share of requests, limited in points "
+                                 "(max_worsening 0.02 = 2 points): drop `absolute: false`")
+            data = {**data, "absolute": True}
+        return data
+
 
 class Preregistration(Model):
     """The adoption rule, fixed (frozen and hashed) before the first arm boots."""
@@ -187,6 +199,10 @@ class Preregistration(Model):
     sequential: Sequential | None = Field(
         None, description="A sequential design: look after each pair (or block) and stop "
         "when decided (`max_pairs`, `min_pairs`, `look`, `power`); needs rule `bound`.")
+    slo: Slo | None = Field(
+        None, description="Per-request latency bounds (`ttft_ms`, `itl_ms`, "
+        "`request_latency_ms`) that `slo_attainment`, `ttft_slo_attainment`, "
+        "`itl_slo_attainment` and `goodput` count requests against.")
     multiple_candidates: Literal["correct", "none"] = Field(
         "correct",
         description="With several candidates, `correct` keeps the campaign's false-adopt "
@@ -202,6 +218,15 @@ class Preregistration(Model):
     @property
     def metric_direction(self) -> Literal["higher", "lower"]:
         return self.direction or catalog.direction(self.primary_metric)
+
+    @model_validator(mode="after")
+    def _slo_given(self) -> Preregistration:
+        named = [("primary_metric", self.primary_metric),
+                 *((f"guardrails[{i}]", g.metric) for i, g in enumerate(self.guardrails))]
+        for where, metric in named:
+            if (why := missing_bound(metric, self.slo)) is not None:
+                raise ValueError(f"{where}: {why}")
+        return self
 
     @model_validator(mode="after")
     def _sequential_pairs(self) -> Preregistration:

@@ -16,12 +16,14 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from campaign import campaignfile as spec
+from campaign.campaignfile.slo import Slo
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("top level", spec.Campaign),
     ("preregistration", spec.Preregistration),
     ("preregistration.gates", spec.Gates),
     ("preregistration.sequential", spec.Sequential),
+    ("preregistration.slo", Slo),
     ("preregistration.decision_cells[]", spec.DecisionCell),
     ("preregistration.guardrails[]", spec.Guardrail),
     ("server (backend: process)", spec.ProcessLaunch),

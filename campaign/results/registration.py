@@ -237,10 +237,10 @@ class Registration(BaseModel):
         `levels`: the campaign's resolved cells (`registered_levels`); `guardrail_bands`:
         each guardrail's resolved band (`verdict.aa.checked_guardrail_bands`)."""
         bands = None if guardrail_bands is None else [float(b) for b in guardrail_bands]
-        if "sequential" in rule and rule["sequential"] is None:
-            # a fixed design registers as it did before sequential designs existed (its
-            # hash unchanged)
-            rule = {k: v for k, v in rule.items() if k != "sequential"}
+        # a fixed design without an SLO registers as it did before sequential designs and
+        # SLOs existed (its hash unchanged)
+        rule = {k: v for k, v in rule.items()
+                if not (k in ("sequential", "slo") and v is None)}
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
                    values_sha256=values_hash(rule, drift_band, arms, levels, bands),

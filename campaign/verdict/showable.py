@@ -23,6 +23,9 @@ The noise is the verdict's own model, as assumed before anything is measured:
 P(shown | no change) ≈ Φ(L/SE − t), SE = √(V/n), V = 2c·se² + 2J² per pair. A normal
 approximation: `spec-ab plan` simulates the verdict itself and gives the exact rates.
 
+An SLO-attainment guardrail (a share of requests, in points) is assessed the same way on
+the share's own scale (`assess_share`, its section below).
+
 Pure and light (math and the standard library's normal distribution, so `check` loads no
 scipy); reads a validated `Campaign`, no I/O. `guardrails` takes its defaults from here.
 """
@@ -261,7 +264,7 @@ def decision_cells(campaign: Campaign) -> list[tuple[str, str]]:
 
 
 def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
-                    ) -> list[Showable]:
+                    ) -> list[Assessed]:
     """Each relative guardrail of a campaign under its registered design: its pairs (a
     sequential design's most, each lane's pairs pooled), the fewest requests per pass of
     its own cells, its noise pooled over its own and deterioration cells, α split over the
@@ -283,17 +286,19 @@ def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
     out = []
     for i, g in enumerate(pre.guardrails):
         mine = guard_cells(g, campaign, decisions)
-        if not relative(g) or not mine:
+        share = g.metric in catalog.SLO_SHARES
+        if not (relative(g) or share) or not mine:
             continue
         cells = mine + others[i]
         reqs = requests_at(campaign, mine)
         if reqs is None:
             continue  # duration-bound passes: their requests are known once measured
-        band = registered[i] if i < len(registered) else None
+        band = registered[i] if i < len(registered) and not share else None
         if band is None and isinstance(g.drift_band, float | int):
             band = float(g.drift_band)
         d = Design(pairs, reqs, len(cells), alpha, alpha / max(1, k))
-        shown = assess(i, g, d, band, "registered")
+        shown: Assessed = (assess_share(i, g, d, band, "registered") if share
+                           else assess(i, g, d, band, "registered"))
         out.append(replace(shown, requests_field=fewest_fields(campaign, mine)))
     return out
 
@@ -329,7 +334,7 @@ def fewest_fields(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> str:
 
 
 def refuse_unshowable(campaign: Campaign, registered: Sequence[float | None] = ()
-                      ) -> list[Showable]:
+                      ) -> list[Assessed]:
     """`assess_campaign`, raising `SpecError` (exit 2) naming each guardrail the registered
     design shows within its limit less than `SHOWN_AT_0_MIN` of the time at no change."""
     found = assess_campaign(campaign, registered)
@@ -339,3 +344,109 @@ def refuse_unshowable(campaign: Campaign, registered: Sequence[float | None] = (
         raise SpecError(where, [f"preregistration.guardrails[{s.index}]: {s.text()}"
                                 for s in bad])
     return found
+
+
+# --------------------------------------------------------------------------- SLO shares
+# The share guardrails (`catalog.SLO_SHARES`: the share of requests meeting
+# `preregistration.slo`) are judged by the pairs' own spread of the shares' differences, in
+# points (`guardrails._difference_check`: t on n − 1 degrees of freedom). Before anything is
+# measured, each pass of N requests is assumed to have a control meeting the SLO
+# `ASSUMED_SHARE` of the time (sampling variance p(1 − p)/N) and a pass-to-pass movement of
+# the share beyond sampling: the guardrail's `drift_band` (sd in points), else what the
+# latency's measured pass-to-pass movement does to it (a pass whose latencies all move by
+# exp(J), J = `DEFAULT_JITTER` of a median, moves the share by about φ(z_p)/σ · J points,
+# σ = `REQUEST_SPREAD`). P(shown | no change) ≈ Φ(L/SE − t(1 − α, n − 1)),
+# SE = √(2(p(1 − p)/N + J²)/n).
+
+ASSUMED_SHARE = 0.95
+"""The share of a control's requests assumed to meet the SLO before anything is measured
+(a serving SLO is usually set so that most requests meet it)."""
+def share_jitter(p: float = ASSUMED_SHARE) -> float:
+    """The share's pass-to-pass sd (points) from the latency's measured pass-to-pass sd."""
+    z = _NORMAL.inv_cdf(p)
+    return _NORMAL.pdf(z) / REQUEST_SPREAD * DEFAULT_JITTER["p50"]
+
+
+@dataclass(frozen=True)
+class ShareShowable:
+    """One SLO-attainment guardrail under a registered design."""
+
+    index: int
+    guardrail: Guardrail
+    design: Design
+    jitter: float
+    jitter_source: str
+    shown_at_0: float
+    smallest_limit: float
+    """The smallest limit (points, a fraction) shown at no change `POWER` of the time."""
+    pairs_needed: int | None
+    requests_needed: int | None
+    requests_field: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.shown_at_0 >= SHOWN_AT_0_MIN
+
+    def text(self) -> str:
+        g, d = self.guardrail, self.design
+        limit = _points(g.max_worsening)
+        head = (f"guardrail {g.metric} (limit {limit}): the registered design ({d.pairs} "
+                f"pairs, {d.requests:.0f} requests per pass) shows it within its limit "
+                f"{self.shown_at_0:.0%} of the time at no true change (assumed: "
+                f"{ASSUMED_SHARE:.0%} of the control's requests meet the SLO, the share "
+                f"moving ±{self.jitter * 100:.1f} points a pass, {self.jitter_source}); the "
+                f"smallest limit it shows {POWER:.0%} of the time is "
+                f"{_points(math.ceil(self.smallest_limit * 1000) / 1000)}")
+        if self.ok:
+            return head
+        fixes = []
+        if self.pairs_needed is not None:
+            fixes.append(f"{self.pairs_needed} pairs")
+        if self.requests_needed is not None:
+            where = f" ({self.requests_field})" if self.requests_field else ""
+            fixes.append(f"{self.requests_needed} requests per pass{where}")
+        fixes.append(f"a limit of {_points(math.ceil(self.smallest_limit * 100) / 100)}")
+        return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
+                "adopted: register " + " or ".join(fixes))
+
+
+def _points(share: float) -> str:
+    """A share's difference in points: 0.02 → "2 points"."""
+    value = round(share * 100, 1)
+    return f"{value:g} point{'' if value == 1 else 's'}"
+
+
+def _share_se(pairs: int, requests: float, jitter: float) -> float:
+    p = ASSUMED_SHARE
+    return math.sqrt(2 * (p * (1 - p) / max(2.0, requests) + jitter**2) / pairs)
+
+
+def _share_shown(d: Design, limit: float, jitter: float, pairs: int | None = None,
+           requests: float | None = None) -> float:
+    n = pairs or d.pairs
+    se = _share_se(n, requests or d.requests, jitter)
+    return _NORMAL.cdf(limit / se - t_quantile(1 - d.alpha_shown, max(1, n - 1)))
+
+
+def assess_share(index: int, g: Guardrail, d: Design, registered: float | None,
+                 source: str) -> ShareShowable:
+    """One share guardrail under a design (module docstring)."""
+    if registered is not None:
+        jitter, where = float(registered), source
+    else:
+        jitter, where = share_jitter(), "from the measured default for a median latency"
+    se = _share_se(d.pairs, d.requests, jitter)
+    smallest = (t_quantile(1 - d.alpha_shown, max(1, d.pairs - 1))
+                + _NORMAL.inv_cdf(POWER)) * se
+    limit = g.max_worsening
+    pairs = next((n for n in range(max(2, d.pairs), 201)
+                  if _share_shown(d, limit, jitter, pairs=n) >= SHOWN_AT_0_MIN), None)
+    reqs = next((r for r in (64, 100, 128, 200, 300, 500, 1000, 2000, 5000, 10000)
+                 if r > d.requests
+                 and _share_shown(d, limit, jitter, requests=r) >= SHOWN_AT_0_MIN), None)
+    return ShareShowable(index, g, d, jitter, where, _share_shown(d, limit, jitter), smallest,
+                         pairs, reqs)
+
+
+Assessed = Showable | ShareShowable
+"""A guardrail under a registered design: relative (on the log scale) or a share."""

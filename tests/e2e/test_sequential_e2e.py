@@ -18,7 +18,10 @@ jitter moves the TTFT guardrail). Issue "Guardrails that protect", on real campa
   a quiet host (measured: +44.7%, adopted at pair 6, every guardrail shown), and on a
   loaded one adopts or says its guardrail is unresolved, never broken;
 - an A/A copy (the candidate is the control's launch) adopts nothing and breaks no
-  guardrail."""
+  guardrail.
+
+The example registers an SLO (ttft 40 ms, itl 8 ms): the slow-first-token night also shows
+its shares measured from each pass's own requests."""
 
 from __future__ import annotations
 
@@ -127,6 +130,18 @@ def test_the_same_candidate_with_a_slow_first_token_is_not_adopted(tmp_path: Pat
     (g,) = [g for g in doc["guardrails"] if g["role"] == "guardrail"
             and g["metric"] == "ttft_p99"]
     assert g["stops"] and g["change"] > 0.15, g
+    # the registered SLO (ttft 40 ms, itl 8 ms): measured from each pass's own requests
+    ttft = _cell(doc, "ttft_slo_attainment")
+    assert 0 <= ttft["candidate"] < ttft["control"] <= 1, ttft  # its first token is later
+    assert ttft["kind"] == "absolute", ttft  # a share: its change in points
+    share, goodput = _cell(doc, "slo_attainment"), _cell(doc, "goodput")
+    assert share["candidate"] <= ttft["candidate"] and goodput["control"] > 0, (share, goodput)
+
+
+def _cell(doc: dict[str, Any], metric: str) -> dict[str, Any]:
+    (cell,) = [c for c in doc["cells"] if c["metric"] == metric
+               and (c["workload"], c["level"]) == ("agentfix", "prose")]
+    return cell
 
 
 def test_an_aa_copy_never_adopts_and_breaks_no_guardrail(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from campaign.run.measure.loadgen import aiperf_command
 from campaign.run.measure.passes import arm_passes
 from campaign.run.progress import Eta
 from campaign.servers import ArmContext, make_server
-from campaign.verdict.showable import Showable
+from campaign.verdict.showable import Assessed
 
 
 def _ctx(campaign: Campaign, arm: str) -> ArmContext:
@@ -45,7 +45,7 @@ def _blocks(slots: list[Slot]) -> dict[int, list[str]]:
 
 
 def print_campaign(console: Console, campaign: Campaign,
-                   showable: Sequence[Showable] = ()) -> None:
+                   showable: Sequence[Assessed] = ()) -> None:
     pre = campaign.preregistration
     if campaign.lane_chosen:
         where = f"on lane [bold]{escape(campaign.lane)}[/]"
@@ -107,7 +107,7 @@ def print_campaign(console: Console, campaign: Campaign,
                   f"arm; {est.assumptions})", markup=True)
 
 
-def print_showable(console: Console, showable: Sequence[Showable]) -> None:
+def print_showable(console: Console, showable: Sequence[Assessed]) -> None:
     """Each relative guardrail under the registered design: how often it is shown within
     its limit at no change, the smallest limit it shows, the worsening it resolves."""
     for s in showable:

@@ -124,6 +124,55 @@ def level_log_se(level: LevelResult) -> dict[str, float]:
     return out
 
 
+_TO_MS = {"ms": 1.0, "ns": 1e-6, "us": 1e-3, "s": 1e3}
+
+
+def _ms(entry: Any) -> float | None:
+    """A record's time figure in ms (AIPerf writes ms; other units it names are converted),
+    None when absent or not a number."""
+    value = entry.get("value") if isinstance(entry, dict) else None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    unit = entry.get("unit", "ms")
+    return float(value) * _TO_MS.get(unit if isinstance(unit, str) else "ms", 1.0)
+
+
+def slo_metrics(level: LevelResult, bounds: Mapping[str, float]) -> dict[str, float]:
+    """The level's SLO figures (`campaignfile.slo`) from its per-request records: each
+    share of the requests sent (failed ones count as missing it) and the goodput; `bounds`
+    AIPerf tag → its bound (ms). {} without bounds, records or requests."""
+    sent = level.requests_completed + level.requests_errored
+    if not bounds or sent <= 0:
+        return {}
+    met = {tag: 0 for tag in bounds}
+    every = ok = 0
+    try:
+        with open(records_path(level), encoding="utf-8") as lines:
+            for metrics in _successful(lines, level.phase):
+                ok += 1
+                good = True
+                for tag, bound in bounds.items():
+                    value = _ms(metrics.get(tag))
+                    # a request without the figure (one token: no inter-token gap) meets it
+                    within = value is None or value <= bound
+                    met[tag] += within
+                    good = good and within
+                every += good
+    except (OSError, UnicodeDecodeError):
+        return {}
+    if ok == 0:
+        return {}
+    out = {"slo_attainment": every / sent}
+    for tag, name in (("time_to_first_token", "ttft_slo_attainment"),
+                      ("inter_token_latency", "itl_slo_attainment")):
+        if tag in met:
+            out[name] = met[tag] / sent
+    rate = level.metrics.get("request_throughput")
+    if rate is not None and level.requests_completed > 0:
+        out["goodput"] = rate * every / level.requests_completed
+    return out
+
+
 WAIT_TAGS = ("time_to_first_token", "inter_chunk_latency")
 """The waits for a token AIPerf records per request (ms): the first, and every gap
 between two chunks of the stream (a list)."""

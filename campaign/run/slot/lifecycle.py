@@ -261,6 +261,9 @@ def _pass_attempt(live: LiveSlot, ap: ArmPass,
             and after is not None else [])
     if delta is not None:  # throughput on the server's token count, where it counts
         server_throughput(outcome.levels, delta, cuts)
+    if ap.measured and (slo := live.campaign.preregistration.slo) is not None:
+        for lv in outcome.levels:
+            lv.metrics.update(records.slo_metrics(lv, slo.bounds()))
     waits = ({lv.concurrency: w for lv in outcome.levels
               if (w := records.longest_wait_s(lv)) is not None} if ap.measured else None)
     check = check_pass(ap, outcome, live.campaign.preregistration.gates, died, waits)

@@ -160,6 +160,8 @@ NOT_FRACTIONS = {
     "Readiness.expected_boot_s", "ProcessLaunch.stop_timeout_s", "ReadyCheck.timeout_s",
     "DockerLaunch.stop_timeout_s", "ExternalLaunch.hook_timeout_s",
     "ProcessLaunch.hook_timeout_s", "DockerLaunch.hook_timeout_s",
+    # milliseconds: an SLO's latency bounds
+    "Slo.ttft_ms", "Slo.itl_ms", "Slo.request_latency_ms",
     # probabilities of the rule, not changes of a metric
     "Preregistration.confidence", "Sequential.power",
 }
