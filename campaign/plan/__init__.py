@@ -4,7 +4,8 @@
     `kernel`      Monte Carlo rates, the rule as arrays, the flags' tests vectorised
     `simulate`    simulated campaigns under a noise model: draws, decisions, adoption rates
     `guards`      guardrails in the plan, on their own noise
-    `sequential`  the figures of a sequential design beside the fixed one
+    `sequential`  a sequential design with its guardrails, beside the rule alone and the
+                  fixed design
     `lanes`       a sharded campaign as `spec-ab report` pools it
     `exact`       simulated campaigns re-judged by `verdict.judge_run`: any disagreement fails
     `render`      the terminal table and the JSON document
@@ -50,7 +51,9 @@ What is modelled, under the same noise model:
   through a candidate truly 2× its limit worse), family-wise over its cells. The noise
   comes from `--noise RUN_DIR` (or the campaign's A/A run) or is assumed and labelled so.
   Absolute guardrails (a failure share) are not simulated: both arms are taken to fail no
-  request;
+  request; nor are fidelity guardrails, relative or absolute: the verdict judges them
+  against the control's own agreement with no pair-to-pair noise, and the plan takes the
+  candidate to be lossless (they hold);
 - the noise flags of `verdict` (the same χ² and z tests at `rule.flag_alpha`: the family's
   5% over decision cells × candidates × flags in play): their false-alarm rate on an A/A
   lane (this noise, no effect, no trend) and their power: `high-variance` at a true pair
@@ -104,6 +107,19 @@ JSON (`--format json`) keys:
   the campaign's own number of lanes), `sims`, `exact_checked` (int: this row's
   simulated campaigns re-judged by `verdict.judge_run`, all agreeing — pooled with two or
   more lanes)}] for L in 1, 2, 4 and the campaign's own.
+
+- a sequential design (`plan.sequential`): `sequential`, one entry per true effect (0,
+  m/2, m, 1.5m, 2m): {`name`, `effect`, `adopt`, `keep_default`, `inconclusive`,
+  `expected_pairs`, `p90_pairs`, `expected_night_s` (the design with its relative
+  guardrails at no true change), `guardrail_stops` (P(the guardrails are why it does not
+  adopt)), `rule_only`: {the same six, the rule alone}, `fixed_adopt`}; and
+  `sequential_design`: {`max_pairs`, `pair_sd`, `sims`, `fixed_pairs`,
+  `recommended_max_pairs` (with the guardrails), `recommended_max_pairs_rule_only`,
+  `guardrails_modelled`, `guardrails`: [{`metric`, `limit`, `cells`,
+  `deterioration_cells`, `alpha_each`, `alpha_shown`, `break_at_0`, `stops_at_0`,
+  `passes_at_2x` (rates, the candidate truly at 1.5m), `noise`}], `judge_run_checked`,
+  `judge_run_checked_guardrails`, `judge_run_disagree`, `looks`, `exact_boundaries`,
+  `power`, `alpha`}.
 
 A rate is {`p`, `lo`, `hi`, `k`, `n`}: k of n simulated campaigns with a 95%
 Clopper–Pearson interval (the Monte Carlo's own uncertainty).

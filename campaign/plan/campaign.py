@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from campaign.campaignfile import Campaign, duration
+from campaign.catalog import FIDELITY_METRICS
 from campaign.errors import UsageError
 from campaign.plan.exact import (
     _cross_check,
@@ -67,7 +68,7 @@ from campaign.verdict import rule as rl
 from campaign.verdict.aa import aa_run_of, is_aa
 from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
 from campaign.verdict.rule import FAILURE_METRICS
-from campaign.verdict.showable import guard_cells, other_cells
+from campaign.verdict.showable import guard_cells, other_cells, relative
 
 # --------------------------------------------------------------------------- the plan
 
@@ -282,14 +283,29 @@ def guard_notes(spec: RuleSpec) -> list[str]:
             m.guardrail.metric for m in spec.guard_models) + ") at no true change, each "
             "on its own noise (below); `adopt_rule_only` in the JSON is the rule alone. "
             "The lanes rows and the AB vs ABBA comparison are the rule alone")
+    fidelity = [g.metric for g in spec.guardrails if g.metric in FIDELITY_METRICS]
     absolute = [g.metric for g in spec.guardrails
-                if g.absolute or g.metric in FAILURE_METRICS]
+                if g.metric in FAILURE_METRICS and g.metric not in fidelity]
     if absolute:
         out.append("absolute guardrails (" + ", ".join(absolute) + ") are not modelled: the "
                    "plan takes both arms to fail no request (they hold; they count in the "
                    "family's k); how often they stop a candidate that fails requests is not "
                    "estimated")
-    if not spec.guard_models and len(absolute) < len(spec.guardrails):
+    # compared by differences (an absolute limit, a share of requests): not drawn
+    differences = [g.metric for g in spec.guardrails if not relative(g)
+                   and g.metric not in FAILURE_METRICS and g.metric not in fidelity]
+    if differences:
+        out.append("guardrails compared by differences (" + ", ".join(differences) + ") are "
+                   "not modelled: the plan takes the candidate not to change them (they "
+                   "hold; they count in the family's k)")
+    absolute += differences
+    if fidelity:
+        out.append("fidelity guardrails (" + ", ".join(fidelity) + ") are not simulated: the "
+                   "verdict judges them against the control's own agreement, measured, with "
+                   "no pair-to-pair noise, so a lossless candidate holds them (the plan "
+                   "takes the candidate to be lossless; they count in the family's k); how "
+                   "often they catch a lossy one is docs/verdict.md's, \"Fidelity\"")
+    if not spec.guard_models and len(absolute) + len(fidelity) < len(spec.guardrails):
         out.append("a relative guardrail with no cell to check (its workload or level not "
                    "configured) is not modelled")
     return out
@@ -437,7 +453,8 @@ def _sequential(campaign: Campaign, spec: RuleSpec, noise: NoiseModel, *, sims: 
     if pre.sequential is None:
         return None
     rule = rl.Rule(prereg=pre.model_copy(update={"guardrails": []}), band=spec.rule.band)
-    return plan_sequential(rule, noise.pair_sd, sims=min(sims, 4000), seed=seed)
+    return plan_sequential(rule, noise.pair_sd, sims=min(sims, 4000), seed=seed,
+                           guards=spec if spec.guard_models else None)
 
 
 def _check_arguments(campaign: Campaign, *, effect: float, sims: int, pairs: int | None,

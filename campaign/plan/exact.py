@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from campaign.catalog import FIDELITY_METRICS
 from campaign.plan.guards import BROKEN, HOLDS, UNCLEAR, GuardDraws
 from campaign.plan.kernel import (
     EXACT_SAMPLE,
@@ -103,8 +104,9 @@ def _guard_cells(table: td.RunTable, spec: RuleSpec, arms: Sequence[str],
                             *(float(v) for v in gd.y[j][i, p - 1, c])]
                     vals = [100.0 * math.exp(x) for x in logs]
                     se: float | None = m.noise.log_se
-                else:
-                    vals, se = [0.0] * len(arms), None
+                else:  # a failure share of 0; a fidelity figure: every answer matches
+                    vals = [1.0 if g.metric in FIDELITY_METRICS else 0.0] * len(arms)
+                    se = None
                 data.values[p] = {a: td.ArmValue(v, v, v, 1, log_se=se)
                                   for a, v in zip(arms, vals, strict=False)}
                 bad = invalid.get(where, {}).get(p)

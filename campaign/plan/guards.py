@@ -28,14 +28,21 @@ pass the campaign configures (`showable.assumed_log_se`).
 
 Absolute guardrails (a failure share such as `error_rate`) are not simulated: the plan
 takes both arms to fail no request (they hold); their power against a candidate that fails
-requests is not modelled. They still count in the family (k).
+requests is not modelled. Fidelity guardrails (`catalog.FIDELITY_METRICS`, relative or
+absolute) are not simulated either: the verdict judges them against the control's own
+agreement with no pair-to-pair noise (`guardrails._fidelity_check`), so a lossless
+candidate holds them, and the plan takes the candidate to be lossless. Both still count in
+the family (k).
+
+`look_states` adds what a sequential design's look reads beside each state: shown beyond
+the limit at the level that would show it within (the guardrail's futility).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +64,7 @@ from campaign.verdict.showable import (
     assumed_log_se,
     guard_cells,
     other_cells,
+    relative,
     requests_at,
 )
 from campaign.verdict.tidy import counting_rows
@@ -188,7 +196,7 @@ def guard_models(campaign: Campaign, spec: RuleSpec, noise_run: Path | None
     rule = spec.guard_rule()
     others = other_cells(spec.guardrails, campaign, spec.cells)
     for i, g in enumerate(spec.guardrails):
-        if g.absolute or g.metric in rl.FAILURE_METRICS:
+        if not relative(g):  # a failure share, a fidelity figure, an absolute difference
             continue
         cells = tuple(guard_cells(g, campaign, spec.cells))
         if not cells:
@@ -252,6 +260,14 @@ def guard_states(gd: GuardDraws, i: int) -> np.ndarray:
     cells: states[sim, cell, cand]. The noise beyond sampling is pooled over every cell
     with the prior (`guardstats.pooled_extra`), each cell's pairs that disagree beyond it
     judged on their own spread (`guardstats.spread_beyond_model`)."""
+    return look_states(gd, i)[0]
+
+
+def look_states(gd: GuardDraws, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """`guard_states` and, beside it, `GuardrailCheck.shown_beyond` at each cell: the
+    worsening's lower bound at the level that would show it within (`gd.shown`) is beyond
+    the limit (`guardstats.beyond_at`), or it is broken — what a sequential design's look
+    reads as the guardrail's futility. Both [sim, cell, cand]."""
     m = gd.models[i]
     sign = 1.0 if m.direction == "lower" else -1.0
     w = sign * (gd.y[i] - gd.x[i][..., None])
@@ -269,15 +285,24 @@ def guard_states(gd: GuardDraws, i: int) -> np.ndarray:
     se = np.sqrt(cv / n + extra / n)
     broken = wbar - gs.critical(gd.each, dof) * se > m.limit + 1e-9
     holds = wbar + gs.critical(gd.shown, dof) * se <= m.limit + 1e-9
+    beyond = wbar - gs.critical(gd.shown, dof) * se > m.limit
     if n >= 2:
         q = ((w - wbar[:, None]) ** 2).sum(axis=1) / (cv + extra)
-        beyond = q > float(sps.chi2.isf(gs.MODEL_CHECK_ALPHA, n - 1))
+        spread = q > float(sps.chi2.isf(gs.MODEL_CHECK_ALPHA, n - 1))
         sd = w.std(axis=1, ddof=1) / math.sqrt(n)
-        broken = np.where(beyond, wbar - st.t_critical(1 - gd.each, n - 1) * sd
+        broken = np.where(spread, wbar - st.t_critical(1 - gd.each, n - 1) * sd
                           > m.limit + 1e-9, broken)
-        holds = np.where(beyond, wbar + st.t_critical(1 - gd.shown, n - 1) * sd
+        holds = np.where(spread, wbar + st.t_critical(1 - gd.shown, n - 1) * sd
                          <= m.limit + 1e-9, holds)
-    return np.where(broken, BROKEN, np.where(holds, HOLDS, UNCLEAR))
+        beyond = np.where(spread, wbar - st.t_critical(1 - gd.shown, n - 1) * sd > m.limit,
+                          beyond)
+    states = np.where(broken, BROKEN, np.where(holds, HOLDS, UNCLEAR))
+    return states, np.asarray(beyond | broken)
+
+
+def first_pairs(gd: GuardDraws, n: int) -> GuardDraws:
+    """The draws of the first `n` pairs only (a sequential design's look)."""
+    return replace(gd, x=tuple(x[:, :n] for x in gd.x), y=tuple(y[:, :n] for y in gd.y))
 
 
 def stopping(gd: GuardDraws, i: int, states: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from campaign.plan.kernel import (
     WD_POWER_AT,
     Rate,
 )
-from campaign.plan.sequential import EXACT_LOOKS
+from campaign.plan.sequential import EXACT_LOOKS, SeqGuardRow, SeqRow
 from campaign.verdict import rule as rl
 
 # --------------------------------------------------------------------------- rendering
@@ -107,27 +107,52 @@ def sequential_json(r: PlanResult) -> dict[str, Any]:
     sp = r.sequential
     if sp is None:
         return {}
+
+    def row_json(row: SeqRow) -> dict[str, Any]:
+        return {"adopt": row.adopt, "keep_default": row.keep_default,
+                "inconclusive": row.inconclusive, "expected_pairs": row.expected_pairs,
+                "p90_pairs": row.p90_pairs,
+                "expected_night_s": row.expected_pairs * r.wall_per_pair}
+
     return {
         "sequential": [{
-            "name": row.label, "effect": row.effect, "adopt": row.adopt,
-            "keep_default": row.keep_default, "inconclusive": row.inconclusive,
-            "expected_pairs": row.expected_pairs, "p90_pairs": row.p90_pairs,
-            "expected_night_s": row.expected_pairs * r.wall_per_pair,
+            "name": row.label, "effect": row.effect, **row_json(row),
+            "guardrail_stops": row.guardrail_stops,
+            "rule_only": row_json(row.rule_only or row),
             "fixed_adopt": None if math.isnan(row.fixed_adopt) else row.fixed_adopt,
         } for row in sp.rows],
         "sequential_design": {
             "max_pairs": sp.max_pairs, "pair_sd": float(sp.sigma), "sims": sp.sims,
             "fixed_pairs": sp.fixed_pairs, "recommended_max_pairs": sp.recommended_max_pairs,
-            "judge_run_checked": sp.checked, "judge_run_disagree": int(sp.disagree),
+            "recommended_max_pairs_rule_only": sp.recommended_rule_only,
+            "guardrails_modelled": sp.guarded,
+            "guardrails": [_seq_guard_json(g) for g in sp.guardrails],
+            "judge_run_checked": sp.checked,
+            "judge_run_checked_guardrails": sp.guard_checked,
+            "judge_run_disagree": int(sp.disagree),
             "looks": sp.looks, "exact_boundaries": sp.exact,
             "power": sp.power, "alpha": sp.alpha,
         },
     }
 
 
+def _seq_guard_json(g: SeqGuardRow) -> dict[str, Any]:
+    m, nz = g.model, g.model.noise
+    return {"metric": m.guardrail.metric, "limit": m.guardrail.max_worsening,
+            "cells": [f"{w} {lvl}" for w, lvl in m.cells],
+            "deterioration_cells": [f"{w} {lvl}" for w, lvl in m.others],
+            "alpha_each": g.alpha_each, "alpha_shown": g.alpha_shown,
+            "break_at_0": g.break_at_0.as_dict(), "stops_at_0": g.stops_at_0.as_dict(),
+            "passes_at_2x": g.passes_at_2x.as_dict(),
+            "noise": {"log_se": nz.log_se, "requests": nz.requests,
+                      "inflation": nz.inflation, "boot_sd": nz.boot_sd,
+                      "prior_extra": m.prior, "measured": nz.measured, "source": nz.source}}
+
+
 def print_sequential(console: Console, r: PlanResult) -> None:
-    """The registered sequential design's figures beside the fixed design that meets the
-    same targets (both the rule alone), then the verdict on the design."""
+    """The registered sequential design's figures (with its guardrails when it has relative
+    ones, the rule alone beside them) beside the fixed design that meets the same targets
+    (the rule alone), then the verdict on the design and each guardrail in it."""
     sp = r.sequential
     if sp is None:
         return
@@ -135,36 +160,67 @@ def print_sequential(console: Console, r: PlanResult) -> None:
              if sp.fixed_pairs else "no fixed design up to 32 pairs meets the targets")
     rough = ", approximate" if not sp.exact else ""
     said = r.pairs_said or f"max_pairs {sp.max_pairs}"
-    t = Table(title=f"the registered design: sequential, {said}{rough} — the rule alone "
-                    "(one decision cell, no guardrails or invalid passes)",
+    what = ("with its guardrails (" + ", ".join(g.model.guardrail.metric for g in sp.guardrails)
+            + ", each on its own noise, at no true change; one decision cell, no invalid "
+            "passes)" if sp.guarded else
+            "the rule alone (one decision cell, no relative guardrail to model, no invalid "
+            "passes)")
+    t = Table(title=f"the registered design: sequential, {said}{rough} — {what}",
               caption=f"pair sd {sp.sigma:.1%}; {sp.sims} sequences per row; {fixed}",
               title_justify="left", caption_justify="left")
     fixed_col = (f"fixed {sp.fixed_pairs} pairs: P(adopt), rule alone" if sp.fixed_pairs
                  else "fixed: P(adopt), rule alone")
-    for col in ("true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
-                "pairs: mean (p90)", "night", fixed_col):
+    cols = ["true effect", "P(adopt)", "P(keep-default)", "P(inconclusive)",
+            "pairs: mean (p90)", "night"]
+    if sp.guarded:
+        cols += ["P(adopt), rule alone", "pairs, rule alone"]
+    for col in (*cols, fixed_col):
         t.add_column(col, justify="right")
     for row in sp.rows:
+        alone = row.rule_only
         t.add_row(f"{row.label} ({fm.pct(row.effect, 1)})", f"{row.adopt:.1%}",
                   f"{row.keep_default:.1%}", f"{row.inconclusive:.1%}",
                   f"{row.expected_pairs:.1f} ({row.p90_pairs})",
                   fm.clock(row.expected_pairs * r.wall_per_pair),
+                  *(() if alone is None else (f"{alone.adopt:.1%}",
+                                              f"{alone.expected_pairs:.1f}")),
                   "—" if math.isnan(row.fixed_adopt) else f"{row.fixed_adopt:.1%}")
     console.print(t)
     rows = {row.label: row for row in sp.rows}
     hi, lo = rows["1.5m"], rows["m/2"]
     meets = hi.adopt >= sp.power and lo.adopt <= sp.alpha
+    which = "with its guardrails" if sp.guarded else "the rule alone"
     console.print(f"verdict on the registered design: it {'meets' if meets else 'misses'} "
                   f"the targets: P(adopt) {hi.adopt:.1%} at 1.5m "
                   f"({_change(r, POWER_AT * r.margin)}; target ≥ {sp.power:.0%}) and "
                   f"{lo.adopt:.1%} at m/2 ({_change(r, FALSE_AT * r.margin)}; target ≤ "
                   f"{sp.alpha:.0%}), {hi.expected_pairs:.1f} pairs on average at 1.5m "
-                  f"(the rule alone)", markup=False)
+                  f"({which})", markup=False)
     rec = sp.recommended_max_pairs
+    alone_rec = (f"; the rule alone would need {sp.recommended_rule_only or 'more than 24'}"
+                 if sp.guarded else "")
+    checked = sp.checked + sp.guard_checked
+    guarded_check = f" ({sp.guard_checked} with their guardrails)" if sp.guarded else ""
     console.print(f"recommended max_pairs: {rec if rec else 'none up to 24'} (the smallest "
-                  f"with P(adopt) ≥ {sp.power:.0%} at 1.5m and ≤ {sp.alpha:.0%} at m/2; "
-                  f"registered: {sp.max_pairs}); {sp.checked} sequences re-judged by "
-                  f"verdict.judge_run, {sp.disagree} disagree", markup=False)
+                  f"with P(adopt) ≥ {sp.power:.0%} at 1.5m and ≤ {sp.alpha:.0%} at m/2, "
+                  f"{which}; registered: {sp.max_pairs}{alone_rec}); {checked} sequences "
+                  f"re-judged by verdict.judge_run{guarded_check}, {sp.disagree} disagree",
+                  markup=False)
+    for g in sp.guardrails:
+        m = g.model
+        cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
+        elsewhere = (f"; deterioration checks at {len(m.others)} other cell(s)"
+                     if m.others else "")
+        console.print(f"in the design: guardrail {m.guardrail.metric} (at {cells}{elsewhere};"
+                      f" shown within at {g.alpha_shown:.2%}, broken at {g.alpha_each:.3%} "
+                      f"each: α split over the {sp.looks} looks; candidate truly "
+                      f"{_change(r, POWER_AT * r.margin)}): broken with no change "
+                      f"{_rate(g.break_at_0)}, stops adoption with no change (not shown "
+                      f"within its limit by max_pairs, or shown beyond it) "
+                      f"{_rate(g.stops_at_0)}; lets a candidate truly "
+                      f"{fm.pct(GUARDRAIL_VIOLATION * m.guardrail.max_worsening, 0)} worse "
+                      f"through {_rate(g.passes_at_2x)}; noise: {m.noise.source}",
+                      markup=False)
     if not sp.exact:
         console.print(
             f"approximate: {sp.looks} looks are more than the {EXACT_LOOKS} planned with the "
@@ -203,7 +259,8 @@ def print_plan(console: Console, result: PlanResult, *, full: bool = False) -> N
         console.print(_adopt_table(r, only=True))
         _print_verdict(console, r)
         _print_recommendation(console, r)
-    _print_guardrails(console, r)
+    if r.sequential is None or not r.sequential.guarded:
+        _print_guardrails(console, r)
     per_lane = " per lane" if len(r.lane_names) > 1 else ""
     pairs = "" if r.estimate.min_pairs < r.pairs else f" for {r.pairs} pairs"
     console.print(f"wall clock: about {r.estimate.length()}{pairs}{per_lane} "

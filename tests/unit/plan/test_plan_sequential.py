@@ -241,4 +241,7 @@ def test_every_plan_column_has_a_header_and_says_rule_alone_or_with_guardrails(
     by_pairs = next(t for t in tables if str(t.title).startswith("P(adopt) by pairs"))
     assert "with guardrails" in str(by_pairs.title)
     assert "1.5m, rule alone" in [str(c.header) for c in by_pairs.columns]
-    assert "rule alone (one decision cell, no guardrails" in str(seq.title)
+    # the sequential rows carry the guardrails (issue "Guardrails that protect", 6), the
+    # rule alone kept in its own columns
+    assert "with its guardrails (ttft_p99" in str(seq.title)
+    assert "P(adopt), rule alone" in [str(c.header) for c in seq.columns]
