@@ -75,13 +75,18 @@ LONG_S = 600.0
 
 def _start_rank(item: pytest.Item) -> int:
     """When a test starts in the run: the ones that declare themselves long (a timeout
-    above `LONG_S`) first, every other test in pytest-randomly's order. The longest start
-    at once and the many short ones fill the end, instead of a campaign drawn last by the
-    random order running alone on an idle machine (CI: an A/A sequential campaign started
-    4 minutes before the tiers ended, three workers idle)."""
+    above `LONG_S`) first, then the rest of the e2e tier (whole campaigns, 30 s to 3 min
+    each on a CI host), then the other tiers (seconds each), each rank in pytest-randomly's
+    order. The longest start at once and the many short ones fill the end, instead of a
+    campaign drawn last by the random order running alone on an idle machine (CI: an A/A
+    sequential campaign started 4 minutes before the tiers ended, three workers idle; an
+    e2e test of two or three minutes drawn among the last unit tests does the same).
+    xdist's `loadgroup` hands out its groups (several tests that share a finished run)
+    before all of these."""
     marker = item.get_closest_marker("timeout")
-    long = marker is not None and bool(marker.args) and float(marker.args[0]) > LONG_S
-    return 0 if long else 1
+    if marker is not None and bool(marker.args) and float(marker.args[0]) > LONG_S:
+        return 0
+    return 1 if item.get_closest_marker("e2e") is not None else 2
 
 
 YIELDING_NICE = 8

