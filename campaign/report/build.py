@@ -94,6 +94,8 @@ def _build(run_dirs: Sequence[Path], rule_overrides: dict[str, str] | None,
     rule_new = prepared[newest].rule
     shown.add(rule_new.metric)
     shown.update(g.metric for g in rule_new.prereg.guardrails)
+    if picked is None and rule_new.prereg.slo is not None:
+        shown.update(SLO_SHOWN)  # a registered SLO: its shares and goodput, described
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(runs)
     _refuse_unmeasured(picked, all_rows)
@@ -306,6 +308,11 @@ PLOTTED = frozenset({"output_token_throughput", "acceptance_rate", "tokens_per_d
                      "itl_p50",
                      *(f"acceptance_pos{i}" for i in range(catalog.MAX_POSITIONS))})
 """Metrics the plots read from the newest run's rows, whether or not they are shown."""
+
+
+SLO_SHOWN = ("slo_attainment", "ttft_slo_attainment", "itl_slo_attainment", "goodput")
+"""Described beside `verdict.DESCRIPTIVE_METRICS` when the run registered an SLO (those
+of them its passes measured)."""
 
 
 def _picked_metrics(metrics: Sequence[str] | None) -> tuple[str, ...] | None:
