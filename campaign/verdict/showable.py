@@ -158,7 +158,8 @@ class Showable:
             fixes.append(f"{self.requests_needed} requests per pass{where}")
         fixes.append(f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}")
         if catalog.quantile_of(g.metric) not in (None, 0.5):
-            fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50)")
+            fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50, or the share "
+                         "of requests within an SLO: slo_attainment)")
         return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
                 f"adopted: register " + " or ".join(fixes) +
                 " (`spec-ab plan` simulates the verdict itself)")

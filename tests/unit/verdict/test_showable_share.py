@@ -103,3 +103,14 @@ def test_the_assessment_matches_the_real_verdict(tmp_path: Path) -> None:
                   for _ in range(sims)) / sims
     # 300 campaigns: a binomial sd of ~2.3 points; the approximation within ~3 more
     assert abs(adopted - said.shown_at_0) <= 0.08, (adopted, said.shown_at_0)
+
+
+def test_a_p99_that_cannot_be_shown_names_the_share_as_another_statistic(
+        tmp_path: Path) -> None:
+    text = DEMO.read_text().replace("{metric: ttft_p99, max_worsening: 0.25}",
+                                    "{metric: ttft_p99, max_worsening: 0.05}")
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        refuse_unshowable(load_campaign(path))
+    assert "or the share of requests within an SLO: slo_attainment" in str(err.value)
