@@ -35,7 +35,7 @@ candidate holds them, and the plan takes the candidate to be lossless. Both stil
 the family (k).
 
 `look_states` adds what a sequential design's look reads beside each state: shown beyond
-the limit at the level that would show it within (the guardrail's futility).
+the limit at the campaign's one-sided α (the guardrail's futility).
 """
 
 from __future__ import annotations
@@ -232,6 +232,9 @@ class GuardDraws:
     alpha: float
     shown: float = 0.05
     """One-sided level of the bound that shows a guardrail within its limit."""
+    futile: float | None = None
+    """One-sided level at which a look reads it as shown beyond its limit (`verdict.
+    guardrails.Family.futility`: the campaign's α); None: `shown`."""
 
     @property
     def each(self) -> float:
@@ -265,7 +268,7 @@ def guard_states(gd: GuardDraws, i: int) -> np.ndarray:
 
 def look_states(gd: GuardDraws, i: int) -> tuple[np.ndarray, np.ndarray]:
     """`guard_states` and, beside it, `GuardrailCheck.shown_beyond` at each cell: the
-    worsening's lower bound at the level that would show it within (`gd.shown`) is beyond
+    worsening's lower bound at the futility level (`gd.futile`, else `gd.shown`) is beyond
     the limit (`guardstats.beyond_at`), or it is broken — what a sequential design's look
     reads as the guardrail's futility. Both [sim, cell, cand]."""
     m = gd.models[i]
@@ -285,7 +288,8 @@ def look_states(gd: GuardDraws, i: int) -> tuple[np.ndarray, np.ndarray]:
     se = np.sqrt(cv / n + extra / n)
     broken = wbar - gs.critical(gd.each, dof) * se > m.limit + 1e-9
     holds = wbar + gs.critical(gd.shown, dof) * se <= m.limit + 1e-9
-    beyond = wbar - gs.critical(gd.shown, dof) * se > m.limit
+    futile = gd.futile or gd.shown
+    beyond = wbar - gs.critical(futile, dof) * se > m.limit
     if n >= 2:
         q = ((w - wbar[:, None]) ** 2).sum(axis=1) / (cv + extra)
         spread = q > float(sps.chi2.isf(gs.MODEL_CHECK_ALPHA, n - 1))
@@ -294,7 +298,7 @@ def look_states(gd: GuardDraws, i: int) -> tuple[np.ndarray, np.ndarray]:
                           > m.limit + 1e-9, broken)
         holds = np.where(spread, wbar + st.t_critical(1 - gd.shown, n - 1) * sd
                          <= m.limit + 1e-9, holds)
-        beyond = np.where(spread, wbar - st.t_critical(1 - gd.shown, n - 1) * sd > m.limit,
+        beyond = np.where(spread, wbar - st.t_critical(1 - futile, n - 1) * sd > m.limit,
                           beyond)
     states = np.where(broken, BROKEN, np.where(holds, HOLDS, UNCLEAR))
     return states, np.asarray(beyond | broken)

@@ -13,7 +13,7 @@ of its requests, its cells and deterioration cells) and judged at each look on t
 far at the verdict's levels for a design (α ÷ looks to show one within its limit, α ÷
 (checks × looks) to call it broken). A look adopts only when the rule has crossed and every
 guardrail is shown within its limit; a loss, a broken guardrail, the futility boundary or a
-guardrail shown beyond its limit at the level that would show it within keeps the default;
+guardrail shown beyond its limit at the campaign's one-sided α keeps the default;
 a guardrail not yet shown keeps the night going to max_pairs, where the design ends
 inconclusive (`verdict.sequential.state_at`). Absolute and fidelity guardrails hold (as in
 the fixed plan). The rule alone is kept beside each row (`SeqRow.rule_only`).
@@ -175,7 +175,7 @@ def _guard_look(gd: GuardDraws | None, p: int, sims: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each guardrail model at a look of `p` pairs, [sim, model]: broken at some cell (own
     or deterioration), not shown within its limit at an own cell, and not shown within but
-    shown beyond it at the level that would show it within (`look_states`)."""
+    shown beyond it at the campaign's one-sided α (`look_states`)."""
     if gd is None or not gd.models:
         none = np.zeros((sims, 0), dtype=bool)
         return none, none, none
@@ -197,7 +197,7 @@ def _outcomes(rule: rl.Rule, max_pairs: int, d: np.ndarray, *, exact: bool = Tru
     those of this design's looks), what the guardrails did: a look adopts when the rule
     crossed and every guardrail is shown within its limit; it keeps the default on a loss,
     a broken guardrail, the futility boundary or a guardrail shown beyond its limit at the
-    level that would show it within; else it goes on (`verdict.sequential.state_at`).
+    campaign's one-sided α; else it goes on (`verdict.sequential.state_at`).
 
     `exact`: at each look the boundaries of the looks so far, as the judge simulates them;
     else those of the whole schedule, simulated once (the same boundaries up to their
@@ -281,6 +281,7 @@ def _levels(rule: rl.Rule, gd: GuardDraws, max_pairs: int, sims: int | None = No
     looks = len(schedule_of(design, max_pairs))
     cut = slice(None) if sims is None else slice(0, sims)
     return replace(gd, alpha=rule.alpha / looks, shown=rule.alpha / looks,
+                   futile=rule.alpha if looks > 1 else None,
                    x=tuple(v[cut] for v in gd.x), y=tuple(v[cut] for v in gd.y))
 
 

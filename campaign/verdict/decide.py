@@ -191,7 +191,8 @@ def guardrail_checks(arm: str, by_key: Mapping[tuple[str, str, str], Cell], rule
     # a sequential design judges every guardrail at each of its looks: α is shared over
     # them too (Bonferroni), so repeated looks never raise the false-break rate
     looks = 1 if rule.prereg.sequential is None else rule.prereg.sequential.max_looks
-    family = Family(rule.alpha / looks, len(places), rule.alpha / looks)
+    family = Family(rule.alpha / looks, len(places), rule.alpha / looks,
+                    rule.alpha if looks > 1 else None)
     inputs = {(i, where): _inputs(i, g, where, rule, by_key, table, control, arm, role)
               for i, g, where, role in places}
     pooled = _pooled(rule, inputs, places)

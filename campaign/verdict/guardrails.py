@@ -100,6 +100,15 @@ class Family:
     shown: float | None = None
     """One-sided level of the bound that shows a guardrail within its limit (no split over
     the guardrails: every one must be shown, an intersection–union test); None: α ÷ k."""
+    futility: float | None = None
+    """One-sided level at which a sequential design's look reads a guardrail as shown
+    beyond its limit (`GuardrailCheck.shown_beyond`: stop, keep the default): the campaign's
+    α, not split over the looks, as stopping for futility can never adopt; None: `shown`."""
+
+    @property
+    def beyond(self) -> float:
+        """The level of `shown_beyond`."""
+        return self.futility or self.shown or self.each
 
     @property
     def each(self) -> float:
@@ -214,7 +223,7 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
         cv, n_req, factor = noise
         df = None if math.isinf(pooled.df) else pooled.df
         tested = gs.own_noise(w, cv, pooled.extra, limit, family.each, family.shown, df)
-        beyond_shown = gs.beyond_at(tested, gs.critical(family.shown or family.each, df))
+        beyond_shown = gs.beyond_at(tested, gs.critical(family.beyond, df))
         evidence = _own_evidence(g.metric, n_req, factor, inputs, pooled)
         if tested.state == "unclear":
             resolve = _resolve_own(tested, cv, n_req, g.metric, pooled.extra)
@@ -227,8 +236,7 @@ def _relative_check(g: Guardrail, where: tuple[str, str], inputs: Inputs, family
         if spread is None:
             return _no_noise(g, where, w[0], direction, inputs)
         tested = spread
-        beyond_shown = gs.beyond_at(tested, st.t_critical(1 - (family.shown or family.each),
-                                                        len(w) - 1))
+        beyond_shown = gs.beyond_at(tested, st.t_critical(1 - family.beyond, len(w) - 1))
         if tested.state == "unclear":
             resolve = _resolve_spread(tested, len(w), family, beyond)
     sign = -1.0 if higher else 1.0

@@ -11,7 +11,9 @@ over the design's looks (Bonferroni: α ÷ (checks × max_looks)). Per candidate
   within its limit (the rule's `adopt`, after the gates and guardrails);
 - `keep-default`: a decision cell is a `loss`, a guardrail is broken, a decision cell
   crossed the futility boundary, or a guardrail not yet shown within its limit is shown
-  beyond it at the level that would show it within (both "not worth it");
+  beyond it at the campaign's one-sided α (its futility: a stop that keeps the default can
+  never adopt, so it needs no split over the looks; a candidate truly within its limit by
+  a margin of a few standard errors is almost never stopped by it);
 - `continue`: none of these, and pairs are left (a guardrail not yet shown within its limit
   keeps the night going: more pairs may show it);
 - `inconclusive`: none of these at max_pairs (reason `guardrail-unresolved` when the rule
@@ -105,14 +107,14 @@ def state_at(cv: CandidateVerdict, rule: Rule, pairs: int) -> tuple[SequentialSt
                                 + ", ".join(f"{lk.workload} {lk.level}" for lk in futile)
                                 + f" ({rule.powered_source()}) → stopping")
     unshown = [g for g in cv.guardrails if g.role == "guardrail" and g.stops]
-    # shown beyond its limit at the level that would show it within: no number of pairs
-    # would show it within (a noisy early estimate beyond the limit alone is not enough)
+    # shown beyond its limit at the campaign's α: more pairs would not show it within (a
+    # noisy early estimate beyond the limit alone is not enough)
     hopeless = [g for g in unshown if g.shown_beyond]
     if hopeless:
         return "keep-default", (GUARD_FUTILE + ", ".join(
             f"{g.metric} at {g.workload} {g.level} ({pct(g.change or 0.0)})"
-            for g in hopeless) + " shown beyond its limit at the level that would show it "
-            "within: more pairs would not show it within → stopping")
+            for g in hopeless) + " shown beyond its limit at the campaign's one-sided "
+            f"{rule.alpha:.0%}: more pairs would not show it within → stopping")
     crossed = bool(looks) and all(lk.outcome == "adopt" for lk in looks)
     if pairs >= design.max_pairs:
         if crossed and unshown:
