@@ -41,6 +41,7 @@ from campaign.fmt import abs_pct, fmt_gain
 from campaign.verdict import guardstats as gs
 from campaign.verdict import sampling
 from campaign.verdict import stats as st
+from campaign.verdict.guardstats import Family as Family  # the levels of the checks
 from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState, Role
 from campaign.verdict.rule import EPS, FAILURE_METRICS, change_of, worse_d
 from campaign.verdict.showable import DEFAULT_JITTER, PRIOR_DF, at_decision_cells, relative
@@ -89,55 +90,6 @@ def requests_of(table: RunTable, where: tuple[str, str]) -> dict[tuple[int, str]
     out = {(p, a): v for p, arms in data.failed.items() for a, v in arms.items()}
     out.update({(p, a): v.value for p, arms in data.values.items() for a, v in arms.items()})
     return out
-
-
-@dataclass(frozen=True)
-class Family:
-    """The family a check belongs to: the campaign's α over k checks of one candidate."""
-
-    alpha: float
-    checks: int
-    shown: float | None = None
-    """One-sided level of the bound that shows a guardrail within its limit (no split over
-    the guardrails: every one must be shown, an intersection–union test); None: α ÷ k."""
-    futility: float | None = None
-    """One-sided level at which a sequential design's look reads a guardrail as shown
-    beyond its limit (`GuardrailCheck.shown_beyond`: stop, keep the default): the campaign's
-    α, not split over the looks, as stopping for futility can never adopt; None: `shown`."""
-
-    @property
-    def beyond(self) -> float:
-        """The level of `shown_beyond`."""
-        return self.futility or self.shown or self.each
-
-    @property
-    def each(self) -> float:
-        """One-sided level of each bound: α ÷ k."""
-        return self.alpha / max(1, self.checks)
-
-    @property
-    def ci_level(self) -> float:
-        return 1 - 2 * self.each
-
-    @property
-    def ci_text(self) -> str:
-        """A two-sided interval with both ends at α ÷ k."""
-        return f"{self.ci_level:.1%}".replace(".0%", "%") + " CI"
-
-    def interval_text(self, direction: st.Direction, asymmetric: bool) -> str:
-        """How a check's interval reads: `ci_text` when both ends are at α ÷ k, else each
-        end's one-sided level — the end that decides `broken` at α ÷ k, the one that shows
-        the guardrail within its limit at `shown` (the lower end of a lower-is-better
-        metric's change decides `broken`, its upper end `holds`; reversed for higher)."""
-        if not asymmetric or self.shown is None or abs(self.shown - self.each) < 1e-12:
-            return self.ci_text
-        worse, within = _level(1 - self.each), _level(1 - self.shown)
-        low, high = (worse, within) if direction == "lower" else (within, worse)
-        return f"one-sided: lower end {low}, upper end {high}"
-
-
-def _level(q: float) -> str:
-    return f"{q:.1%}".replace(".0%", "%")
 
 
 @dataclass(frozen=True)
