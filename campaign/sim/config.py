@@ -72,6 +72,13 @@ class CostConfig(BaseModel):
         return CostParams(**self.model_dump())
 
 
+VLLM_LIKE_BLOCKS = 65536
+"""A prefix cache of 1M tokens (some 250 prompts of 4,000 tokens): what
+`SPECAB_SIM_PREFIX_CACHE_BLOCKS` gives to model vLLM's automatic prefix caching. Off by
+default: the lane's cost model and the campaigns tuned on it predate the cache (an agent
+fixture's repeated prompts would prefill almost free)."""
+
+
 class SimConfig(BaseModel):
     """Every knob of the simulated lane (docs/simulator.md)."""
 
@@ -96,6 +103,11 @@ class SimConfig(BaseModel):
     step_noise: float = Field(0.02, ge=0, description="log-normal sigma of per-step noise")
     boot_delay: float = Field(0.0, ge=0, description="wall seconds 'loading' before the port opens")
     max_num_seqs: int = Field(256, ge=1, description="running streams; the rest wait")
+    prefix_cache_blocks: int = Field(
+        0, ge=0, strict=True,
+        description="prefix cache size in blocks of 16 prompt tokens, least "
+        f"recently used out first (0, the default: no prefix caching; {VLLM_LIKE_BLOCKS}: "
+        "about 1M tokens, like vLLM's automatic prefix caching)")
     default_max_tokens: int = Field(1024, ge=1, description="max_tokens when a request has none")
     eos_mean_tokens: float = Field(256.0, gt=0,
                                    description="mean natural length when ignore_eos is false")

@@ -1,6 +1,7 @@
 """The batching engine: one loop steps every running stream together, like vLLM's core.
 
-Each step, for every running stream: a new stream is prefilled and emits its first token;
+Each step, for every running stream: a new stream is prefilled and emits its first token
+(only the prompt tokens after its longest cached prefix cost prefill time, `prefixcache`);
 a decoding stream has k drafts proposed, verifies v of them (v = k, or the adaptive
 controller's choice), accepts the prefix the acceptance model samples and emits accepted + 1
 tokens. A request's draws (acceptance, natural length) are fixed by its key: the seed, the
@@ -23,7 +24,7 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from campaign.sim.acceptance import accepted_at, keyed_uniform, per_position_a
 from campaign.sim.config import SimConfig
 from campaign.sim.controller import CostTable, choose_verify
 from campaign.sim.costmodel import CostParams, step_ms
+from campaign.sim.prefixcache import PrefixCache
 from campaign.sim.telemetry import Telemetry
 
 PRIOR_A = 0.7
@@ -94,6 +96,10 @@ class Request:
     branch: int = 0
     """0 while the output is the target's; a lossy token moves the text onto another
     branch (what follows is conditioned on the wrong token)."""
+    prompt_ids: Sequence[int] | None = None
+    """The prompt's token ids (the prefix cache's keys); None: not looked up."""
+    cached: int = 0
+    """Prompt tokens found in the prefix cache when scheduled (not prefilled again)."""
     queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
     produced: int = 0
     prefilled: bool = False
@@ -178,6 +184,8 @@ class Engine:
         self.totals = Totals(per_pos=[0] * self.depth)
         self.timing = StepTiming()
         self.table: CostTable | None = None
+        self.prefix_cache = (PrefixCache(config.prefix_cache_blocks)
+                             if config.prefix_cache_blocks > 0 else None)
         self.dead: str | None = None
         self.hung = False
         self._wake = asyncio.Event()
@@ -251,9 +259,12 @@ class Engine:
         return int.from_bytes(hashlib.blake2b(salt + digest, digest_size=8).digest(), "little")
 
     def new_request(self, prompt_tokens: int, max_tokens: int, min_tokens: int,
-                    ignore_eos: bool, klass: str, prompt: str = "") -> Request:
+                    ignore_eos: bool, klass: str, prompt: str = "",
+                    prompt_ids: Sequence[int] | None = None) -> Request:
         """A request with its output length decided now (EOS never before min_tokens).
-        `prompt` (its text) keys the request's draws (`request_key`)."""
+        `prompt` (its text) keys the request's draws (`request_key`); `prompt_ids` (its
+        token ids) are looked up in the prefix cache when it is scheduled (without them the
+        request is not: nothing is queried, the whole prompt is prefilled)."""
         if self.dead:
             raise EngineDead(self.dead)
         key = self.request_key(prompt)
@@ -274,6 +285,7 @@ class Engine:
             arrival=self.clock.now(),
             key=key,
             text_key=self.text_key(prompt),
+            prompt_ids=prompt_ids,
         )
 
     def submit(self, request: Request) -> None:
@@ -320,13 +332,24 @@ class Engine:
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting.popleft()
             if not req.cancelled:
+                self._look_up(req)
                 self.running.append(req)
         self.telemetry.running.set(len(self.running))
         self.telemetry.waiting.set(len(self.waiting))
 
+    def _look_up(self, req: Request) -> None:
+        """Scheduled now: the prompt's cached prefix (vLLM's queries and hits, in tokens);
+        its blocks are cached for the requests scheduled after it."""
+        if self.prefix_cache is None or req.prompt_ids is None:
+            return
+        req.cached = self.prefix_cache.admit(req.prompt_ids)
+        self.telemetry.prefix_cache_queries.inc(len(req.prompt_ids))
+        self.telemetry.prefix_cache_hits.inc(req.cached)
+
     def plan(self) -> tuple[list[int], list[int], int]:
         """Per running stream: drafts to verify (−1: prefill step) and drafter depth; plus
-        the prompt tokens prefilled in the step.  Verification never runs past max_tokens."""
+        the prompt tokens prefilled in the step (those after each prompt's cached prefix).
+        Verification never runs past max_tokens."""
         verify: list[int] = []
         depths: list[int] = []
         prefill = 0
@@ -337,7 +360,7 @@ class Engine:
             caps.append(cap)
             depths.append(self.depth if remaining > 1 else 0)
             if not req.prefilled:
-                prefill += req.prompt_tokens
+                prefill += req.prompt_tokens - req.cached
                 verify.append(-1)
             else:
                 verify.append(cap)
@@ -382,9 +405,13 @@ class Engine:
         self._last_end = end
         if self.table is not None and self.config.adaptive_live:
             self.table.update(len(verify_tokens), sum(verify_tokens), scheduled_ms)
-        self._emit(verify, prefill, end)
+        prompts = sum(r.prompt_tokens for r, v in zip(self.running, verify, strict=True)
+                      if v < 0)
+        self._emit(verify, prompts, end)
 
-    def _emit(self, verify: list[int], prefill: int, now: float) -> None:
+    def _emit(self, verify: list[int], prompts: int, now: float) -> None:
+        """Hand out the step's tokens. `prompts`: the prompt tokens of the streams prefilled
+        in the step, cached ones included (vLLM's iteration histogram counts them so)."""
         tel = self.telemetry
         totals = self.totals
         emitted_total = 0
@@ -429,6 +456,6 @@ class Engine:
                 still.append(req)
         tel.generation_tokens.inc(emitted_total)
         totals.generation_tokens += emitted_total
-        tel.iteration_tokens.observe(prefill + emitted_total)
+        tel.iteration_tokens.observe(prompts + emitted_total)
         self.running = still
         tel.running.set(len(self.running))

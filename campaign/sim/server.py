@@ -133,8 +133,10 @@ class SimServer:
             d = {k: cur[k] - last[k] for k in ("prompt", "gen", "drafts", "draft_tokens",
                                              "accepted", "vsum", "vdec")}
             if d["gen"] or d["prompt"] or eng.running or eng.waiting:
+                cache = eng.prefix_cache
                 self.log.info(LOGGER_SOURCE, engine_stats_message(
-                    d["prompt"] / dt, d["gen"] / dt, len(eng.running), len(eng.waiting)))
+                    d["prompt"] / dt, d["gen"] / dt, len(eng.running), len(eng.waiting),
+                    cache.recent_hit_rate() if cache is not None else 0.0))
             if d["drafts"]:
                 per_pos = [c - p for c, p in zip(cur["per_pos"], last["per_pos"], strict=True)]
                 self.log.info(SPEC_SOURCE, spec_decoding_message(
@@ -198,6 +200,7 @@ class SimServer:
     async def stats(self, request: web.Request) -> web.Response:
         eng = self.engine
         t = eng.timing
+        cache = eng.prefix_cache
         return web.json_response({
             "steps": t.steps, "wall_s": t.wall_s, "model_ms": t.model_ms,
             "scheduled_ms": t.scheduled_ms, "tokens": t.tokens, "streams": t.streams,
@@ -207,6 +210,10 @@ class SimServer:
             "waiting": len(eng.waiting), "finished": eng.totals.finished,
             "cost_table_1_stream": [eng.table.cost(1, t) for t in range(1, eng.depth + 2)]
             if eng.table is not None else None,
+            "prefix_cache": {"capacity_blocks": cache.capacity, "blocks": len(cache),
+                             "queries": cache.queries, "hits": cache.hits,
+                             "evicted_blocks": cache.evicted}
+            if cache is not None else None,
         })
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -227,7 +234,7 @@ class SimServer:
             params = self._parse(body, chat)
             req = self.engine.new_request(params.prompt_tokens, params.max_tokens,
                                           params.min_tokens, params.ignore_eos, params.klass,
-                                          prompt=params.prompt)
+                                          prompt=params.prompt, prompt_ids=params.prompt_ids)
             self.engine.submit(req)
         except ApiError as err:
             return web.json_response(err.body(), status=err.status)
@@ -251,10 +258,10 @@ class SimServer:
             if not isinstance(messages, list) or not messages:
                 raise bad_request("'messages' must be a non-empty list", "messages")
             texts = [_message_text(m) for m in messages]
-            prompt_tokens = self.vocab.count_many(texts)
+            prompt_ids = self.vocab.ids_many(texts)
         else:
             prompt = body.get("prompt")
-            texts, prompt_tokens = _prompt_texts(prompt, self.vocab)
+            texts, prompt_ids = _prompt_texts(prompt, self.vocab)
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
             max_tokens = self.config.default_max_tokens
@@ -277,10 +284,11 @@ class SimServer:
         if not isinstance(options, dict):
             raise bad_request("'stream_options' must be an object", "stream_options")
         klass = self.config.force_class or class_of_messages(texts)
-        return Params(prompt_tokens=prompt_tokens, max_tokens=max_tokens, min_tokens=min_tokens,
-                      ignore_eos=ignore_eos, stream=stream,
+        return Params(prompt_tokens=len(prompt_ids), max_tokens=max_tokens,
+                      min_tokens=min_tokens, ignore_eos=ignore_eos, stream=stream,
                       include_usage=bool(options.get("include_usage", False)),
-                      klass=klass, model=self.config.model, prompt="\n".join(texts))
+                      klass=klass, model=self.config.model, prompt="\n".join(texts),
+                      prompt_ids=prompt_ids)
 
     async def _whole(self, req: Request, params: Params, ident: str,
                      chat: bool) -> web.Response:
@@ -354,9 +362,11 @@ class Params:
 
     def __init__(self, *, prompt_tokens: int, max_tokens: int, min_tokens: int,
                  ignore_eos: bool, stream: bool, include_usage: bool, klass: str,
-                 model: str, prompt: str = "") -> None:
+                 model: str, prompt: str = "", prompt_ids: list[int] | None = None) -> None:
         self.prompt = prompt
         """The prompt's text (its turns joined): keys the request's draws."""
+        self.prompt_ids = prompt_ids
+        """The prompt's token ids (each turn encoded alone): the prefix cache's keys."""
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
@@ -411,13 +421,14 @@ def _message_text(message: Any) -> str:
     raise bad_request("message content must be a string or a list of parts", "messages")
 
 
-def _prompt_texts(prompt: Any, vocab: Vocab) -> tuple[list[str], int]:
+def _prompt_texts(prompt: Any, vocab: Vocab) -> tuple[list[str], list[int]]:
+    """The prompt's texts and its token ids (a list of ids is taken as given)."""
     if isinstance(prompt, str):
-        return [prompt], vocab.count(prompt)
+        return [prompt], vocab.ids_many([prompt])
     if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
-        return list(prompt), vocab.count_many(prompt)
+        return list(prompt), vocab.ids_many(prompt)
     if isinstance(prompt, list) and prompt and all(isinstance(p, int) for p in prompt):
-        return [], len(prompt)
+        return [], list(prompt)
     raise bad_request("'prompt' must be a string, a list of strings or of token ids", "prompt")
 
 

@@ -3,8 +3,9 @@
 Names follow vLLM v1's Prometheus metrics:
 counters are declared without `_total` and exposed with it, every series carries
 `model_name` and `engine` ("0": one engine core), the per-position counter adds
-`position`.  Histogram buckets are vLLM's, so dashboards and the runner's parser see the
-same shapes as on a real lane.
+`position`.  The prefix cache's two counters are vLLM V1's, in tokens.  Histogram
+buckets are vLLM's, so dashboards and the runner's parser see the same shapes as on a
+real lane.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ class Telemetry:
         self.generation_tokens = Counter("vllm:generation_tokens",
                                          "Number of generation tokens processed.", labels,
                                          registry=r).labels(*values)
+        self.prefix_cache_queries = Counter(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.", labels,
+            registry=r).labels(*values)
+        self.prefix_cache_hits = Counter(
+            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+            labels, registry=r).labels(*values)
         self.request_success = Counter("vllm:request_success",
                                        "Count of successfully processed requests.",
                                        [*labels, "finished_reason"], registry=r)

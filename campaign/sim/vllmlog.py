@@ -54,12 +54,14 @@ def spec_decoding_message(
     )
 
 
-def engine_stats_message(prompt_tps: float, gen_tps: float, running: int, waiting: int) -> str:
+def engine_stats_message(prompt_tps: float, gen_tps: float, running: int, waiting: int,
+                         prefix_hit_rate: float = 0.0) -> str:
+    """vLLM's periodic engine line; `prefix_hit_rate` is a fraction (hits ÷ queries)."""
     return (
         f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
         f"Avg generation throughput: {gen_tps:.1f} tokens/s, Running: {running} reqs, "
         f"Waiting: {waiting} reqs, GPU KV cache usage: {min(99.9, running * 0.4):.1f}%, "
-        f"Prefix cache hit rate: 0.0%"
+        f"Prefix cache hit rate: {prefix_hit_rate * 100:.1f}%"
     )
 
 

@@ -58,3 +58,11 @@ class Vocab:
             return 0
         return sum(len(e.ids) for e in self._tok.encode_batch(list(texts),
                                                                add_special_tokens=False))
+
+    def ids_many(self, texts: Sequence[str]) -> list[int]:
+        """The token ids of `texts`, each encoded alone and then concatenated (no special
+        tokens): `count_many` counts exactly these; the prefix cache hashes them."""
+        if not texts:
+            return []
+        return [token for e in self._tok.encode_batch(list(texts), add_special_tokens=False)
+                for token in e.ids]
