@@ -150,12 +150,7 @@ class Showable:
                 f"worsening beyond {limit} when the worsening is +{self.resolves_beyond:.0%}")
         if self.ok:
             return head
-        fixes = []
-        if self.pairs_needed is not None:
-            fixes.append(f"{self.pairs_needed} pairs")
-        if self.requests_needed is not None:
-            where = f" ({self.requests_field})" if self.requests_field else ""
-            fixes.append(f"{self.requests_needed} requests per pass{where}")
+        fixes = _more(self.pairs_needed, self.requests_needed, self.requests_field)
         fixes.append(f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}")
         if catalog.quantile_of(g.metric) not in (None, 0.5):
             fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50, or the share "
@@ -163,6 +158,14 @@ class Showable:
         return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
                 f"adopted: register " + " or ".join(fixes) +
                 " (`spec-ab plan` simulates the verdict itself)")
+
+
+def _more(pairs: int | None, requests: int | None, field: str) -> list[str]:
+    """The fixes that measure more: pairs, then requests per pass (and where to give them)."""
+    fixes = [] if pairs is None else [f"{pairs} pairs"]
+    if requests is not None:
+        fixes.append(f"{requests} requests per pass" + (f" ({field})" if field else ""))
+    return fixes
 
 
 def _se(d: Design, metric: str, jitter: float, pairs: int | None = None,
@@ -400,12 +403,7 @@ class ShareShowable:
                 f"{_points(math.ceil(self.smallest_limit * 1000) / 1000)}")
         if self.ok:
             return head
-        fixes = []
-        if self.pairs_needed is not None:
-            fixes.append(f"{self.pairs_needed} pairs")
-        if self.requests_needed is not None:
-            where = f" ({self.requests_field})" if self.requests_field else ""
-            fixes.append(f"{self.requests_needed} requests per pass{where}")
+        fixes = _more(self.pairs_needed, self.requests_needed, self.requests_field)
         fixes.append(f"a limit of {_points(math.ceil(self.smallest_limit * 100) / 100)}")
         return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
                 "adopted: register " + " or ".join(fixes))

@@ -27,23 +27,9 @@ from campaign.sim.costmodel import step_ms
 from campaign.sim.engine import Engine
 from campaign.sim.prefixcache import BLOCK_SIZE, PrefixCache
 from campaign.sim.telemetry import Telemetry
+from tests.unit.sim.test_sim_engine import WORDS, FakeClock
 
-WORDS = tuple(f" w{i}" for i in range(32))
 LABELS = {"model_name": "sim", "engine": "0"}
-
-
-class FakeClock:
-    """Time moves only when the engine sleeps."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, deadline: float) -> None:
-        self.t = max(self.t, deadline)
-        await asyncio.sleep(0)
 
 
 def make_engine(**knobs: Any) -> Engine:
