@@ -66,6 +66,10 @@ _METRICS = [
     Metric("tokens_per_decode_step", "tokens", "higher", "spec_decode",
            "generated ÷ decode steps (generated − accepted): tokens per step, drafted or not"),
     Metric("draft_tokens", "count", "higher", "spec_decode", "draft tokens proposed in the pass"),
+    Metric("prefix_cache_hit_rate", "fraction", "higher", "spec_decode",
+           "prompt tokens found in the prefix cache ÷ prompt tokens looked up over the pass "
+           "(vllm:prefix_cache_hits_total ÷ vllm:prefix_cache_queries_total, vLLM V1's "
+           "counters); absent without them"),
     Metric("drafts", "count", "higher", "spec_decode", "verification steps with drafts"),
     Metric("accepted_tokens", "count", "higher", "spec_decode", "draft tokens accepted"),
 ]

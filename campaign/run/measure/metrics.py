@@ -55,6 +55,9 @@ ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
+PREFIX_QUERIES = "vllm:prefix_cache_queries_total"
+PREFIX_HITS = "vllm:prefix_cache_hits_total"
+"""vLLM V1's prefix-cache counters, in prompt tokens looked up and found cached."""
 PROCESS_START = "process_start_time_seconds"
 
 # Labels that name *what* is counted and so are kept apart; every other label (engine,
@@ -331,6 +334,16 @@ class TokenDelta:
 
     generation_tokens: float | None
     prompt_tokens: float | None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+
+    @property
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Prompt tokens found in the prefix cache ÷ those looked up (None: no counters or
+        no lookup in the interval)."""
+        if not self.prefix_queries or self.prefix_hits is None:
+            return None
+        return self.prefix_hits / self.prefix_queries
 
 
 def token_delta(before: Snapshot, after: Snapshot) -> TokenDelta:
@@ -342,6 +355,8 @@ def token_delta(before: Snapshot, after: Snapshot) -> TokenDelta:
     return TokenDelta(
         generation_tokens=counter_delta(before, after, GENERATION_TOKENS),
         prompt_tokens=counter_delta(before, after, PROMPT_TOKENS),
+        prefix_queries=counter_delta(before, after, PREFIX_QUERIES),
+        prefix_hits=counter_delta(before, after, PREFIX_HITS),
     )
 
 
@@ -354,11 +369,14 @@ class PassDelta:
     seconds: float = field(default=0.0)  # wall time between the scrapes
 
     def as_metrics(self) -> dict[str, float]:
-        """The spec-decode figures; without spec-decode counters, the generated tokens."""
-        if self.spec is not None:
-            return self.spec.as_metrics()
+        """The spec-decode figures (without spec-decode counters, the generated tokens) and
+        the prefix cache's hit rate where the server counts it."""
         gen = self.tokens.generation_tokens
-        return {"generation_tokens": gen} if gen is not None else {}
+        out = (self.spec.as_metrics() if self.spec is not None
+               else {"generation_tokens": gen} if gen is not None else {})
+        if (rate := self.tokens.prefix_cache_hit_rate) is not None:
+            out["prefix_cache_hit_rate"] = rate
+        return out
 
 
 def pass_delta(before: Snapshot, after: Snapshot) -> PassDelta:

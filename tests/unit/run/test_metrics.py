@@ -293,3 +293,22 @@ def test_server_count_throughput_undoes_aiperfs_retokenized_count() -> None:
                         ([{"output_token_throughput": 1.0, "output_tokens": 0.0}], 9.0)):
         assert m.add_server_throughput(levels, gen) is None
         assert m.SERVER_THROUGHPUT not in levels[0]
+
+
+def test_the_prefix_cache_hit_rate_is_a_figure_of_the_pass() -> None:
+    """vLLM V1's prefix-cache counters (prompt tokens looked up, found cached) give each
+    pass its hit rate, with or without spec-decode counters; no lookup, no figure."""
+    extra = ("# TYPE vllm:prefix_cache_queries_total counter\n"
+             'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {q}\n'
+             "# TYPE vllm:prefix_cache_hits_total counter\n"
+             'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {h}\n')
+    for name in ("vllm_spec_before.prom", "vllm_nospec.prom"):
+        text = (DATA / name).read_text(encoding="utf-8")
+        before = m.parse(text + extra.format(q=1000.0, h=100.0))
+        after = m.parse(text + extra.format(q=5000.0, h=3100.0))
+        got = m.pass_delta(before, after).as_metrics()
+        assert got["prefix_cache_hit_rate"] == pytest.approx(3000 / 4000), name
+        idle = m.pass_delta(before, before).as_metrics()
+        assert "prefix_cache_hit_rate" not in idle  # nothing looked up: no rate
+    plain = snap("vllm_nospec.prom")
+    assert "prefix_cache_hit_rate" not in m.pass_delta(plain, plain).as_metrics()
