@@ -27,7 +27,7 @@ from campaign.sim.costmodel import step_ms
 from campaign.sim.engine import Engine
 from campaign.sim.prefixcache import BLOCK_SIZE, PrefixCache
 from campaign.sim.telemetry import Telemetry
-from tests.unit.sim.test_sim_engine import WORDS, FakeClock
+from tests.unit.sim.test_sim_engine import WORDS, FakeClock, drive
 
 LABELS = {"model_name": "sim", "engine": "0"}
 
@@ -40,22 +40,9 @@ def make_engine(**knobs: Any) -> Engine:
     return Engine(cfg, Telemetry(cfg.model, cfg.depth), WORDS, clock=FakeClock())
 
 
-async def _serve(engine: Engine, prompts: Sequence[Sequence[int]], max_tokens: int) -> None:
-    task = asyncio.ensure_future(engine.run())
-    reqs = []
-    for ids in prompts:
-        req = engine.new_request(len(ids), max_tokens, 0, True, "prose", prompt_ids=ids)
-        engine.submit(req)
-        reqs.append(req)
-    for req in reqs:
-        while not (await asyncio.wait_for(req.queue.get(), timeout=5)).finish_reason:
-            pass
-    task.cancel()
-
-
 def serve(engine: Engine, prompts: Sequence[Sequence[int]], max_tokens: int = 4) -> None:
     """Serve `prompts` (token ids) together; return when every one has finished."""
-    asyncio.run(_serve(engine, prompts, max_tokens))
+    asyncio.run(drive(engine, [{"ids": ids, "max_tokens": max_tokens} for ids in prompts]))
 
 
 def serve_one_by_one(engine: Engine, prompts: Sequence[Sequence[int]]) -> None:

@@ -40,12 +40,16 @@ def make_engine(**knobs: Any) -> tuple[Engine, FakeClock]:
 
 
 async def drive(engine: Engine, specs: list[dict[str, Any]]) -> list[list[Delivery]]:
+    """Submit every request of `specs` at once (`prompt`: its length in tokens, or `ids`:
+    its token ids; `text`: its prompt text) and collect each one's deliveries."""
     task = asyncio.ensure_future(engine.run())
     reqs = []
     for spec in specs:
-        req = engine.new_request(spec.get("prompt", 10), spec["max_tokens"],
-                                 spec.get("min_tokens", 0), spec.get("ignore_eos", True),
-                                 spec.get("klass", "prose"))
+        ids = spec.get("ids")
+        req = engine.new_request(spec.get("prompt", 10 if ids is None else len(ids)),
+                                 spec["max_tokens"], spec.get("min_tokens", 0),
+                                 spec.get("ignore_eos", True), spec.get("klass", "prose"),
+                                 prompt=spec.get("text", ""), prompt_ids=ids)
         engine.submit(req)
         reqs.append(req)
     out: list[list[Delivery]] = []

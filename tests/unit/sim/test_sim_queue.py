@@ -9,8 +9,8 @@ import asyncio
 from campaign.sim.config import SimConfig
 from campaign.sim.engine import Engine
 from campaign.sim.telemetry import Telemetry
+from tests.unit.sim.test_sim_engine import WORDS, drive
 
-WORDS = tuple(f" w{i}" for i in range(32))
 LABELS = {"model_name": "sim", "engine": "0"}
 
 
@@ -60,19 +60,8 @@ def run(max_num_seqs: int, n: int = 6, tokens: int = 30) -> tuple[Engine, Sampli
     telemetry.ttft = ttft  # type: ignore[assignment]
     telemetry.e2e = e2e  # type: ignore[assignment]
 
-    async def go() -> None:
-        task = asyncio.ensure_future(engine.run())
-        reqs = []
-        for i in range(n):
-            req = engine.new_request(20, tokens, tokens, True, "prose", prompt=f"p{i}")
-            engine.submit(req)
-            reqs.append(req)
-        for req in reqs:
-            while not (await asyncio.wait_for(req.queue.get(), timeout=5)).finish_reason:
-                pass
-        task.cancel()
-
-    asyncio.run(go())
+    asyncio.run(drive(engine, [{"prompt": 20, "max_tokens": tokens, "min_tokens": tokens,
+                                "text": f"p{i}"} for i in range(n)]))
     return engine, clock, ttft, e2e
 
 
