@@ -33,7 +33,7 @@ scipy); reads a validated `Campaign`, no I/O. `guardrails` takes its defaults fr
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
@@ -112,22 +112,20 @@ class Design:
 
 
 @dataclass(frozen=True)
-class Showable:
-    """One relative guardrail under a registered design."""
+class _Assessment:
+    """One guardrail under a registered design: what `check` says of it."""
 
     index: int
     guardrail: Guardrail
     design: Design
     jitter: float
-    """Pass-to-pass sd beyond sampling (on ln) assumed."""
+    """Pass-to-pass sd beyond sampling assumed (on ln; in points for a share)."""
     jitter_source: str
     shown_at_0: float
     """P(shown within the limit | no true change)."""
     smallest_limit: float
-    """The smallest limit (a fraction) the design shows at no change `POWER` of the time."""
-    resolves_beyond: float
-    """The true worsening (a fraction) the design shows beyond the limit `POWER` of the
-    time."""
+    """The smallest limit (a fraction; points for a share) the design shows at no change
+    `POWER` of the time."""
     pairs_needed: int | None
     """Pairs that would show it at no change `SHOWN_AT_0_MIN` of the time (None: > 200)."""
     requests_needed: int | None
@@ -139,6 +137,24 @@ class Showable:
     def ok(self) -> bool:
         return self.shown_at_0 >= SHOWN_AT_0_MIN
 
+    def _said(self, head: str, fixes: Sequence[str], tail: str = "") -> str:
+        """`head`, and below `SHOWN_AT_0_MIN` the refusal with its fixes: more pairs, more
+        requests (where), then `fixes`."""
+        if self.ok:
+            return head
+        every = [*_more(self.pairs_needed, self.requests_needed, self.requests_field), *fixes]
+        return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
+                "adopted: register " + " or ".join(every) + tail)
+
+
+@dataclass(frozen=True)
+class Showable(_Assessment):
+    """One relative guardrail under a registered design."""
+
+    resolves_beyond: float = 0.0
+    """The true worsening (a fraction) the design shows beyond the limit `POWER` of the
+    time."""
+
     def text(self) -> str:
         g, d = self.guardrail, self.design
         limit = f"+{g.max_worsening:.0%}"
@@ -148,16 +164,11 @@ class Showable:
                 f"±{self.jitter:.0%}, {self.jitter_source}); the smallest limit it shows "
                 f"{POWER:.0%} of the time is +{self.smallest_limit:.0%}, and it shows a "
                 f"worsening beyond {limit} when the worsening is +{self.resolves_beyond:.0%}")
-        if self.ok:
-            return head
-        fixes = _more(self.pairs_needed, self.requests_needed, self.requests_field)
-        fixes.append(f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}")
+        fixes = [f"a limit of +{math.ceil(self.smallest_limit * 100) / 100:.0%}"]
         if catalog.quantile_of(g.metric) not in (None, 0.5):
             fixes.append(f"another statistic ({g.metric.rsplit('_', 1)[0]}_p50, or the share "
                          "of requests within an SLO: slo_attainment)")
-        return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
-                f"adopted: register " + " or ".join(fixes) +
-                " (`spec-ab plan` simulates the verdict itself)")
+        return self._said(head, fixes, " (`spec-ab plan` simulates the verdict itself)")
 
 
 def _more(pairs: int | None, requests: int | None, field: str) -> list[str]:
@@ -199,13 +210,26 @@ def assess(index: int, g: Guardrail, d: Design, registered: float | None,
     smallest = math.expm1((t_quantile(1 - d.alpha_shown, df) + z) * se)
     lim = _log_limit(g.max_worsening, g.metric)
     beyond = math.expm1(lim + (t_quantile(1 - d.alpha_each, df) + z) * se)
-    pairs = next((n for n in range(d.pairs, 201)
-                  if _shown(d, g, jitter, pairs=n) >= SHOWN_AT_0_MIN), None)
-    reqs = next((r for r in (64, 100, 128, 200, 300, 500, 1000, 2000, 5000, 10000)
-                 if r > d.requests and _shown(d, g, jitter, requests=r) >= SHOWN_AT_0_MIN),
-                None)
-    return Showable(index, g, d, jitter, where, _shown(d, g, jitter), smallest, beyond,
-                    pairs, reqs)
+    pairs, reqs = _needed(d, lambda n, r: _shown(d, g, jitter, pairs=n, requests=r))
+    return Showable(index, g, d, jitter, where, _shown(d, g, jitter), smallest, pairs, reqs,
+                    resolves_beyond=beyond)
+
+
+REQUEST_STEPS = (64, 100, 128, 200, 300, 500, 1000, 2000, 5000, 10000)
+"""The requests per pass a refusal tries, in turn, at the registered pairs."""
+
+
+def _needed(d: Design, shown: Callable[[int | None, float | None], float]
+            ) -> tuple[int | None, int | None]:
+    """(the fewest pairs from the registered ones, at least 2, and the fewest requests per
+    pass above the registered ones) that `shown(pairs, requests)` shows the guardrail
+    within its limit at no change `SHOWN_AT_0_MIN` of the time; None: none up to 200 pairs
+    or 10,000 requests."""
+    pairs = next((n for n in range(max(2, d.pairs), 201)
+                  if shown(n, None) >= SHOWN_AT_0_MIN), None)
+    reqs = next((r for r in REQUEST_STEPS
+                 if r > d.requests and shown(None, r) >= SHOWN_AT_0_MIN), None)
+    return pairs, reqs
 
 
 def guard_cells(g: Guardrail, campaign: Campaign,
@@ -372,24 +396,8 @@ def share_jitter(p: float = ASSUMED_SHARE) -> float:
 
 
 @dataclass(frozen=True)
-class ShareShowable:
+class ShareShowable(_Assessment):
     """One SLO-attainment guardrail under a registered design."""
-
-    index: int
-    guardrail: Guardrail
-    design: Design
-    jitter: float
-    jitter_source: str
-    shown_at_0: float
-    smallest_limit: float
-    """The smallest limit (points, a fraction) shown at no change `POWER` of the time."""
-    pairs_needed: int | None
-    requests_needed: int | None
-    requests_field: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.shown_at_0 >= SHOWN_AT_0_MIN
 
     def text(self) -> str:
         g, d = self.guardrail, self.design
@@ -401,12 +409,8 @@ class ShareShowable:
                 f"moving ±{self.jitter * 100:.1f} points a pass, {self.jitter_source}); the "
                 f"smallest limit it shows {POWER:.0%} of the time is "
                 f"{_points(math.ceil(self.smallest_limit * 1000) / 1000)}")
-        if self.ok:
-            return head
-        fixes = _more(self.pairs_needed, self.requests_needed, self.requests_field)
-        fixes.append(f"a limit of {_points(math.ceil(self.smallest_limit * 100) / 100)}")
-        return (f"{head}; below {SHOWN_AT_0_MIN:.0%}, so no candidate would ever be "
-                "adopted: register " + " or ".join(fixes))
+        return self._said(head, [f"a limit of "
+                                 f"{_points(math.ceil(self.smallest_limit * 100) / 100)}"])
 
 
 def _points(share: float) -> str:
@@ -421,7 +425,7 @@ def _share_se(pairs: int, requests: float, jitter: float) -> float:
 
 
 def _share_shown(d: Design, limit: float, jitter: float, pairs: int | None = None,
-           requests: float | None = None) -> float:
+                 requests: float | None = None) -> float:
     n = pairs or d.pairs
     se = _share_se(n, requests or d.requests, jitter)
     return _NORMAL.cdf(limit / se - t_quantile(1 - d.alpha_shown, max(1, n - 1)))
@@ -438,11 +442,8 @@ def assess_share(index: int, g: Guardrail, d: Design, registered: float | None,
     smallest = (t_quantile(1 - d.alpha_shown, max(1, d.pairs - 1))
                 + _NORMAL.inv_cdf(POWER)) * se
     limit = g.max_worsening
-    pairs = next((n for n in range(max(2, d.pairs), 201)
-                  if _share_shown(d, limit, jitter, pairs=n) >= SHOWN_AT_0_MIN), None)
-    reqs = next((r for r in (64, 100, 128, 200, 300, 500, 1000, 2000, 5000, 10000)
-                 if r > d.requests
-                 and _share_shown(d, limit, jitter, requests=r) >= SHOWN_AT_0_MIN), None)
+    pairs, reqs = _needed(d, lambda n, r: _share_shown(d, limit, jitter, pairs=n,
+                                                       requests=r))
     return ShareShowable(index, g, d, jitter, where, _share_shown(d, limit, jitter), smallest,
                          pairs, reqs)
 
