@@ -14,6 +14,7 @@ from campaign.plan.campaign import (
     GuardrailRow,
     PlanResult,
 )
+from campaign.plan.guards import GuardModel
 from campaign.plan.kernel import (
     FALSE_AT,
     FALSE_MAX,
@@ -208,10 +209,7 @@ def print_sequential(console: Console, r: PlanResult) -> None:
                   markup=False)
     for g in sp.guardrails:
         m = g.model
-        cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
-        elsewhere = (f"; deterioration checks at {len(m.others)} other cell(s)"
-                     if m.others else "")
-        console.print(f"in the design: guardrail {m.guardrail.metric} (at {cells}{elsewhere};"
+        console.print(f"in the design: guardrail {m.guardrail.metric} (at {_where(m)};"
                       f" shown within at {g.alpha_shown:.2%}, broken at {g.alpha_each:.3%} "
                       f"each: α split over the {sp.looks} looks; candidate truly "
                       f"{_change(r, POWER_AT * r.margin)}): broken with no change "
@@ -411,15 +409,19 @@ def _print_registered(console: Console, r: PlanResult) -> None:
                       f"{rl.FLAG_FAMILY_ALPHA:.0%})")
 
 
+def _where(m: GuardModel) -> str:
+    """A guardrail model's own cells, and how many deterioration cells it has beside."""
+    cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
+    return cells + (f"; deterioration checks at {len(m.others)} other cell(s)"
+                    if m.others else "")
+
+
 def _print_guardrails(console: Console, r: PlanResult) -> None:
     """Each relative guardrail at the registered (most) pairs."""
     reg = r.row(r.pairs)
     for g in reg.guardrails:
         m = g.model
-        cells = ", ".join(f"{w} {lvl}" for w, lvl in m.cells)
-        elsewhere = (f"; deterioration checks at {len(m.others)} other cell(s)"
-                     if m.others else "")
-        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {cells}{elsewhere}; "
+        console.print(f"with {r.pairs} pairs: guardrail {g.metric} (at {_where(m)}; "
                       f"broken at {g.family_alpha:.2%} each, family-wise; shown within at "
                       f"{1 - r.confidence:.0%}): broken with no change "
                       f"{_rate(g.break_at_0)}, stops adoption with no change (not shown "
