@@ -77,7 +77,10 @@ the one-lane row as a plain run (the table's registered row without guardrails).
 
 JSON (`--format json`) keys:
 
-- `campaign`, `decision_cells`, `candidates` (k), `order`, `registered_pairs`;
+- `campaign`, `decision_cells`, `candidates` (k), `order`, `registered_pairs` (a sharded
+  campaign's pooled over its lanes: pairs per lane × `pooled_lanes`, as `report RUN_A
+  RUN_B` judges it; the table's and the recommendation's `pairs` count pooled pairs too,
+  the recommendation's `pairs_per_lane` what each lane registers);
 - `rule`: `registered` and `used` (point|ci), `exploratory` (bool), `text`, `margin`,
   `band`, `confidence`, `direction`;
 - `noise`: `boot_sd`, `pass_sd`, `window_drift`, `pair_sd`, `source`;

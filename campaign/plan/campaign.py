@@ -205,6 +205,9 @@ class PlanResult:
     """A sequential design's figures (None: a fixed number of pairs)."""
     unequal_lanes: LaneRow | None = None
     """2 lanes, the second twice as noisy: what the equal-noise assumption costs."""
+    pooled_lanes: int = 1
+    """Lanes whose pairs the table pools (a sharded campaign's): `pairs`, the rows and the
+    recommendation count pooled pairs, `pairs` ÷ this per lane."""
     pairs_said: str = ""
     """The registered pairs in words (`duration.pairs_said`): "12 pairs", or "up to 12
     pairs, looks from pair 2, may stop early" for a sequential design."""
@@ -228,7 +231,15 @@ class PlanResult:
 
     @property
     def wall_per_pair(self) -> float:
+        """Night seconds per (pooled) pair: the lanes measure theirs in parallel."""
         return self.estimate.total_s / self.pairs
+
+    def per_lane(self, pairs: int) -> str:
+        """`pairs` pooled pairs in words, with what each lane runs (a sharded campaign)."""
+        if self.pooled_lanes <= 1:
+            return f"{pairs} pairs"
+        return (f"{pairs} pairs pooled ({-(-pairs // self.pooled_lanes)} per lane × "
+                f"{self.pooled_lanes} lanes)")
 
 
 def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None,
@@ -492,6 +503,13 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
     noise = noise_for(campaign, noise_run=noise_run, drift=drift, band=spec.rule.band)
     spec = with_guardrails(spec, campaign, noise_run if noise_run is not None else
                            (aa_run_of(campaign) if drift is None else None))
+    # a sharded campaign is judged pooled over its lanes (`report RUN_A RUN_B`): its
+    # table, guardrails and recommendation count pooled pairs (the lanes rows keep the
+    # per-lane registration and add the lanes' own gates)
+    n_lanes = len(campaign.lane_names)
+    per_lane = spec
+    if n_lanes > 1:
+        spec, registered = spec.pooled(n_lanes), registered.pooled(n_lanes)
     pre = spec.prereg
     m = pre.margin
     max_pairs = pairs if pairs is not None else max(MIN_TABLE_PAIRS, spec.pairs)
@@ -514,7 +532,9 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
                                    invalid_rate=invalid_rate)
         rows.append(row)
         checked += n_checked
-    recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs), None)
+    # a lane registers whole pairs: a sharded campaign's pooled counts are lanes' multiples
+    recommended = next((r.pairs for r in rows if r.meets and r.pairs <= max_pairs
+                        and r.pairs % n_lanes == 0), None)
     search = min(sims, MAX_SEARCH_SIMS)
     alts = ([] if recommended is not None else
             alternatives(spec, noise, max_pairs, sims=search, seed=seed,
@@ -524,12 +544,12 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
 
     # a sharded campaign's night is one lane's (the lanes run in parallel)
     estimate = duration.estimate(campaign.for_lane(campaign.lane_names[0]))
-    lanes = lane_rows(spec, noise, campaign_lanes=len(campaign.lane_names),
+    lanes = lane_rows(per_lane, noise, campaign_lanes=n_lanes,
                       night_s=estimate.total_s, sims=sims, seed=seed,
                       invalid_rate=invalid_rate)
 
     notes = _plan_notes(spec, registered, invalid_rate, recommended)
-    unequal = unequal_row(spec, noise, night_s=estimate.total_s, sims=sims, seed=seed,
+    unequal = unequal_row(per_lane, noise, night_s=estimate.total_s, sims=sims, seed=seed,
                           invalid_rate=invalid_rate)
     if campaign.preregistration.sequential is not None:
         tell(f"simulating the sequential design ({campaign.preregistration.sequential.max_looks}"
@@ -547,4 +567,5 @@ def plan_campaign(campaign: Campaign, *, effect: float, noise_run: Path | None,
         estimate=estimate, exact_checked=checked + sum(x.exact_checked for x in lanes),
         notes=notes, lanes=lanes,
         lane_names=tuple(campaign.lane_names), pairs_said=duration.pairs_said(campaign),
+        pooled_lanes=n_lanes,
     )

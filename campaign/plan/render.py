@@ -52,6 +52,7 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
         "candidates": r.candidates,
         "order": r.order,
         "registered_pairs": r.pairs,
+        "pooled_lanes": r.pooled_lanes,
         "rule": {"registered": r.registered_rule, "used": r.rule,
                  "exploratory": r.exploratory, "text": r.rule_text, "margin": r.margin,
                  "band": r.band, "confidence": r.confidence, "direction": r.direction},
@@ -77,7 +78,9 @@ def plan_json(r: PlanResult) -> dict[str, Any]:
             "flags": row.flags.as_dict(),
         } for row in r.rows],
         "recommendation": {
-            "pairs": r.recommended, "power_at": POWER_AT * r.margin, "power_min": POWER_MIN,
+            "pairs": r.recommended, "pairs_per_lane": (
+                None if r.recommended is None else -(-r.recommended // r.pooled_lanes)),
+            "power_at": POWER_AT * r.margin, "power_min": POWER_MIN,
             "false_at": FALSE_AT * r.margin, "false_max": FALSE_MAX,
             "wall_s": None if r.recommended is None else r.wall_per_pair * r.recommended,
             "alternatives": [{"change": a.change, "pairs": a.pairs} for a in r.alternatives],
@@ -259,10 +262,12 @@ def print_plan(console: Console, result: PlanResult, *, full: bool = False) -> N
         _print_recommendation(console, r)
     if r.sequential is None or not r.sequential.guarded:
         _print_guardrails(console, r)
+    lane_pairs = r.pairs // r.pooled_lanes
     per_lane = " per lane" if len(r.lane_names) > 1 else ""
-    pairs = "" if r.estimate.min_pairs < r.pairs else f" for {r.pairs} pairs"
+    pairs = "" if r.estimate.min_pairs < lane_pairs else f" for {lane_pairs} pairs"
+    each = fm.clock(r.estimate.total_s / lane_pairs)
     console.print(f"wall clock: about {r.estimate.length()}{pairs}{per_lane} "
-                  f"({fm.clock(r.wall_per_pair)} per pair; {r.estimate.assumptions})")
+                  f"({each} per pair; {r.estimate.assumptions})")
     if full:
         if r.sequential is not None:
             console.print(_adopt_table(r))
@@ -288,7 +293,7 @@ def _print_header(console: Console, r: PlanResult) -> None:
     nm = r.noise
     tag = " [bold red](exploratory: not the registered rule)[/]" if r.exploratory else ""
     design = (f"sequential design, {r.pairs_said}" if r.sequential is not None
-              else f"{r.pairs} pairs registered")
+              else f"{r.per_lane(r.pairs)} registered")
     console.print(f"[bold]plan[/] {r.campaign}: {design}; {r.candidates} candidate(s), "
                   f"order {r.order}, decision cells {', '.join(r.cells)}")
     console.print(f"rule: {r.rule_text}{tag}")
@@ -308,7 +313,7 @@ def _adopt_table(r: PlanResult, *, only: bool = False) -> Table:
     what = (f"P(adopt) by true effect (m = margin {_change(r, r.margin)}; {r.candidates} "
             "candidate(s))")
     if only:
-        title = (f"the registered design: {r.pairs} pairs, with guardrails and invalid "
+        title = (f"the registered design: {r.per_lane(r.pairs)}, with guardrails and invalid "
                  f"passes — {what}")
     else:
         fixed = " (a fixed number of pairs)" if r.sequential is not None else ""
@@ -345,7 +350,7 @@ def _print_verdict(console: Console, r: PlanResult) -> None:
     reg = r.row(r.pairs)
     names = [n for n, _ in r.effects]
     hi, lo = reg.adopt[names.index("1.5m")], reg.adopt[names.index("m/2")]
-    console.print(f"verdict on the registered design: {r.pairs} pairs "
+    console.print(f"verdict on the registered design: {r.per_lane(r.pairs)} "
                   f"{'meet' if reg.meets else 'miss'} the targets: P(adopt) "
                   f"{fm.abs_pct(hi.p)} at 1.5m ({_change(r, POWER_AT * r.margin)}; target ≥ "
                   f"{POWER_MIN:.0%}) and {fm.abs_pct(lo.p)} at m/2 "
@@ -359,7 +364,9 @@ def _print_recommendation(console: Console, r: PlanResult) -> None:
     false_txt = f"≤ {FALSE_MAX:.0%} at m/2 ({_change(r, FALSE_AT * r.margin)})"
     if r.recommended is not None:
         wall = fm.clock(r.wall_per_pair * r.recommended)
-        console.print(f"[bold]recommended: {r.recommended} pair(s)[/] — the fewest with "
+        rec = (f"{r.recommended} pair(s)" if r.pooled_lanes <= 1
+               else r.per_lane(r.recommended))
+        console.print(f"[bold]recommended: {rec}[/] — the fewest with "
                       f"P(adopt) {power_txt} and {false_txt} (about {wall})")
         return
     n_max = max(row.pairs for row in r.rows)
@@ -453,7 +460,8 @@ def print_lanes(console: Console, r: PlanResult) -> None:
         return
     sims = r.lanes[0].power.n
     checked = sum(x.exact_checked for x in r.lanes)
-    console.print(f"lanes (pairs per lane: {r.pairs}; lanes run in parallel; one pooled "
+    per_lane = r.pairs // r.pooled_lanes if r.pooled_lanes > 1 else r.pairs
+    console.print(f"lanes (pairs per lane: {per_lane}; lanes run in parallel; one pooled "
                   f"verdict over every lane's pairs; {sims} campaigns per row; {checked} "
                   "re-judged by verdict.judge_run, two or more lanes as one pooled run, "
                   "all agree):")

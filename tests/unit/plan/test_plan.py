@@ -555,6 +555,36 @@ def test_sharded_campaign_plans_its_own_lanes(tmp_path: Path, tokenizer_dir: Pat
     assert [x["campaign"] for x in doc["lanes"]] == [False, False, True, False]
 
 
+def test_a_sharded_campaign_is_planned_on_its_pooled_pairs(tmp_path: Path,
+                                                           tokenizer_dir: Path) -> None:
+    """`report RUN_A RUN_B` judges every lane's pairs as one campaign: the registered
+    design the plan judges, with its guardrails, is pairs × lanes, not one lane's pairs
+    (a 2-pairs-per-lane, 3-lane campaign is 6 pooled pairs), and a recommendation is a
+    count each lane can register."""
+    c = campaign_file(tmp_path, tokenizer_dir, lanes=3)
+    result = plan.plan_campaign(c, effect=0.15, noise_run=None, drift=None, sims=200)
+    assert result.pairs == 6 and result.pooled_lanes == 3
+    assert 6 in [row.pairs for row in result.rows]
+    assert result.recommended is None or result.recommended % 3 == 0
+    doc = plan.plan_json(result)
+    assert doc["registered_pairs"] == 6 and doc["pooled_lanes"] == 3
+    rec = doc["recommendation"]
+    assert rec["pairs_per_lane"] is None or rec["pairs_per_lane"] * 3 == rec["pairs"]
+    console = Console(record=True, width=200)
+    plan.print_plan(console, result)
+    text = console.export_text()
+    assert "the registered design: 6 pairs pooled (2 per lane × 3 lanes)" in text
+    assert "verdict on the registered design: 6 pairs pooled (2 per lane × 3 lanes)" in text
+    # the lanes block still counts what each lane registers
+    assert "lanes (pairs per lane: 2;" in plan_text(result)
+
+
+def plan_text(result: Any) -> str:
+    console = Console(record=True, width=200)
+    plan.print_plan(console, result, full=True)
+    return console.export_text()
+
+
 # --------------------------------------------------------------------------- lanes, exactly
 
 
