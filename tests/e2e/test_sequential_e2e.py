@@ -1,5 +1,5 @@
 """A sequential design for real: `examples/sim-sequential.yaml` (up to 12 pairs, a look
-after each from the 2nd, p99 TTFT within +25%) on the simulated lane with real AIPerf and
+after each from the 3rd, p99 TTFT within +25%) on the simulated lane with real AIPerf and
 the real CLI, at the example's registered design.
 
 To keep the night short the copies keep only the decision pass (agent-fixture prose, the
@@ -109,8 +109,8 @@ def test_a_faster_candidate_adopts_or_says_its_guardrail_is_unresolved(
     assert all(g["state"] == "holds" for g in own)
     events = jr.read_journal(run_dir)
     looks = jr.looks_of(events)
-    # a look after every pair from the 2nd up to the stop, none skipped or added
-    assert sorted(looks) == list(range(2, seq["stopped_at"] + 1))
+    # a look after every pair from the 3rd up to the stop, none skipped or added
+    assert sorted(looks) == list(range(3, seq["stopped_at"] + 1))
     assert looks[seq["stopped_at"]]["stop"] is True
     assert [lk["pairs"] for lk in seq["looks"]] == sorted(looks)
     started = {ev["pair"] for ev in jr.of_kind(events, "pair_start")}

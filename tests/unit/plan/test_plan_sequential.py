@@ -99,7 +99,7 @@ def test_plan_says_what_unequal_lane_noise_costs() -> None:
 def _sequential_file(tmp_path: Path, design: str, rule: str = "bound") -> Path:
     text = (ROOT / "examples" / "sim-sequential.yaml").read_text()
     old = ("    max_pairs: 12         # the most pairs the night may spend\n"
-           "    min_pairs: 2          # the first look\n"
+           "    min_pairs: 3          # the first look (a look at 2 costs the guardrail α ÷ 11)\n"
            "    look: pair            # or block: after every ABBA block\n")
     assert old in text and "  rule: bound " in text
     path = tmp_path / "seq.yaml"

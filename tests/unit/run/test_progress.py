@@ -146,7 +146,7 @@ def test_a_sequential_run_says_so_first_and_its_pairs_read_up_to() -> None:
     sink("pair_start", pair=1, pairs=12, pair_attempt=1)
     sink("pair_start", pair=2, pairs=12, pair_attempt=2)
     lines = buf.getvalue().splitlines()
-    assert "up to 12 pairs, looks from pair 2, may stop early" in lines[0]
+    assert "up to 12 pairs, looks from pair 3, may stop early" in lines[0]
     assert "in all (the estimate)" in lines[0] and "at most" in lines[0]
     assert lines[1].endswith("] pair 1 of up to 12")
     assert lines[2].endswith("] pair 2 of up to 12 (redo)")
