@@ -100,6 +100,10 @@ class Request:
     """The prompt's token ids (the prefix cache's keys); None: not looked up."""
     cached: int = 0
     """Prompt tokens found in the prefix cache when scheduled (not prefilled again)."""
+    turn: int = 0
+    """The request's session turn (a chat request's user messages − 1; 0 otherwise)."""
+    scheduled_at: float | None = None
+    """When it left the queue (its wait is scheduled_at − arrival)."""
     queue: asyncio.Queue[Delivery] = field(default_factory=asyncio.Queue)
     produced: int = 0
     prefilled: bool = False
@@ -260,11 +264,12 @@ class Engine:
 
     def new_request(self, prompt_tokens: int, max_tokens: int, min_tokens: int,
                     ignore_eos: bool, klass: str, prompt: str = "",
-                    prompt_ids: Sequence[int] | None = None) -> Request:
+                    prompt_ids: Sequence[int] | None = None, turn: int = 0) -> Request:
         """A request with its output length decided now (EOS never before min_tokens).
         `prompt` (its text) keys the request's draws (`request_key`); `prompt_ids` (its
         token ids) are looked up in the prefix cache when it is scheduled (without them the
-        request is not: nothing is queried, the whole prompt is prefilled)."""
+        request is not: nothing is queried, the whole prompt is prefilled); `turn` (its
+        session turn) labels its spec-decode counts by turn."""
         if self.dead:
             raise EngineDead(self.dead)
         key = self.request_key(prompt)
@@ -286,6 +291,7 @@ class Engine:
             key=key,
             text_key=self.text_key(prompt),
             prompt_ids=prompt_ids,
+            turn=turn,
         )
 
     def submit(self, request: Request) -> None:
@@ -332,6 +338,7 @@ class Engine:
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting.popleft()
             if not req.cancelled:
+                req.scheduled_at = self.clock.now()
                 self._look_up(req)
                 self.running.append(req)
         self.telemetry.running.set(len(self.running))
@@ -431,7 +438,7 @@ class Engine:
                                        self.config.acceptance_decay, v)
                 emit = accepted + 1
                 if v > 0:
-                    tel.on_draft(v, accepted)
+                    tel.on_draft(v, accepted, req.turn)
                     totals.drafts += 1
                     totals.draft_tokens += v
                     totals.accepted += accepted
@@ -449,7 +456,8 @@ class Engine:
                                           finish_reason=req.finish_reason if done else None))
             if done:
                 totals.finished += 1
-                tel.on_finished(req.finish_reason, now - req.arrival)
+                scheduled = req.arrival if req.scheduled_at is None else req.scheduled_at
+                tel.on_finished(req.finish_reason, now - req.arrival, scheduled - req.arrival)
                 if self.on_finished is not None:
                     self.on_finished(totals.finished)
             else:

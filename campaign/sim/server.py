@@ -234,7 +234,8 @@ class SimServer:
             params = self._parse(body, chat)
             req = self.engine.new_request(params.prompt_tokens, params.max_tokens,
                                           params.min_tokens, params.ignore_eos, params.klass,
-                                          prompt=params.prompt, prompt_ids=params.prompt_ids)
+                                          prompt=params.prompt, prompt_ids=params.prompt_ids,
+                                          turn=params.turn)
             self.engine.submit(req)
         except ApiError as err:
             return web.json_response(err.body(), status=err.status)
@@ -259,9 +260,11 @@ class SimServer:
                 raise bad_request("'messages' must be a non-empty list", "messages")
             texts = [_message_text(m) for m in messages]
             prompt_ids = self.vocab.ids_many(texts)
+            turn = max(0, sum(1 for m in messages if m.get("role") == "user") - 1)
         else:
             prompt = body.get("prompt")
             texts, prompt_ids = _prompt_texts(prompt, self.vocab)
+            turn = 0
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if max_tokens is None:
             max_tokens = self.config.default_max_tokens
@@ -288,7 +291,7 @@ class SimServer:
                       min_tokens=min_tokens, ignore_eos=ignore_eos, stream=stream,
                       include_usage=bool(options.get("include_usage", False)),
                       klass=klass, model=self.config.model, prompt="\n".join(texts),
-                      prompt_ids=prompt_ids)
+                      prompt_ids=prompt_ids, turn=turn)
 
     async def _whole(self, req: Request, params: Params, ident: str,
                      chat: bool) -> web.Response:
@@ -362,11 +365,14 @@ class Params:
 
     def __init__(self, *, prompt_tokens: int, max_tokens: int, min_tokens: int,
                  ignore_eos: bool, stream: bool, include_usage: bool, klass: str,
-                 model: str, prompt: str = "", prompt_ids: list[int] | None = None) -> None:
+                 model: str, prompt: str = "", prompt_ids: list[int] | None = None,
+                 turn: int = 0) -> None:
         self.prompt = prompt
         """The prompt's text (its turns joined): keys the request's draws."""
         self.prompt_ids = prompt_ids
         """The prompt's token ids (each turn encoded alone): the prefix cache's keys."""
+        self.turn = turn
+        """The session turn: user messages − 1 (a completions request: 0)."""
         self.prompt_tokens = prompt_tokens
         self.max_tokens = max_tokens
         self.min_tokens = min_tokens
