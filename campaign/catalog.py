@@ -102,11 +102,40 @@ _METRICS += [
            "requests meeting every bound of preregistration.slo per second (AIPerf's "
            "goodput: request_throughput × those requests ÷ completed requests)"),
 ]
+_METRICS += [
+    Metric("offered_rate", "req/s", "higher", "pass",
+           "open-loop rate level: requests per second of the schedule the pass replayed "
+           "(identical for both arms by construction; descriptive)"),
+    Metric("achieved_rate", "req/s", "higher", "pass",
+           "open-loop rate level: requests per second the load generator actually sent, "
+           "(n − 1) ÷ (last request start − first); below 95% of offered_rate the level "
+           "is invalid (the lane's fault, not the server's); descriptive"),
+    Metric("send_lag_p99_ms", "ms", "lower", "pass",
+           "open-loop level: 99th percentile of how late the load generator sent a "
+           "request after its scheduled time; beyond gates.max_send_lag_ms the level is "
+           "invalid; compared by differences (ms)"),
+    Metric("queue_delay_p50", "ms", "lower", "server",
+           "time a request waited in the server's queue, median (vLLM's "
+           "vllm:request_queue_time_seconds); often 0 at a light load: compared by "
+           "differences (ms); absent without the histogram"),
+    Metric("queue_delay_p99", "ms", "lower", "server",
+           "time a request waited in the server's queue, 99th percentile; compared by "
+           "differences (ms); absent without the histogram"),
+    Metric("capacity_at_slo", "req/s", "higher", "pass",
+           "the highest offered rate at which an arm's slo_attainment stays at or above "
+           "preregistration.slo.target (default 0.90), interpolated between the rate "
+           "levels of one pair (cell rate capacity; `verdict.capacity`)"),
+]
 SLO_METRICS: dict[str, str] = {"slo_attainment": "", "ttft_slo_attainment": "ttft_ms",
-                               "itl_slo_attainment": "itl_ms", "goodput": ""}
+                               "itl_slo_attainment": "itl_ms", "goodput": "",
+                               "capacity_at_slo": ""}
 """Metrics counted against `preregistration.slo` → the bound each needs ("" any)."""
 SLO_SHARES = frozenset({"slo_attainment", "ttft_slo_attainment", "itl_slo_attainment"})
 """Shares of requests: compared by differences, in points (`verdict.rule`)."""
+
+DIFFERENCE_MS = frozenset({"send_lag_p99_ms", "queue_delay_p50", "queue_delay_p99"})
+"""Milliseconds often exactly 0 (no queueing, a punctual sender): compared by differences
+(`verdict.rule.ABSOLUTE_METRICS`), as error_rate is."""
 
 FIDELITY_METRICS = frozenset({"fidelity_token_match", "fidelity_identical_share",
                               "fidelity_first_divergence"})
@@ -136,15 +165,22 @@ level's requests)."""
 
 
 def quantile_of(metric: str) -> float | None:
-    """The quantile a metric is of its level's requests (`ttft_p99` → 0.99), else None."""
-    return QUANTILES.get(metric.rsplit("_", 1)[-1])
+    """The quantile a metric is of its level's requests (`ttft_p99` → 0.99, with a unit
+    suffix too: `send_lag_p99_ms` → 0.99), else None."""
+    parts = metric.split("_")
+    if len(parts) > 2 and parts[-1] == "ms":
+        parts.pop()
+    return QUANTILES.get(parts[-1])
 
 
 def has_rows_at(metric: str, workload: str, level: str) -> bool:
     """Whether a rule's cell of `metric` is at (workload, level): a knee sweep's spec-decode
     figures are judged on the whole sweep (level `all`; their per-level rows describe, they
     are not registered), every other metric per level (and not at `all`). Unknown metrics
-    are taken to be per level."""
+    are taken to be per level. Capacity at SLO has its own cell, `(rate, capacity)`, and
+    nothing else is measured there."""
+    if metric == "capacity_at_slo" or (workload, level) == ("rate", "capacity"):
+        return metric == "capacity_at_slo" and (workload, level) == ("rate", "capacity")
     info = METRICS.get(metric)
     sweep = workload == "knee" and info is not None and info.source == "spec_decode"
     return (level == "all") == sweep

@@ -3,7 +3,10 @@
     `base`        the strict frozen `Model`, `CONTROL`, `NAME_RE`, the value types
     `launch`      how a server starts: process, external and docker launches, volumes
     `models`      rule, arms, `Campaign`, the arm merge rule
-    `workloads`   warm-ups, knee, agent fixtures; requests per cell (`Workloads.requests_in`)
+    `workloads`   warm-ups, knee, agent fixtures, rate levels; requests per cell
+                  (`Workloads.requests_in`)
+    `trace`       `workloads.trace`: the lab's traces, their files checked and summarised
+    `sessions`    `workloads.sessions`: multi-turn agent sessions by class, files checked
     `slo`         `preregistration.slo`: the latency bounds SLO attainment counts against
     `gates`       when a pass counts as valid (`preregistration.gates`)
     `fidelity`    the fidelity workload and its guardrail, as registered

@@ -1,5 +1,6 @@
 """Files shipped with spec-ab that a campaign can name as `builtin:NAME`: the tokenizer of
-the simulated lane and the agent-fixture prompts (package data, installed with spec-ab)."""
+the simulated lane, the agent-fixture prompts, agent sessions and a short bursty trace
+(package data, installed with spec-ab)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ tokenizer of the simulated lane and the agent-fixture prompts."""
 
 
 def builtin_names() -> list[str]:
-    """What `builtin:` can name: `builtin:tokenizer`, `builtin:agentfix/<class>`."""
+    """What `builtin:` can name: `builtin:tokenizer`, `builtin:agentfix/<class>`,
+    `builtin:sessions/<class>`, `builtin:traces/<name>`."""
     names = ["builtin:tokenizer"]
-    names += sorted(f"builtin:agentfix/{p.stem}"
-                    for p in (BUILTIN_DIR / "agentfix").glob("*.jsonl"))
+    names += sorted(f"builtin:{folder}/{p.stem}" for folder in ("agentfix", "sessions", "traces")
+                    for p in (BUILTIN_DIR / folder).glob("*.jsonl"))
     return names
 
 
@@ -32,6 +34,6 @@ def builtin_path(path: Path | str) -> Path | None:
     target = (BUILTIN_DIR / name).resolve()
     if not target.is_relative_to(BUILTIN_DIR):  # `builtin:../x` names nothing shipped
         return BUILTIN_DIR / "-"
-    if name.startswith("agentfix/") and not target.suffix:
+    if name.startswith(("agentfix/", "sessions/", "traces/")) and not target.suffix:
         target = target.with_suffix(".jsonl")
     return target

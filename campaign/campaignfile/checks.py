@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign import catalog, secrets
+from campaign.campaignfile import trace
 from campaign.campaignfile.base import ZERO_ON_CONTROL, close_hint, shown
 from campaign.campaignfile.files import (
     YamlPath,
@@ -64,14 +65,22 @@ def check_campaign(campaign: Campaign, launches: Mapping[str, LaunchModel], line
     _port_problems(campaign, launches, add)
     _cell_problems(campaign, add)
     _rule_problems(campaign, add)
+    _timeout_problems(campaign, add)
     return problems
 
 
 def _cell_problems(campaign: Campaign, add: Add) -> None:
     """Decision cells and guardrails must name defined workloads and measured levels."""
     wl = campaign.workloads
-    for i, cell in enumerate(campaign.preregistration.decision_cells):
+    pre = campaign.preregistration
+    for i, cell in enumerate(pre.decision_cells):
         levels = wl.levels(cell.workload)
+        capacity = (cell.workload, cell.level) == ("rate", CAPACITY)
+        if capacity or pre.primary_metric == CAPACITY_METRIC:
+            why = _capacity_problem(capacity, len(levels), pre.primary_metric)
+            if why:
+                add(("preregistration", "decision_cells", i, "level"), why)
+            continue
         if not levels:
             add(("preregistration", "decision_cells", i, "workload"),
                 f"workload '{shown(cell.workload)}' is not defined under workloads")
@@ -86,6 +95,53 @@ def _cell_problems(campaign: Campaign, add: Add) -> None:
         elif g.level != "*" and g.workload != "*" and g.level not in wl.levels(g.workload):
             add(("preregistration", "guardrails", i, "level"),
                 f"level '{shown(g.level)}' is not measured")
+
+
+CAPACITY = "capacity"
+"""The rate workload's capacity-at-SLO cell (`verdict.capacity`): no pass of its own."""
+CAPACITY_METRIC = "capacity_at_slo"
+
+
+def _capacity_problem(capacity: bool, rates: int, primary: str) -> str | None:
+    """Why a decision cell and the primary metric do not make a capacity decision."""
+    if capacity and primary != CAPACITY_METRIC:
+        return (f"level capacity holds only {CAPACITY_METRIC}: make it the primary_metric, "
+                "or decide on a rate level (r<rate>)")
+    if not capacity:
+        return (f"{CAPACITY_METRIC} is measured once per sweep, at `{{workload: rate, level: "
+                "capacity}}`: decide there")
+    if rates < 2:
+        return ("capacity at SLO is read between rate levels: give workloads.rate at least "
+                "two rates")
+    return None
+
+
+def _timeout_problems(campaign: Campaign, add: Add) -> None:
+    """A rate level's schedule or a trace that alone outlasts `gates.pass_timeout_s`:
+    every attempt would be cut."""
+    rate, replayed = campaign.workloads.rate, campaign.workloads.trace
+    limit = campaign.preregistration.gates.pass_timeout_s
+    if replayed is not None:
+        for name, file in replayed.files.items():
+            try:
+                span = trace.summary(campaign.resolve(file)).span_s * replayed.time_scale
+            except trace.TraceProblem:
+                continue  # said by the file's own check
+            if span >= limit:
+                add(("workloads", "trace", "files", name),
+                    f"trace {name} spans {span:.0f} s, at least gates.pass_timeout_s "
+                    f"{limit:g} s: every attempt would be cut; raise gates.pass_timeout_s "
+                    "or replay a shorter window (or a smaller time_scale)")
+    if rate is None:
+        return
+    long = [(lvl, (rate.requests_at(lvl) - 1) / rate.rate_of(lvl)) for lvl in rate.levels]
+    long = [(lvl, span) for lvl, span in long if span >= limit]
+    if long:
+        said = ", ".join(f"{lvl} {span:.0f} s" for lvl, span in long)
+        add(("workloads", "rate"),
+            f"the schedule of {said} outlasts gates.pass_timeout_s {limit:g} s (requests ÷ "
+            "rate), so every attempt would be cut: give that level fewer requests or a "
+            "higher rate, or raise gates.pass_timeout_s")
 
 
 def _rule_problems(campaign: Campaign, add: Add) -> None:
@@ -208,7 +264,7 @@ def _used_names(campaign: Campaign) -> list[tuple[str, str, str]]:
     rule = campaign.preregistration
     metrics = dict.fromkeys([*catalog.METRICS, rule.primary_metric,
                              *(g.metric for g in rule.guardrails)])
-    workloads = [w for w in ("knee", "agentfix", "fidelity")
+    workloads = [w for w in ("knee", "agentfix", "rate", "trace", "sessions", "fidelity")
                  if getattr(campaign.workloads, w, None) is not None]
     arms, lanes = campaign.arm_names, campaign.lane_names
     # said by its place, not its name: a message naming it would be scrubbed to <redacted>
@@ -339,7 +395,7 @@ class ThinTail:
 
 
 def _where(workload: str) -> str:
-    return ("workloads.knee.requests_per_level" if workload == "knee"
+    return (f"workloads.{workload}.requests_per_level" if workload in ("knee", "rate")
             else f"workloads.{workload}.requests")
 
 
@@ -378,6 +434,8 @@ def _raw(campaign: Campaign, workload: str) -> int | dict[str, int] | None:
     wl = campaign.workloads
     if workload == "knee" and wl.knee:
         return wl.knee.requests_per_level
+    if workload == "rate" and wl.rate:
+        return wl.rate.requests_per_level
     return wl.agentfix.requests if workload == "agentfix" and wl.agentfix else None
 
 
@@ -387,7 +445,7 @@ def _guarded_cells(campaign: Campaign, workload: str, level: str,
     decision`, the decision cells among them (when it names none of them and a workload
     or level of its own: its own cells)."""
     wl = campaign.workloads
-    cells: list[tuple[str, str]] = [(w, lvl) for w in ("knee", "agentfix")
+    cells: list[tuple[str, str]] = [(w, lvl) for w in ("knee", "agentfix", "rate")
                                      for lvl in wl.levels(w)
                                      if workload in ("*", w) and level in ("*", lvl)]
     if at != "decision":

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from campaign.campaignfile import Campaign, DockerLaunch, ExternalLaunch, LaunchModel
+from campaign.campaignfile import (
+    Campaign,
+    DockerLaunch,
+    ExternalLaunch,
+    LaunchModel,
+    sessions,
+    trace,
+)
 from campaign.fmt import clock
 
 AIPERF_STARTUP_S = 9.0
@@ -22,6 +29,8 @@ with `one_process`)."""
 PAUSE_S = 2.0
 """`run.phases.PAUSE_S`: a one-process knee's idle pause between two levels."""
 STREAM_TOK_S = 100.0
+TRACE_TAIL_S = 5.0
+"""A trace's last responses after its last arrival (its output lengths vary)."""
 BOOT_S = {"docker": 420.0, "process": 5.0, "external": 0.0}
 
 
@@ -87,6 +96,36 @@ def _decode_s(requests: int, concurrency: int, out_tokens: int, speed: float) ->
     return waves * out_tokens / speed
 
 
+def _open_loop_s(campaign: Campaign, speed: float) -> float:
+    """The rate levels' and traces' passes: each its AIPerf start-up, its schedule's span
+    (the requests arrive at the offered rate, however fast the server is) and the last
+    one's decode (a trace: `TRACE_TAIL_S`). A trace that cannot be read adds its start-up
+    only (`check` says what is wrong with it)."""
+    wl = campaign.workloads
+    t = 0.0
+    if wl.rate is not None:
+        r = wl.rate
+        t += sum(AIPERF_STARTUP_S + (r.requests_at(lvl) - 1) / r.rate_of(lvl)
+                 + r.output_tokens / speed for lvl in r.levels)
+    if wl.trace is not None:
+        for file in wl.trace.files.values():
+            try:
+                span = trace.summary(campaign.resolve(file)).span_s * wl.trace.time_scale
+            except trace.TraceProblem:
+                span = 0.0
+            t += AIPERF_STARTUP_S + span + TRACE_TAIL_S
+    if wl.sessions is not None:
+        s = wl.sessions
+        for file in s.fixtures.values():
+            try:
+                turns = sessions.read(campaign.resolve(file)).turns_per_session
+            except sessions.SessionsProblem:
+                turns = 1.0
+            t += AIPERF_STARTUP_S + _decode_s(round(s.sessions * turns), s.concurrency,
+                                              s.output_tokens, speed)
+    return t
+
+
 def estimate(campaign: Campaign) -> Estimate:
     wl = campaign.workloads
     per_arm: dict[str, float] = {}
@@ -112,6 +151,7 @@ def estimate(campaign: Campaign) -> Estimate:
             t += sum(AIPERF_STARTUP_S + _decode_s(a.requests_of(cls), a.concurrency,
                                                   a.output_tokens, speed)
                      for cls in a.fixtures)
+        t += _open_loop_s(campaign, speed)
         per_arm[arm] = t
     pairs = campaign.preregistration.pairs
     design = campaign.preregistration.sequential
@@ -123,6 +163,7 @@ def estimate(campaign: Campaign) -> Estimate:
     return Estimate(per_arm, total,
                     f"boot {boots}; AIPerf start-up {AIPERF_STARTUP_S:.0f} s per invocation "
                     f"(a knee sweep: per level; one_process: once, {PAUSE_S:.0f} s between "
-                    f"two levels); {STREAM_TOK_S:.0f} tok/s per stream (× "
-                    "SPECAB_SIM_TIME_SCALE on the sim)",
+                    f"two levels); a rate level or a trace: its schedule's span; "
+                    f"{STREAM_TOK_S:.0f} tok/s per stream (× SPECAB_SIM_TIME_SCALE on the "
+                    "sim)",
                     pairs, pairs if design is None else min(pairs, design.schedule()[0]))

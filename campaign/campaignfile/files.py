@@ -18,18 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from campaign.campaignfile import sessions, trace
 from campaign.campaignfile.base import shown
 from campaign.campaignfile.builtin import BUILTIN_PREFIX, builtin_names
 from campaign.campaignfile.launch import DockerLaunch, LaunchModel, ProcessLaunch, parse_volume
 from campaign.campaignfile.models import Campaign, DriftFrom
 
 YamlPath = tuple[str | int, ...]
-Kind = Literal["tokenizer", "fixture", "mount", "cwd"]
+Kind = Literal["tokenizer", "fixture", "trace", "sessions", "mount", "cwd"]
 MustBe = Literal["file", "dir", "any"]
 
 _WHAT: dict[Kind, str] = {
     "tokenizer": "tokenizer folder",
     "fixture": "fixture file",
+    "trace": "trace file",
+    "sessions": "sessions file",
     "mount": "source",
     "cwd": "folder",
 }
@@ -85,6 +88,14 @@ def local_files(
     if wl.agentfix:
         for cls, file in wl.agentfix.fixtures.items():
             out.append(LocalFile(("workloads", "agentfix", "fixtures", cls), "fixture",
+                                 str(file), campaign.resolve(file), None, "file"))
+    if wl.trace:
+        for name, file in wl.trace.files.items():
+            out.append(LocalFile(("workloads", "trace", "files", name), "trace", str(file),
+                                 campaign.resolve(file), None, "file"))
+    if wl.sessions:
+        for cls, file in wl.sessions.fixtures.items():
+            out.append(LocalFile(("workloads", "sessions", "fixtures", cls), "sessions",
                                  str(file), campaign.resolve(file), None, "file"))
     for arm, launch in launches.items():
         if isinstance(launch, ProcessLaunch) and launch.cwd is not None:
@@ -223,13 +234,22 @@ def fixture_problem(path: Path) -> str | None:
 def content_problems(campaign: Campaign, launches: Mapping[str, LaunchModel] | None = None
                      ) -> list[tuple[YamlPath, str]]:
     """(YAML path, what is wrong) for files that exist but cannot serve: fixtures that are
-    not AIPerf JSONL, an A/A run folder that is not one, a results folder that is a file."""
+    not AIPerf JSONL, traces that cannot be replayed (`trace.file_problem`), an A/A run
+    folder that is not one, a results folder that is a file."""
     out: list[tuple[YamlPath, str]] = []
     for f in local_files(campaign, launches):
         if f.kind == "fixture" and f.resolved.is_file():
             msg = fixture_problem(f.resolved)
             if msg:
                 out.append((f.yaml_path, f"fixture file {f.declared} {msg}"))
+        if f.kind == "trace" and f.resolved.is_file():
+            msg = trace.file_problem(f.resolved)
+            if msg:
+                out.append((f.yaml_path, f"trace file {msg}"))
+        if f.kind == "sessions" and f.resolved.is_file():
+            msg = sessions.file_problem(f.resolved)
+            if msg:
+                out.append((f.yaml_path, f"sessions file {msg}"))
     results = campaign.resolve(campaign.results_dir)
     if results.exists() and not results.is_dir():
         out.append((("results_dir",), f"{campaign.results_dir} is a file, not a folder"))

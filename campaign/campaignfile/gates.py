@@ -77,6 +77,13 @@ class Gates(Model):
         "(the lane's fault: retried, then the pair redone), never measured. Raise it for "
         "prompts whose prefill alone takes longer.",
     )
+    max_send_lag_ms: float = Field(
+        250, gt=0, allow_inf_nan=False,
+        description="Longest a replayed schedule's requests (a rate level, a trace) may be "
+        "sent after their time, as the p99 over a level (ms); beyond it, or with the level "
+        "sent at under 95% of its schedule's own rate, the load generator did not offer the "
+        "load and the level is invalid (the lane's fault, not the server's).",
+    )
     max_osl_mismatch: Fraction | None = Field(
         None,
         ge=0,

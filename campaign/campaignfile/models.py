@@ -67,10 +67,12 @@ class DriftFrom(Model):
 class DecisionCell(Model):
     """A workload × level whose primary metric must adopt for the campaign to adopt."""
 
-    workload: Literal["knee", "agentfix"] = Field(description="Workload of the cell.")
+    workload: Literal["knee", "agentfix", "rate", "trace", "sessions"] = Field(
+        description="Workload of the cell.")
     level: str = Field(
         "*",
-        description="Knee level `c<N>` (concurrency N), an agentfix class, or `*` for all.",
+        description="Knee level `c<N>` (concurrency N), an agentfix class, a rate level "
+        "`r<rate>` (`r4`), a trace's name, a session class, or `*` for all.",
     )
 
 
@@ -88,7 +90,7 @@ class Guardrail(Model):
     absolute: bool = Field(
         False, description="Compare absolute differences (for rates that are often 0)."
     )
-    workload: Literal["knee", "agentfix", "fidelity", "*"] = Field(
+    workload: Literal["knee", "agentfix", "rate", "trace", "sessions", "fidelity", "*"] = Field(
         "*", description="Where it applies (narrows `at`; `fidelity`: the fidelity pass's "
         "figures, level `c1`).")
     level: str = Field("*", description="Level where it applies, or `*` (narrows `at`).")

@@ -16,7 +16,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from campaign import campaignfile as spec
+from campaign.campaignfile.sessions import SessionsWorkload
 from campaign.campaignfile.slo import Slo
+from campaign.campaignfile.trace import TraceWorkload
+from campaign.campaignfile.workloads import RateWorkload
 
 SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("top level", spec.Campaign),
@@ -38,6 +41,9 @@ SECTIONS: list[tuple[str, type[BaseModel]]] = [
     ("workloads.warmup[]", spec.WarmupPass),
     ("workloads.knee", spec.KneeWorkload),
     ("workloads.agentfix", spec.AgentfixWorkload),
+    ("workloads.rate", RateWorkload),
+    ("workloads.trace", TraceWorkload),
+    ("workloads.sessions", SessionsWorkload),
     ("workloads.fidelity", spec.FidelityWorkload),
 ]
 

@@ -18,6 +18,10 @@ guardrail `{metric: slo_attainment, max_worsening: 0.02}` lets the share fall by
 2 points; a share is a proportion over every request of a pass, not its slowest one or
 two, which is what lets a night show it within a tight limit (docs/verdict.md).
 
+`target` (a share, default 0.90) is what capacity at SLO reads a rate level against: the
+highest offered rate whose `slo_attainment` reaches it (docs/campaign-file.md). A rule that
+does not give it registers without it (its hash as before).
+
 The bounds are registered with the rule (hashed before the first boot): changing them
 after a night would change every share it measured.
 """
@@ -27,7 +31,10 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from campaign import catalog
-from campaign.campaignfile.base import Model
+from campaign.campaignfile.base import Fraction, Model
+
+TARGET = 0.90
+"""The share of requests meeting the SLO a rate level needs when `target` is not given."""
 
 
 class Slo(Model):
@@ -39,12 +46,20 @@ class Slo(Model):
                                  "may have (ms; AIPerf's per-request inter_token_latency).")
     request_latency_ms: float | None = Field(None, gt=0, description="End-to-end latency a "
                                              "request may take (ms).")
+    target: Fraction | None = Field(
+        None, gt=0, le=1, description="The share of requests that must meet the SLO for a "
+        f"rate level to count as within it (capacity at SLO); default {TARGET:g}.")
 
     @model_validator(mode="after")
     def _some(self) -> Slo:
         if not self.bounds():
             raise ValueError("give at least one of ttft_ms, itl_ms, request_latency_ms")
         return self
+
+    @property
+    def share(self) -> float:
+        """The registered target share (`target`, default 0.90)."""
+        return TARGET if self.target is None else self.target
 
     def bounds(self) -> dict[str, float]:
         """AIPerf's per-request tag → its bound (ms), for the bounds given."""

@@ -1,6 +1,7 @@
 """The campaign file's workloads: what each arm is measured with (warm-ups, the knee, the
-agent fixtures; the fidelity pass is `fidelity`'s), and how many requests each cell's pass
-gets (`Workloads.requests_in`, the one answer every consumer asks).
+agent fixtures, the rate levels; the fidelity pass is `fidelity`'s, traces `trace`'s,
+sessions `sessions`'), and how many requests each cell's pass gets
+(`Workloads.requests_in`, the one answer every consumer asks).
 
 A request count is one for every cell, or a mapping cell → count with `"*"` the default
 (`workloads.agentfix.requests` per content class, `workloads.knee.requests_per_level` per
@@ -11,6 +12,7 @@ Re-exported by `models` (the models of one file).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +38,8 @@ from campaign.campaignfile.base import (
     shown,
 )
 from campaign.campaignfile.fidelity import FidelityWorkload
+from campaign.campaignfile.sessions import SessionsWorkload
+from campaign.campaignfile.trace import TraceWorkload
 
 
 class WarmupPass(Model):
@@ -204,6 +208,96 @@ class KneeWorkload(Model):
         return [f"c{c}" for c in self.concurrency]
 
 
+def rate_label(rate: float) -> str:
+    """A rate level's name: `r` + the rate as `format(rate, "g")` (`r0.5`, `r4`, `r16`)."""
+    return f"r{format(rate, 'g')}"
+
+
+class RateWorkload(Model):
+    """An open-loop sweep over offered request rates (req/s): per level, a seeded arrival
+    schedule spec-ab writes once per run and AIPerf replays on both arms (one pass each)."""
+
+    rates: list[float] = Field(min_length=1, description="Offered request rates (req/s), "
+                               "each > 0 and distinct; the levels `r<rate>` (`r0.5`, `r4`).")
+    arrival: Literal["poisson", "constant", "gamma"] = Field(
+        "poisson", description="Arrival process: `poisson` (exponential gaps), `constant` "
+        "(1/rate apart) or `gamma` (gaps of shape `smoothness`: below 1 burstier than "
+        "Poisson, above 1 smoother).")
+    smoothness: float | None = Field(None, gt=0, description="The gamma shape; only with "
+                                     "`arrival: gamma` (default 1: Poisson).")
+    requests_per_level: RequestsByCell | None = Field(
+        None, description="Requests of each level: one count, or level → count (`{\"*\": "
+        "64, r16: 400}`). Default 64.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Seconds of schedule per level instead: ceil(rate × "
+        "duration_s) requests.")
+    input_tokens: Tokens = Field(512, ge=1, description="Prompt length (tokens).")
+    output_tokens: Tokens = Field(128, ge=1, description="Exact output length (tokens).")
+    max_concurrency: Streams | None = Field(
+        None, ge=1, description="The most requests AIPerf keeps in flight (None: 1000, no "
+        "cap in practice); a schedule it cannot keep shows as send lag.")
+
+    @field_validator("rates")
+    @classmethod
+    def _levels(cls, v: list[float]) -> list[float]:
+        if any(not r > 0 or not math.isfinite(r) for r in v):
+            raise ValueError("every rate must be > 0 (requests per second)")
+        if len({rate_label(r) for r in v}) != len(v):
+            raise ValueError("rates repeat: give each once")
+        return sorted(v)
+
+    @field_validator("requests_per_level")
+    @classmethod
+    def _per_level(cls, v: int | dict[str, int] | None,
+                   info: ValidationInfo) -> int | dict[str, int] | None:
+        rates = info.data.get("rates")
+        if isinstance(v, dict) and rates is not None:
+            _cell_counts(v, [rate_label(r) for r in rates], "level", "requests_per_level",
+                         "rates")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> RateWorkload:
+        if self.requests_per_level is not None and self.duration_s is not None:
+            raise ValueError("give requests_per_level or duration_s, not both")
+        if self.smoothness is not None and self.arrival != "gamma":
+            raise ValueError("smoothness shapes gamma arrivals: set arrival: gamma, or drop "
+                             "smoothness")
+        return self
+
+    @property
+    def levels(self) -> list[str]:
+        return [rate_label(r) for r in self.rates]
+
+    def rate_of(self, level: str) -> float:
+        """The offered rate of level `level` (`r4` → 4.0)."""
+        return self.rates[self.levels.index(level)]
+
+    def requests_at(self, level: str) -> int:
+        """The requests of level `level`'s schedule."""
+        if self.duration_s is not None:
+            return max(1, math.ceil(self.rate_of(level) * self.duration_s - 1e-9))
+        if self.requests_per_level is None:
+            return DEFAULT_RATE_REQUESTS
+        return _count(self.requests_per_level, level)
+
+    def requests_field(self, level: str) -> str:
+        """Where to raise `level`'s requests in the file."""
+        if self.duration_s is not None:
+            return "workloads.rate.duration_s"
+        return f"workloads.rate.requests_per_level.{level}"
+
+    @property
+    def cap(self) -> int:
+        """The concurrency AIPerf is given (`max_concurrency`, else `NO_CAP`)."""
+        return self.max_concurrency or NO_CAP
+
+
+DEFAULT_RATE_REQUESTS = 64
+NO_CAP = 1000
+"""The in-flight cap of a rate level without `max_concurrency` (AIPerf needs one)."""
+
+
 FIXTURE_CLASSES = ("prose", "shell", "code", "tool_json", "structured")
 
 
@@ -254,6 +348,10 @@ class AgentfixWorkload(Model):
         return list(self.fixtures)
 
 
+MEASURED = ("knee", "agentfix", "rate", "trace", "sessions")
+"""The measured workloads with cells of their own, in the order their passes run."""
+
+
 class Workloads(Model):
     """What each arm is measured with. Both measured passes use the same client settings."""
 
@@ -270,24 +368,34 @@ class Workloads(Model):
     agentfix: AgentfixWorkload | None = Field(
         None, description="The agent-fixture pass (None: skipped)."
     )
+    rate: RateWorkload | None = Field(
+        None, description="The open-loop request-rate sweep (None: skipped).")
+    trace: TraceWorkload | None = Field(
+        None, description="Replay of the lab's request traces (None: skipped).")
+    sessions: SessionsWorkload | None = Field(
+        None, description="Multi-turn agent sessions by class (None: skipped).")
     fidelity: FidelityWorkload | None = Field(
         None, description="The lossless check after the measured passes (None: skipped)."
     )
 
     @model_validator(mode="after")
     def _some(self) -> Workloads:
-        if self.knee is None and self.agentfix is None:
-            raise ValueError("define at least one measured workload: knee or agentfix")
+        if all(getattr(self, w) is None for w in MEASURED):
+            raise ValueError("define at least one measured workload: "
+                             + ", ".join(MEASURED[:-1]) + " or " + MEASURED[-1])
         return self
 
     def requests_in(self, workload: str, level: str) -> int | None:
         """The requests a pass of (workload, level) gets: what AIPerf is told for that knee
-        level or content class. None: duration-bound (known once measured), or not a
+        level or content class, a rate level's schedule. None: duration-bound (known once
+        measured), a trace or a sessions class (its file's, read by `check`), or not a
         request-bound cell of this campaign (a fidelity cell, an unknown level)."""
         if workload == "knee" and self.knee and level in self.knee.levels:
             return self.knee.requests_at(int(level[1:]))
         if workload == "agentfix" and self.agentfix and level in self.agentfix.fixtures:
             return self.agentfix.requests_of(level)
+        if workload == "rate" and self.rate and level in self.rate.levels:
+            return self.rate.requests_at(level)
         return None
 
     def requests_fields(self, cells: Sequence[tuple[str, str]]) -> str:
@@ -303,6 +411,10 @@ class Workloads(Model):
             elif w == "agentfix" and self.agentfix:
                 whole = "workloads.agentfix.requests"
                 own = [self.agentfix.requests_field(lvl) for lvl in levels]
+            elif w == "rate" and self.rate:
+                whole = ("workloads.rate.duration_s" if self.rate.duration_s is not None
+                         else "workloads.rate.requests_per_level")
+                own = [self.rate.requests_field(lvl) for lvl in levels]
             else:
                 continue
             out += [whole] if sorted(levels) == sorted(self.levels(w)) else own
@@ -313,6 +425,12 @@ class Workloads(Model):
             return self.knee.levels
         if workload == "agentfix" and self.agentfix:
             return self.agentfix.levels
+        if workload == "rate" and self.rate:
+            return self.rate.levels
+        if workload == "trace" and self.trace:
+            return self.trace.levels
+        if workload == "sessions" and self.sessions:
+            return self.sessions.levels
         if workload == "fidelity" and self.fidelity:
             return ["c1"]
         return []

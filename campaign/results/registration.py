@@ -119,16 +119,31 @@ class RegisteredLevels(BaseModel):
         return out
 
 
-WORKLOADS = ("knee", "agentfix")
+WORKLOADS = ("knee", "agentfix", "rate", "trace", "sessions")
 
 
 def _configured(campaign: Campaign, workload: str, metric: str) -> list[str]:
     """The levels a metric has rows at in a workload: a knee sweep's spec-decode figures
     are read around the whole sweep (level `all`), everything else per level."""
     levels = campaign.workloads.levels(workload)
+    if workload == "rate" and levels and catalog.has_rows_at(metric, "rate", "capacity"):
+        return ["capacity"]  # capacity at SLO: one cell of the sweep (`verdict.capacity`)
     if levels and not catalog.has_rows_at(metric, workload, levels[0]):
         return ["all"]
     return levels
+
+
+def _sweep(decisions: list[CellRef], campaign: Campaign, metric: str) -> list[CellRef]:
+    """The decision cells as a guardrail of `metric` sees them: the capacity cell (rate,
+    capacity) stands for the rate levels it is read from (`verdict.capacity.sweep_cells`)."""
+    out: list[CellRef] = []
+    for d in decisions:
+        expand = (d.workload, d.level) == ("rate", "capacity") and metric != "capacity_at_slo"
+        for c in ([CellRef(workload="rate", level=lvl)
+                   for lvl in campaign.workloads.levels("rate")] if expand else [d]):
+            if c not in out:
+                out.append(c)
+    return out
 
 
 def registered_levels(campaign: Campaign) -> RegisteredLevels:
@@ -145,7 +160,8 @@ def registered_levels(campaign: Campaign) -> RegisteredLevels:
                       not in decisions]
     guards = []
     for g in pre.guardrails:
-        cells = [c for c in decisions if g.workload in ("*", c.workload)
+        cells = [c for c in _sweep(decisions, campaign, g.metric)
+                 if g.workload in ("*", c.workload)
                  and g.level in ("*", c.level)
                  and catalog.has_rows_at(g.metric, c.workload, c.level)
                  ] if g.at == "decision" else []
@@ -241,6 +257,8 @@ class Registration(BaseModel):
         # SLOs existed (its hash unchanged)
         rule = {k: v for k, v in rule.items()
                 if not (k in ("sequential", "slo") and v is None)}
+        if isinstance(rule.get("slo"), dict) and rule["slo"].get("target", 0) is None:
+            rule["slo"] = {k: v for k, v in rule["slo"].items() if k != "target"}
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
                    values_sha256=values_hash(rule, drift_band, arms, levels, bands),

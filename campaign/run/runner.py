@@ -42,7 +42,7 @@ from campaign.results.registration import registered_levels
 from campaign.results.store import RunStore, read_manifest
 from campaign.run import sequential
 from campaign.run.guards import lanelock
-from campaign.run.measure import manifest
+from campaign.run.measure import arrivals, manifest
 from campaign.run.measure.passes import Fault, InvalidPass
 from campaign.run.runtime import ProgressSink, Runtime, check_cancel
 from campaign.run.slot.launcherror import run_slot_guarded
@@ -97,7 +97,9 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
                                 drift_band=band, levels=registered_levels(campaign),
                                 guardrail_bands=guardrail_bands)
         store.write_manifest(facts)
+        schedules = arrivals.write_schedules(store.run_dir, campaign)
         store.journal_registered(sha256=digest, campaign_path=str(campaign.source),
+                      **({"schedules": schedules} if schedules else {}),
                       base_dir=str(campaign.base_dir), lane=campaign.lane,
                       **({"lanes": campaign.lane_names} if campaign.sharded else {}),
                       **({"exploratory": exploratory} if exploratory else {}))
@@ -384,6 +386,7 @@ def execute(campaign: Campaign, store: RunStore, rt: Runtime, *, locked: bool = 
         # passes.csv follows the journal: a session stopped between the two (a full disk,
         # a kill) left it behind, and it is rebuilt before anything else is measured.
         store.rebuild_passes_csv()
+        arrivals.write_schedules(store.run_dir, campaign)  # a resume: the same bytes, or exit 2
         store.journal("run_start", pid=os.getpid(), host=socket.gethostname(),
                       resumed=bool(status), lane=campaign.lane,
                       **_signed(store.run_dir),

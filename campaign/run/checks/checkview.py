@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from campaign import secrets
-from campaign.campaignfile import CONTROL, Campaign, format_yaml_path
+from campaign.campaignfile import CONTROL, Campaign, format_yaml_path, sessions, trace
 from campaign.campaignfile.checks import ThinTail, thin_tails
 from campaign.campaignfile.duration import estimate, pairs_said
 from campaign.campaignfile.schedule import Slot, plan_slots
@@ -61,6 +61,7 @@ def print_campaign(console: Console, campaign: Campaign,
                   f"≥ +{pre.margin:.0%}, drift band {band}, cells {cells}", markup=False)
     print_thin_tails(console, thin_tails(campaign))
     print_showable(console, showable)
+    print_load_shapes(console, campaign)
     lanes = ([campaign] if campaign.lane_chosen
              else [campaign.for_lane(name) for name in campaign.lane_names])
     for view in lanes:
@@ -105,6 +106,36 @@ def print_campaign(console: Console, campaign: Campaign,
     console.print(f"\n[bold]estimated duration[/] {est.length()}{each} "
                   f"({', '.join(f'{a} {human(s)}' for a, s in est.per_arm_s.items())} per "
                   f"arm; {est.assumptions})", markup=True)
+
+
+def print_load_shapes(console: Console, campaign: Campaign) -> None:
+    """The rate levels, traces and session classes: what every arm of every pair is sent
+    (and when)."""
+    wl = campaign.workloads
+    if wl.rate is not None:
+        r = wl.rate
+        shape = f" (smoothness {r.smoothness:g})" if r.smoothness is not None else ""
+        counts = ", ".join(f"{lvl}: {r.requests_at(lvl)}" for lvl in r.levels)
+        console.print(f"  rate: {r.arrival}{shape} arrivals, requests {counts}; each level's "
+                      f"schedule drawn from seed {campaign.preregistration.seed}, written "
+                      "once per run and replayed on every arm", markup=False)
+    if wl.trace is not None:
+        for name, file in wl.trace.files.items():
+            try:
+                said = trace.summary(campaign.resolve(file)).said(name, wl.trace.time_scale)
+            except trace.TraceProblem as exc:
+                said = f"trace {name}: {exc}"
+            console.print(f"  {said}", markup=False)
+    if wl.sessions is not None:
+        s = wl.sessions
+        for cls, file in s.fixtures.items():
+            try:
+                info = sessions.read(campaign.resolve(file))
+                said = (f"{info.sessions} sessions in the file, {info.turns_per_session:.1f} "
+                        f"turns each; {s.sessions} per pass, {s.concurrency} in flight")
+            except sessions.SessionsProblem as exc:
+                said = str(exc)
+            console.print(f"  sessions {cls}: {said}", markup=False)
 
 
 def print_showable(console: Console, showable: Sequence[Assessed]) -> None:

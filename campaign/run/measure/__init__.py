@@ -7,6 +7,10 @@
     `levelcut`     a multi-level pass's server counters cut at its level boundaries
     `metrics`      vLLM /metrics snapshots, deltas and the spec-decode figures
     `records`      a level's per-request records and the sampling error of its statistics
+    `arrivals`     a rate level's seeded schedule: arrival times and prompts, as a file
+    `replay`       the AIPerf command line that replays a schedule file at its timestamps
+    `sending`      how the load generator kept a replayed schedule (offered, achieved, lag)
+    `turns`        per-turn figures of a sessions pass
     `fidelity`     the lossless pass: is the candidate still the same model?
     `manifest`     what a run was measured with: versions, host, GPUs, file hashes
 """

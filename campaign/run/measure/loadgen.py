@@ -48,7 +48,7 @@ from campaign import secrets
 from campaign.errors import PassError
 from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
-from campaign.run.measure import phases
+from campaign.run.measure import phases, replay
 
 EXPORT_NAME = "profile_export_aiperf.json"
 AIPERF_SUBDIR = "aiperf"
@@ -59,7 +59,7 @@ COMMAND_NAME = "aiperf.command"
 SIGINT_GRACE_S = 15.0  # then SIGKILL of the group (see the module docstring)
 POLL_S = 0.1
 
-PassKind = Literal["warmup", "knee", "agentfix"]
+PassKind = Literal["warmup", "knee", "agentfix", "rate", "trace", "sessions"]
 EndpointType = Literal["chat", "completions"]
 
 
@@ -213,6 +213,9 @@ def aiperf_command(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
     versions, the "before" of `scripts/bench-runner --compare`."""
     if one_process and phases.applies(plan):
         return phases.command(artifact_dir, plan.executable or default_executable())
+    if plan.kind in replay.KINDS:  # a file replayed: a schedule, a session class (`replay`)
+        return replay.command(plan, artifact_dir / AIPERF_SUBDIR,
+                              plan.executable or default_executable())
     cmd = [
         plan.executable or default_executable(),
         "profile",

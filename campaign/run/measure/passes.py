@@ -1,5 +1,6 @@
 """The passes of one arm, as load-generator plans (warm-ups, the knee sweep, one
-agent-fixture pass per content class), and whether a pass that ran can be used
+agent-fixture pass per content class, one pass per rate level or trace replaying its
+schedule file, one per session class), and whether a pass that ran can be used
 (`check_pass`). Pure; shared by the runner and `--dry-run`.
 
 Each plan carries what AIPerf is told for its cells (`Workloads.requests_in`): a class's
@@ -11,19 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-from campaign.campaignfile import CONTROL, Campaign, Gates
+from campaign.campaignfile import CONTROL, Campaign, Gates, trace
 from campaign.results.journal import LevelRows
-from campaign.run.measure import levelchecks
+from campaign.run.measure import arrivals, levelchecks, sending
 from campaign.run.measure.loadgen import PassOutcome, PassPlan
+from campaign.run.measure.replay import TIMED
 
 
 @dataclass(frozen=True)
 class ArmPass:
     plan: PassPlan
     workload: str
-    """`warmup`, `knee` or `agentfix`."""
+    """`warmup`, `knee`, `agentfix`, `rate`, `trace` or `sessions`."""
     level_labels: tuple[str, ...]
     """Level of each concurrency of the plan (`c1`, `c4`, … or the content class)."""
     spec_level: str
@@ -34,7 +37,10 @@ class ArmPass:
         return self.workload != "warmup"
 
 
-def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
+def arm_passes(campaign: Campaign, arm: str, base_url: str,
+               run_dir: Path | None = None) -> list[ArmPass]:
+    """The arm's passes in the order they run; a rate level replays its schedule under
+    `run_dir` (`arrivals.write_schedules`; None: `<run>`, for a dry run)."""
     wl = campaign.workloads
     gates = campaign.preregistration.gates
     seed = campaign.preregistration.seed
@@ -68,6 +74,38 @@ def arm_passes(campaign: Campaign, arm: str, base_url: str) -> list[ArmPass]:
                             input_file=campaign.resolve(file), seed=seed,
                             **common)  # type: ignore[arg-type]
             out.append(ArmPass(plan, "agentfix", (cls,), cls))
+    if wl.rate:
+        r = wl.rate
+        for lvl in r.levels:
+            file = arrivals.level_path(run_dir or Path("<run>"), f"rate-{lvl}")
+            plan = PassPlan(name=f"rate-{lvl}", kind="rate", concurrency=(r.cap,),
+                            requests_per_level=r.requests_at(lvl), duration_s=None,
+                            input_tokens=None, output_tokens=r.output_tokens,
+                            input_file=file, seed=seed, **common)  # type: ignore[arg-type]
+            out.append(ArmPass(plan, "rate", (lvl,), lvl))
+    if wl.trace:
+        t = wl.trace
+        for name, source in t.files.items():
+            try:
+                n = trace.summary(campaign.resolve(source)).requests
+            except trace.TraceProblem:
+                n = 1  # the loader refused it already; a dry run still shows the pass
+            plan = PassPlan(name=f"trace-{name}", kind="trace", concurrency=(t.cap,),
+                            requests_per_level=n, duration_s=None, input_tokens=None,
+                            output_tokens=1, seed=seed,
+                            input_file=arrivals.level_path(run_dir or Path("<run>"),
+                                                           f"trace-{name}"),
+                            **common)  # type: ignore[arg-type]
+            out.append(ArmPass(plan, "trace", (name,), name))
+    if wl.sessions:
+        s = wl.sessions
+        for cls, file in s.fixtures.items():
+            plan = PassPlan(name=f"sessions-{cls}", kind="sessions",
+                            concurrency=(s.concurrency,), requests_per_level=s.sessions,
+                            duration_s=None, input_tokens=None,
+                            output_tokens=s.output_tokens, input_file=campaign.resolve(file),
+                            seed=seed, **common)  # type: ignore[arg-type]
+            out.append(ArmPass(plan, "sessions", (cls,), cls))
     return out
 
 
@@ -150,6 +188,8 @@ def check_pass(ap: ArmPass, outcome: PassOutcome, gates: Gates,
             max_osl_mismatch_share=gates.max_osl_mismatch if ap.measured else None)
         level_problems[lv.concurrency] = levelchecks.run_problems(lv, outcome) + answers
         own += answers
+        if ap.measured and ap.plan.kind in TIMED:  # the load generator's: the lane's
+            level_problems[lv.concurrency] += sending.send_problems(lv, gates.max_send_lag_ms)
         wait = (waits or {}).get(lv.concurrency)
         if ap.measured and wait is not None and wait > gates.max_stall_s:
             level_problems[lv.concurrency].append(

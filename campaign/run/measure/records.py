@@ -178,15 +178,18 @@ WAIT_TAGS = ("time_to_first_token", "inter_chunk_latency")
 between two chunks of the stream (a list)."""
 
 
-def longest_wait_s(level: LevelResult) -> float | None:
+def longest_wait_s(level: LevelResult, *, first_token: bool = True) -> float | None:
     """The longest any successful request of the level waited for a token, in seconds
     (a frozen server shows here: every request in flight waits as long as the freeze);
-    None without records."""
+    None without records. `first_token` False: only the gaps between chunks (an open-loop
+    level past capacity queues its requests for their first token, and that wait is what
+    it measures; a freeze still stops the streams in flight)."""
     longest: float | None = None
+    tags = WAIT_TAGS if first_token else WAIT_TAGS[1:]
     try:
         with open(records_path(level), encoding="utf-8") as lines:
             for metrics in _successful(lines, level.phase):
-                for tag in WAIT_TAGS:
+                for tag in tags:
                     entry = metrics.get(tag)
                     value = entry.get("value") if isinstance(entry, dict) else None
                     waits = value if isinstance(value, list) else [value]

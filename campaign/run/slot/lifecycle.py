@@ -9,10 +9,13 @@ pair cannot count and the runner decides whether to redo it.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+from collections.abc import Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,7 +29,15 @@ from campaign.results import journal as jr
 from campaign.results.journal import iso
 from campaign.results.store import RunStore
 from campaign.run.guards import portguard
-from campaign.run.measure import fidelity, levelcut, loadgen, metrics, records
+from campaign.run.measure import (
+    fidelity,
+    levelcut,
+    loadgen,
+    metrics,
+    records,
+    sending,
+    turns,
+)
 from campaign.run.measure.passes import (
     ArmPass,
     Fault,
@@ -36,6 +47,8 @@ from campaign.run.measure.passes import (
     arm_passes,
     check_pass,
 )
+from campaign.run.measure.replay import KINDS as REPLAYED
+from campaign.run.measure.replay import TIMED
 from campaign.run.runtime import Runtime, cancellable_sleep, check_cancel
 from campaign.run.slot.readiness import wait_ready
 from campaign.run.slot.serverwatch import captures_after, scrape, unhealthy
@@ -104,7 +117,7 @@ def run_slot(campaign: Campaign, store: RunStore, rt: Runtime, slot: Slot,
                         boot_s=boot_s)
             live = LiveSlot(campaign, store, rt, server, client, slot, arm_dir,
                             pair_attempt, started_at)
-            for ap in arm_passes(campaign, slot.arm, server.base_url):
+            for ap in arm_passes(campaign, slot.arm, server.base_url, store.run_dir):
                 check_cancel(rt)
                 spent, check = _run_pass(live, ap)
                 aiperf_s += spent
@@ -264,15 +277,56 @@ def _pass_attempt(live: LiveSlot, ap: ArmPass,
     if ap.measured and (slo := live.campaign.preregistration.slo) is not None:
         for lv in outcome.levels:
             lv.metrics.update(records.slo_metrics(lv, slo.bounds()))
+    extra = _replayed(ap, outcome) | _turns(ap, outcome, before, after)
+    # open loop: a request queued for its first token past capacity is what is measured
+    first = ap.plan.kind not in TIMED
     waits = ({lv.concurrency: w for lv in outcome.levels
-              if (w := records.longest_wait_s(lv)) is not None} if ap.measured else None)
+              if (w := records.longest_wait_s(lv, first_token=first)) is not None}
+             if ap.measured else None)
     check = check_pass(ap, outcome, live.campaign.preregistration.gates, died, waits)
-    summary = _summary(outcome)
+    summary = _summary(outcome, ap)
     _journal_pass(live, ap, name, attempt, outcome, check, delta, cuts,
-                  scraped=before is not None or after is not None)
+                  scraped=before is not None or after is not None, extra=extra)
     rt.progress("pass_done", pair=slot.pair, arm=slot.arm, name=name, valid=check.valid,
                 measured=ap.measured, summary=summary, problems=check.all_problems())
     return outcome.wall_s, check, died
+
+
+def _replayed(ap: ArmPass, outcome: loadgen.PassOutcome) -> dict[str, Any]:
+    """A pass replaying a file (`replay`): `{"schedule_sha256": …}` of the bytes replayed
+    (a rate level's or trace's schedule, a session class's file; {}: not one), and for a
+    schedule each level's send figures against it (`sending`)."""
+    file = ap.plan.input_file
+    if ap.plan.kind not in REPLAYED or file is None:
+        return {}
+    try:
+        data = file.read_bytes()
+    except OSError:
+        return {}
+    if ap.plan.kind in TIMED:
+        stamps = sending.timestamps_ms(file)
+        for lv in outcome.levels:
+            lv.metrics.update(sending.send_figures(lv, stamps))
+    return {"schedule_sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _turns(ap: ArmPass, outcome: loadgen.PassOutcome, before: Scrape,
+           after: Scrape) -> dict[str, Any]:
+    """A sessions pass's per-turn figures (`turns`), `{"turns": {class: [entry per turn
+    index]}}`, acceptance by turn where the server counts it ({}: not a sessions pass, or
+    no records)."""
+    if ap.plan.kind != "sessions" or not outcome.levels:
+        return {}
+    lv = outcome.levels[0]
+    by_turn = turns.turn_records(records.records_path(lv), lv.phase)
+    if not by_turn:
+        return {}
+    try:
+        accepted = (turns.turn_acceptance(before, after)
+                    if before is not None and after is not None else None)
+    except metrics.CounterReset:  # the server restarted: `_server_fault` says so
+        accepted = None
+    return {"turns": {ap.spec_level: turns.turn_entries(by_turn, accepted)}}
 
 
 Scrape = metrics.Snapshot | None
@@ -350,8 +404,9 @@ def _figure_rows(ap: ArmPass, check: PassCheck,
 def _journal_pass(live: LiveSlot, ap: ArmPass, name: str, attempt: int,
                   outcome: loadgen.PassOutcome, check: PassCheck,
                   delta: metrics.PassDelta | None, cuts: list[levelcut.LevelCut], *,
-                  scraped: bool) -> None:
-    """The pass's event, with its tidy rows when it is measured; passes.csv follows."""
+                  scraped: bool, extra: Mapping[str, Any] | None = None) -> None:
+    """The pass's event, with its tidy rows when it is measured, and `extra`: the sha256
+    of the schedule it replayed, a sessions pass's turns; passes.csv follows."""
     figures = delta.as_metrics() if delta is not None else None
     rows: list[jr.PassRow] = []
     if ap.measured:
@@ -369,7 +424,7 @@ def _journal_pass(live: LiveSlot, ap: ArmPass, name: str, attempt: int,
         problems=check.all_problems(),
         **({"fault": fault} if (fault := check.fault(live.slot.arm)) else {}),
         aiperf_s=round(outcome.wall_s, 3), command=outcome.command,
-        returncode=outcome.returncode, summary=_summary(outcome),
+        returncode=outcome.returncode, summary=_summary(outcome, ap),
         spec_decode=figures or None,
         implied_a_method=(delta.spec.implied_a_method
                           if delta is not None and delta.spec is not None else None),
@@ -377,11 +432,15 @@ def _journal_pass(live: LiveSlot, ap: ArmPass, name: str, attempt: int,
         level_cuts=[{"level": c.concurrency, "from": c.start, "to": c.end, "exact": c.exact}
                     for c in cuts] or None,
         rows=[dataclasses.asdict(r) for r in rows],
+        **(extra or {}),
     )
     live.store.rebuild_passes_csv()
 
 
-def _summary(outcome: loadgen.PassOutcome) -> dict[str, float]:
-    """Throughput per level, for the journal and the progress line."""
-    return {f"c{lv.concurrency}": round(lv.metrics.get("output_token_throughput", 0.0), 2)
-            for lv in outcome.levels}
+def _summary(outcome: loadgen.PassOutcome, ap: ArmPass) -> dict[str, float]:
+    """Throughput per level, for the journal and the progress line (a replayed level by
+    its label, `r4`: its concurrency is only AIPerf's cap)."""
+    own = dict(zip(ap.plan.concurrency, ap.level_labels, strict=True))
+    return {(own[lv.concurrency] if ap.plan.kind in REPLAYED and lv.concurrency in own
+             else f"c{lv.concurrency}"):
+            round(lv.metrics.get("output_token_throughput", 0.0), 2) for lv in outcome.levels}

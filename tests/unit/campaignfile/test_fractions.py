@@ -156,12 +156,15 @@ def _floats(tp: Any) -> tuple[bool, bool]:
 NOT_FRACTIONS = {
     # seconds
     "Gates.pass_timeout_s", "Gates.max_pair_gap_s", "Gates.max_stall_s",
-    "KneeWorkload.duration_s", "Readiness.timeout_s", "Readiness.poll_interval_s",
+    "KneeWorkload.duration_s", "RateWorkload.duration_s", "TraceWorkload.time_scale",
+    "Readiness.timeout_s", "Readiness.poll_interval_s",
     "Readiness.expected_boot_s", "ProcessLaunch.stop_timeout_s", "ReadyCheck.timeout_s",
     "DockerLaunch.stop_timeout_s", "ExternalLaunch.hook_timeout_s",
     "ProcessLaunch.hook_timeout_s", "DockerLaunch.hook_timeout_s",
     # milliseconds: an SLO's latency bounds
-    "Slo.ttft_ms", "Slo.itl_ms", "Slo.request_latency_ms",
+    "Slo.ttft_ms", "Slo.itl_ms", "Slo.request_latency_ms", "Gates.max_send_lag_ms",
+    # requests per second, and a gamma shape
+    "RateWorkload.rates", "RateWorkload.smoothness",
     # probabilities of the rule, not changes of a metric
     "Preregistration.confidence", "Sequential.power",
 }
@@ -183,7 +186,7 @@ def test_every_fraction_field_uses_the_fraction_type() -> None:
                 assert fractions, f"{key}: a float that is no Fraction"
     assert {"Preregistration.margin", "Preregistration.drift_band", "Guardrail.max_worsening",
             "Guardrail.drift_band", "Gates.max_error_rate", "Gates.max_osl_mismatch",
-            "Gates.max_window_drift"} == seen
+            "Gates.max_window_drift", "Slo.target"} == seen
 
 
 def _model_names() -> set[str]:
