@@ -12,9 +12,14 @@
   `render`;
 - `sequential`: a sequential design's looks as lines and JSON;
 - `stacked`: a table that cannot fit a narrow terminal, stacked;
+- `reads`: which rows a report reads (the newest run in full, older runs where their
+  decision needs) and what the plots and load shapes take from them;
+- `ratesweep`: a rate sweep's capacity at SLO per arm and each candidate's crossover;
+  `turns`: acceptance per session turn, per arm;
 - the figures, one module each, sharing `plot_common`: `plot_knee` (the knee's Pareto
   view), `plot_levels` (each knee level), `plot_guardrails` (the guardrails that decided),
-  `plot_window` (the control across the window), `plot_sequential` (the design's path).
+  `plot_window` (the control across the window), `plot_sequential` (the design's path),
+  `plot_rates` (latency against offered rate, each arm's capacity at SLO marked).
 
 Renderers are pure functions of a `Report` (golden-tested), so the CLI only parses, calls
 `build_report`, renders and maps `exit_code_for` to the process's exit code. Several run

@@ -26,6 +26,7 @@ from campaign.report.rows import (
     rule_line,
     whose_decision,
 )
+from campaign.report.turns import HEADERS as TURN_HEADERS
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1150px;color:#222}
@@ -145,6 +146,17 @@ def _run_html(run: RunReport) -> list[str]:
     parts += [f"<p class='no-data'>{e(line)}</p>" for line in collapsed_lines(run)]
     if run.aa is not None:
         parts += [f"<p class='note'>A/A run: {e(line)}</p>" for line in run.aa.lines]
+    if run.rate_sweep is not None:
+        parts.append("<h3>Rate sweep</h3><ul>" + "".join(
+            f"<li>{e(line)}</li>" for line in run.rate_sweep.lines()) + "</ul>")
+    if run.session_turns is not None:
+        for arm, turn_rows in run.session_turns.arms:
+            parts.append(f"<h3>{e(run.session_turns.title(arm))}</h3><table><tr>"
+                         + "".join(f"<th>{e(h)}</th>" for h in TURN_HEADERS) + "</tr>"
+                         + "".join("<tr>" + "".join(
+                             f"<td{'' if i == 0 else ' class=n'}>{e(c)}</td>"
+                             for i, c in enumerate(r.cells())) + "</tr>" for r in turn_rows)
+                         + "</table>")
     for cv in v.candidates:
         for title, rows in other_cell_groups(run, cv):
             parts.append(f"<h3>{e(title)}: {e(cv.arm)} vs {e(run.arms[0])}</h3><table><tr>"

@@ -135,7 +135,45 @@ def run_dict(run: RunReport) -> dict[str, Any]:
             "window_stable": v.window_stable,
         },
         "aa": aa_dict(run),
+        **({"rate_sweep": rate_sweep_dict(run)} if run.rate_sweep is not None else {}),
+        **({"session_turns": turns_dict(run)} if run.session_turns is not None else {}),
     }
+
+
+def rate_sweep_dict(run: RunReport) -> dict[str, Any] | None:
+    """Each arm's capacity at SLO (per pair too) and each candidate's crossover."""
+    s = run.rate_sweep
+    if s is None:
+        return None
+    return {
+        "target": _num(s.target),
+        "levels": list(s.levels),
+        "capacity": [{"arm": c.arm, "value": _num(c.value), "bound": c.bound,
+                      "censored_pairs": c.censored, "text": c.text,
+                      "pairs": [{"pair": p, "value": _num(v), "bound": b}
+                                for p, v, b in c.pairs],
+                      "missing": list(c.missing)} for c in s.capacities],
+        "crossover": [{"arm": x.arm, "metric": x.metric, "line": x.line,
+                       "between": None if x.between is None else [_num(v) for v in x.between],
+                       "levels": [{"level": st.level, "rate": _num(st.rate),
+                                   "verdict": st.verdict, "change": st.change}
+                                  for st in x.steps]} for x in s.crossovers],
+    }
+
+
+def turns_dict(run: RunReport) -> dict[str, Any] | None:
+    """Arm → session class → its turns' figures (acceptance per session turn)."""
+    t = run.session_turns
+    if t is None:
+        return None
+    out: dict[str, Any] = {}
+    for arm, rows in t.arms:
+        by_class = out.setdefault(arm, {})
+        for r in rows:
+            by_class.setdefault(r.klass, []).append(
+                {"turn": r.turn, "requests": r.requests, "acceptance": _num(r.acceptance),
+                 "tokens_per_step": _num(r.tokens_per_step), "ttft_p50": _num(r.ttft_p50)})
+    return out
 
 
 def guardrail_dict(arm: str, g: GuardrailCheck) -> dict[str, Any]:

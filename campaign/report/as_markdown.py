@@ -24,6 +24,7 @@ from campaign.report.rows import (
     rule_line,
     whose_decision,
 )
+from campaign.report.turns import HEADERS as TURN_HEADERS
 
 
 def _md_escape(s: str) -> str:
@@ -79,6 +80,14 @@ def render_markdown(report: Report) -> str:
         lines += [f"_Hypothesis:_ {run.hypothesis}", ""]
     lines += [f"- Run: `{run.run_id}` — {pairs_line(run)}",
               f"- {rule_line(run)}", *(f"- {line}" for line in collapsed_lines(run)), ""]
+    if run.rate_sweep is not None:
+        lines += ["### Rate sweep", "", *(f"- {_md_escape(x)}" for x in run.rate_sweep.lines()),
+                  ""]
+    if run.session_turns is not None:
+        for arm, turn_rows in run.session_turns.arms:
+            lines += [f"### {run.session_turns.title(arm)}", "", _row(TURN_HEADERS),
+                      "|---|---:|---:|---:|---:|---:|",
+                      *(_row(r.cells()) for r in turn_rows), ""]
     for cv in v.candidates:
         for title, rows in other_cell_groups(run, cv):
             lines += [f"### {title}: {cv.arm} vs {run.arms[0]}", "",

@@ -34,6 +34,7 @@ from campaign.report.rows import (
     whose_decision,
 )
 from campaign.report.stacked import StackedRow, compact_fits, longest_word, stacked
+from campaign.report.turns import HEADERS as TURN_HEADERS
 from campaign.verdict.outcome import CandidateVerdict
 
 VERDICT_STYLE = {
@@ -209,6 +210,16 @@ def _run_renderables(run: RunReport, *, compact: bool = False,
         Text(rule_line(run)),
         *(Text(line, style="dim") for line in collapsed_lines(run)),
     ]
+    if run.rate_sweep is not None:
+        out += [Text(line) for line in run.rate_sweep.lines()]
+    if run.session_turns is not None:
+        for arm, turn_rows in run.session_turns.arms:
+            t = Table(title=run.session_turns.title(arm), title_justify="left")
+            for i, h in enumerate(TURN_HEADERS):
+                t.add_column(h, justify="left" if i == 0 else "right")
+            for r in turn_rows:
+                t.add_row(*r.cells())
+            out.append(t)
     for cv in run.verdict.candidates:
         for title, rows in other_cell_groups(run, cv):
             head = f"{title}: {cv.arm} vs {run.arms[0]}"

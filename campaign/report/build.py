@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from campaign import catalog
 from campaign.campaignfile import Campaign
 from campaign.errors import EXIT_INCOMPLETE, EXIT_OK, ResultsError, UsageError
+from campaign.report import reads
 from campaign.report.formats import check_fail_on, collector_paused
 from campaign.report.model import (
     EXPLORATORY,
@@ -34,7 +35,7 @@ from campaign.report.model import (
 )
 from campaign.results import bootfail, pool, redos, running, structure
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
-from campaign.verdict import aa
+from campaign.verdict import aa, capacity
 from campaign.verdict import judge as vd
 from campaign.verdict import outcome as oc
 from campaign.verdict import rule as rl
@@ -95,11 +96,15 @@ def _build(run_dirs: Sequence[Path], rule_overrides: dict[str, str] | None,
     shown.add(rule_new.metric)
     shown.update(g.metric for g in rule_new.prereg.guardrails)
     if picked is None and rule_new.prereg.slo is not None:
-        shown.update(SLO_SHOWN)  # a registered SLO: its shares and goodput, described
+        shown.update(reads.SLO_SHOWN)  # a registered SLO: its shares and goodput, described
     # the directory names the run, whatever its rows say (a copied or renamed run dir)
     all_rows = _stack(runs)
+    if picked is None and reads.has_rate_sweep(all_rows):
+        shown.update(reads.RATE_SHOWN)
     _refuse_unmeasured(picked, all_rows)
-    tables = td.tidy_tables(_rows_needed(all_rows, runs, prepared, newest, shown | PLOTTED))
+    targets = reads.slo_targets(runs, prepared)
+    tables = td.tidy_tables(reads.rows_needed(all_rows, runs, prepared, newest,
+                                              shown | reads.PLOTTED), slo_target=targets)
     out = [_run_report(run, prep, tables.get(run.run_id, td.RunTable(run=run.run_id)),
                        pooled, overrides, picked, shown if i == newest else None,
                        unjudged.get(run.run_id, tuple(
@@ -161,6 +166,9 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
     verdict = _registered_verdict(run, rule, verdict, unjudged, pooled, shown is not None)
     reg, frozen = run.registration, run.campaign
     newest = shown is not None
+    sweep, sessions = (reads.load_shapes(run, table, verdict, arms, rule,
+                                         capacity.slo_target(rule_dict))
+                       if newest else (None, None))
     return RunReport(
         run_id=run.run_id,
         run_dir=run.run_dir,
@@ -189,7 +197,9 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         results_schema_version=run.schema_version,
         shown_metrics=None if picked is None else frozenset(picked),
         slots={p: dict(a) for p, a in table.slots.items()} if newest else {},
-        measurements=_measurements(table) if newest else {},
+        measurements=reads.measurements(table) if newest else {},
+        rate_sweep=sweep,
+        session_turns=sessions,
         pooled=pooled,
         never_ready=never,
         registered_exploratory=run.exploratory,
@@ -304,17 +314,6 @@ def _resume_command(run: RunDir, pooled: pool.Pooled | None,
     return "; ".join(todo) or f"spec-ab run --resume {run.run_dir}"
 
 
-PLOTTED = frozenset({"output_token_throughput", "acceptance_rate", "tokens_per_decode_step",
-                     "itl_p50",
-                     *(f"acceptance_pos{i}" for i in range(catalog.MAX_POSITIONS))})
-"""Metrics the plots read from the newest run's rows, whether or not they are shown."""
-
-
-SLO_SHOWN = ("slo_attainment", "ttft_slo_attainment", "itl_slo_attainment", "goodput")
-"""Described beside `verdict.DESCRIPTIVE_METRICS` when the run registered an SLO (those
-of them its passes measured)."""
-
-
 def _picked_metrics(metrics: Sequence[str] | None) -> tuple[str, ...] | None:
     if metrics is None:
         return None
@@ -349,12 +348,6 @@ def _refuse_unmeasured(picked: Sequence[str] | None, rows: pd.DataFrame) -> None
                          hint="the names: spec-ab check --metrics")
 
 
-def _measurements(table: td.RunTable) -> dict[tuple[str, str, str], dict[int, dict[str, float]]]:
-    """The plotted metrics' values: cell → pair → arm → value."""
-    return {key: {p: {a: v.value for a, v in arms.items()} for p, arms in data.values.items()}
-            for key, data in table.cells.items() if key[2] in PLOTTED}
-
-
 def _stack(runs: Sequence[RunDir]) -> pd.DataFrame:
     """The runs' tidy rows as one frame, `run` set from the directory names.
 
@@ -374,48 +367,6 @@ def _stack(runs: Sequence[RunDir]) -> pd.DataFrame:
     data = {c: np.concatenate([f[c].to_numpy() for f in frames]) for c in cols if c != "run"}
     data["run"] = run_col
     return pd.DataFrame(data)
-
-
-def _rows_needed(
-    rows: pd.DataFrame,
-    runs: Sequence[RunDir],
-    prepared: Sequence[PreparedRule],
-    newest: int,
-    shown: set[str],
-) -> pd.DataFrame:
-    """The tidy rows the verdicts read: all shown metrics of the newest run; of older runs
-    only the decision and guardrail places (vectorised, one mask per distinct rule)."""
-    if len(runs) == 1:
-        return rows[rows["metric"].isin(shown | set(td.TOKEN_METRICS))]
-    wanted = shown | set(td.TOKEN_METRICS)
-    for prep in prepared:
-        rule = prep.rule
-        wanted |= {rule.metric, *(g.metric for g in rule.prereg.guardrails)}
-    rows = rows[rows["metric"].isin(wanted)]  # cheap hash test first, string compares after
-    run_col, metric, workload, level = (rows[c] for c in ("run", "metric", "workload", "level"))
-    keep = (run_col == runs[newest].run_id) & metric.isin(shown | set(td.TOKEN_METRICS))
-    groups: dict[int, tuple[rl.Rule, list[str]]] = {}
-    for i, (run, prep) in enumerate(zip(runs, prepared, strict=True)):
-        if i != newest:
-            groups.setdefault(id(prep.rule), (prep.rule, []))[1].append(run.run_id)
-    for rule, ids in groups.values():
-        in_group = run_col.isin(ids)
-        places: set[tuple[str, str]] = {
-            (d.workload, d.level) for d in rule.prereg.decision_cells}
-        for g in rule.prereg.guardrails:
-            if g.workload != "*" or g.level != "*":
-                places.add((g.workload, g.level))
-        places |= {(w, "*") for w, lvl in places if lvl == "all"}  # sizes of a whole sweep
-        key_metrics = {rule.metric, *(g.metric for g in rule.prereg.guardrails),
-                       *td.TOKEN_METRICS}
-        at_place = pd.Series(False, index=rows.index)
-        for w, lvl in places:
-            m = pd.Series(True, index=rows.index) if w == "*" else workload == w
-            if lvl != "*":
-                m &= level == lvl
-            at_place |= m
-        keep |= in_group & metric.isin(key_metrics) & at_place
-    return rows[keep]
 
 
 def _prepare(

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from campaign import RESULTS_SCHEMA_VERSION, __version__
+from campaign.report.ratesweep import RateSweep
+from campaign.report.turns import SessionTurns
 from campaign.results.bootfail import NeverReady
 from campaign.results.pool import Pooled
 from campaign.results.store import RunDir
@@ -44,7 +46,9 @@ REPORT_SCHEMA_VERSION = 3
    (JSON Schema draft 2020-12).
    Added since (no key disappeared): the reason `guardrail-unresolved` (a met rule stopped
    only by guardrails not shown within their limits) and each guardrail check's `role`
-   (`guardrail`, or `deterioration`: another measured cell of its metric)."""
+   (`guardrail`, or `deterioration`: another measured cell of its metric); `rate_sweep`
+   (each arm's capacity at SLO and each candidate's crossover) and `session_turns`
+   (acceptance per session turn), only when the run has them."""
 
 Format = Literal["table", "markdown", "json", "html"]
 EXPLORATORY = "EXPLORATORY, not pre-registered"
@@ -117,6 +121,12 @@ class RunReport:
     them; their cells, all without data, are counted, not listed)."""
     registered_exploratory: str | None = None
     """Why the run was registered as exploratory (`spec-ab try`), else None."""
+    rate_sweep: RateSweep | None = None
+    """The newest run's open-loop rate sweep: each arm's capacity at SLO and each
+    candidate's crossover (None without rate levels)."""
+    session_turns: SessionTurns | None = None
+    """The newest run's acceptance per session turn, per arm (None without session
+    passes that carried per-turn figures)."""
 
     def never_ready_arms(self) -> set[str]:
         return {n.arm for n in self.never_ready}

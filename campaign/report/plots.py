@@ -22,6 +22,8 @@ and need no display. Every axis names its unit; every legend stays inside its ax
   window limit (a quantile whose drift was not judged, too few requests, drawn grey);
 - `acceptance`: acceptance rate by content class (agent fixtures) and by draft position
   (`acceptance_pos<i>`), per arm;
+- `rates` (`plot_rates`): a rate sweep's TTFT p50 and p99 and its share of requests
+  within the SLO against offered rate, per arm, each arm's capacity at SLO marked;
 - `history`: with several runs, each night's change of each decision cell and its
   decision.
 """
@@ -40,6 +42,7 @@ from campaign.report import plot_levels as _levels
 from campaign.report.plot_common import color, legend, png, svg
 from campaign.report.plot_guardrails import guardrails
 from campaign.report.plot_knee import knee
+from campaign.report.plot_rates import rates
 from campaign.report.plot_sequential import sequential_path
 from campaign.report.plot_window import control_window
 from campaign.verdict.rule import change_of
@@ -204,6 +207,8 @@ PLOTS: tuple[tuple[str, str, Callable[[RunReport], Figure | None]], ...] = (
      "cell flagged window-drift", control_window),
     ("acceptance", "Acceptance by content class and by draft position", acceptance),
     ("levels", "Per knee level: tokens per step against step cost", _levels.levels),
+    ("rates", "Rate sweep: latency and requests within the SLO against offered rate, with "
+     "each arm's capacity at SLO", rates),
 )
 
 
@@ -268,4 +273,4 @@ def write_files(report: Report, folder: Path) -> list[Path]:
 
 
 __all__ = ["PLOTS", "acceptance", "control_window", "figures", "guardrails", "history",
-           "knee", "pair_changes", "pngs", "write_files"]
+           "knee", "pair_changes", "pngs", "rates", "write_files"]

@@ -1,6 +1,7 @@
 """How a verdict is judged: measured rows and the registered rule in, verdicts out.
 
-`tidy` (which rows count) → `stats` (paired log ratios) → `judge` (each cell, then the run)
+`tidy` (which rows count, with `capacity`: a rate sweep's capacity at SLO per pair and
+arm, added to the table there) → `stats` (paired log ratios) → `judge` (each cell, then the run)
 with `rule` (the rule and its labels), `flags` (the noise tests and gates of a cell),
 `guardrails`, `reasons` (the words), `decide` (a candidate's decision), `outcome` (the
 typed results); `aa` (the A/A drift band) and `noise` (the lane's noise model) measure the

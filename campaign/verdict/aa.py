@@ -30,6 +30,7 @@ from campaign.fmt import abs_pct
 from campaign.results.store import RunDir, load_run
 from campaign.verdict import sampling
 from campaign.verdict import stats as st
+from campaign.verdict.capacity import slo_target
 from campaign.verdict.guardrails import requests_of
 from campaign.verdict.judge import judge_run
 from campaign.verdict.outcome import Cell, DataProblem, RunVerdict
@@ -187,7 +188,8 @@ def measure_band(run_dir: Path | str, *,
     reg.verify(run.run_dir / "preregistration.json", list(reg.arms))
     arms = reg.arm_order
     rule = parse_rule(reg.rule, reg.drift_band, guardrail_bands=tuple(reg.guardrail_bands or ()))
-    table = tidy_tables(run.passes, [rule.metric]).get(run.run_id, RunTable(run=run.run_id))
+    table = tidy_tables(run.passes, [rule.metric], slo_target=slo_target(reg.rule)).get(
+        run.run_id, RunTable(run=run.run_id))
     try:
         verdict = judge_run(table, rule, arms, metrics=[rule.metric])
         return aa_band([c for c in verdict.candidates[0].cells if c.decision_cell])
@@ -203,8 +205,9 @@ def measure_guardrail_band(run_dir: Path | str, metric: str, *,
     reg = run.registration
     reg.verify(run.run_dir / "preregistration.json", list(reg.arms))
     rule = parse_rule(reg.rule, reg.drift_band, guardrail_bands=tuple(reg.guardrail_bands or ()))
-    table = tidy_tables(run.passes, [rule.metric, metric]).get(run.run_id,
-                                                               RunTable(run=run.run_id))
+    table = tidy_tables(run.passes, [rule.metric, metric],
+                        slo_target=slo_target(reg.rule)).get(run.run_id,
+                                                             RunTable(run=run.run_id))
     try:
         verdict = judge_run(table, rule, reg.arm_order, metrics=[rule.metric, metric])
         cv = verdict.candidates[0]

@@ -4,7 +4,8 @@ Where (`guardrail_targets`): `at: decision` (the default) checks a guardrail at 
 decision cells' workloads and levels (`*` expanded as the decision cells are), `at: all`
 at every measured cell of its metric (what a registration made before `at` existed
 means); an explicit `workload` / `level` narrows either (when it names no decision cell,
-the guardrail is checked where it names).
+the guardrail is checked where it names). A capacity-at-SLO decision cell `(rate,
+capacity)` is read from the sweep's rate levels: a guardrail at it is checked there.
 
 How (`check_guardrail`): a test on the metric's own noise (`guardstats`) with three states
 — `broken` (a worsening shown beyond the limit: one-sided at α ÷ k, k every check of the
@@ -38,8 +39,8 @@ from dataclasses import dataclass, replace
 from campaign import catalog
 from campaign.campaignfile import Guardrail
 from campaign.fmt import abs_pct, fmt_gain
+from campaign.verdict import capacity, sampling
 from campaign.verdict import guardstats as gs
-from campaign.verdict import sampling
 from campaign.verdict import stats as st
 from campaign.verdict.guardstats import Family as Family  # the levels of the checks
 from campaign.verdict.outcome import Cell, GuardrailCheck, GuardrailState, Role
@@ -53,7 +54,9 @@ MAX_PAIRS = 200
 
 def guardrail_targets(g: Guardrail, table: RunTable, order: Sequence[str] = (),
                       decisions: Sequence[tuple[str, str]] = ()) -> list[tuple[str, str]]:
-    """Where a guardrail is checked (see the module docstring)."""
+    """Where a guardrail is checked (see the module docstring); a capacity decision cell
+    stands for the rate levels it is read from (`capacity.sweep_cells`)."""
+    decisions = capacity.sweep_cells(g.metric, decisions, table.cells)
     named = at_decision_cells(g, decisions)
     if named is not None:
         return named

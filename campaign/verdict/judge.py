@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from campaign import catalog
 from campaign.fmt import pct
+from campaign.verdict import capacity
 from campaign.verdict import stats as st
 from campaign.verdict.decide import best_by_level, decide_candidate, run_decision
 from campaign.verdict.flags import (
@@ -112,6 +113,8 @@ def judge_cell(
     reasons = [first, *notes]
     if p is not None and p.ci is None:
         reasons.append("one pair: no confidence interval (nothing to estimate spread from)")
+    if data.bounds and (censored := capacity.censored_words(data, control, arm)):
+        reasons.append(censored)
     cp = CellPairs(data, control, arm, [pair for pair, _, _ in complete], left)
     flagged, trend = (noise_flags(cp, p, rule, ctx, decision=decision, direction=direction)
                       if kind == "ratio" else ([], None))

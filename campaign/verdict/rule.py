@@ -69,9 +69,10 @@ DESCRIPTIVE_LABELS: tuple[Label, ...] = (
 """Labels of every other cell (a description, not a recommendation)."""
 LABELS: tuple[Label, ...] = (*RULE_LABELS, "better", "worse", "no-clear-change",
                              "not-applicable")
-ABSOLUTE_METRICS = frozenset({"error_rate"}) | catalog.SLO_SHARES
-"""Metrics compared by absolute differences: they are often exactly 0 (error_rate), or
-shares of requests near 1 whose change reads in points (the SLO attainments)."""
+ABSOLUTE_METRICS = frozenset({"error_rate"}) | catalog.SLO_SHARES | catalog.DIFFERENCE_MS
+"""Metrics compared by absolute differences: they are often exactly 0 (error_rate, queue
+delays and send lag in ms), or shares of requests near 1 whose change reads in points
+(the SLO attainments)."""
 FAILURE_METRICS = FAILURE_SHARES
 """Metrics whose value in a failed (invalid) pass still counts against its arm (defined
 beside the light guardrail assessment, which `check` loads without scipy)."""

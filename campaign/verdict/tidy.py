@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from campaign.verdict import capacity
+
 TOKEN_METRICS = ("output_tokens", "requests_completed")
 """Pass-size metrics read for the `small-sample` flag."""
 
@@ -92,6 +94,9 @@ class CellData:
     failed: dict[int, dict[str, float]] = field(default_factory=dict)
     """pair → arm → the value its last invalid attempt measured (when it measured one):
     a failure of the candidate still counts against it on failure metrics (error rate)."""
+    bounds: dict[int, dict[str, str]] = field(default_factory=dict)
+    """pair → arm → `≥` or `<` of a censored value (capacity at SLO beyond the rates
+    measured: `verdict.capacity`)."""
 
 
 @dataclass
@@ -120,25 +125,31 @@ class RunTable:
 
         cells = {k: CellData(c.workload, c.level, c.metric, only(c.values), only(c.invalid),
                              [(new[p], a) for p, a in c.missing if p in kept],
-                             only(c.failed))
+                             only(c.failed), only(c.bounds))
                  for k, c in self.cells.items()}
         return RunTable(self.run, cells, sorted(new[p] for p in self.pairs if p in kept),
                         only(self.started), only(self.slots),
                         {} if renumber else only(self.lanes))
 
 
-def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> dict[str, RunTable]:
+def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None,
+                slo_target: float | Mapping[str, float] = capacity.DEFAULT_TARGET,
+                ) -> dict[str, RunTable]:
     """Arrange the tidy rows of one or more runs into `RunTable`s (one per `run`).
 
     Rows count as `counting_rows` says; of a pass with no valid attempt the reason of its
     last attempt is kept. Several valid rows of one key (repeats) are averaged and their
-    spread kept.
+    spread kept. A run with an open-loop rate sweep gains the cell `("rate", "capacity")`
+    of `capacity_at_slo` (`verdict.capacity`), read against `slo_target` (the run's
+    registered `preregistration.slo.target`: one share, or run → share).
 
     Vectorised over all runs at once: a nightly history of 1,000 runs is one groupby.
     """
     df = passes
     if metrics is not None:
         wanted = set(metrics) | set(TOKEN_METRICS)
+        if capacity.METRIC in wanted:
+            wanted.add(capacity.SHARE)
         df = df[df["metric"].isin(wanted)]
     df = latest_pair_attempts(df).copy()
     df["value"] = _numbers(df["value"])
@@ -159,7 +170,75 @@ def tidy_tables(passes: pd.DataFrame, metrics: Iterable[str] | None = None) -> d
             c.missing.append((int(pair), arm))
     _add_invalid(tables, df[~valid_mask(df)])
     _add_starts(tables, df)
+    if metrics is None or capacity.METRIC in set(metrics):
+        for run, t in tables.by_run.items():
+            target = (slo_target if isinstance(slo_target, float | int)
+                      else slo_target.get(run, capacity.DEFAULT_TARGET))
+            add_capacity(t, float(target))
     return tables.by_run
+
+
+def add_capacity(table: RunTable, target: float) -> None:
+    """Add the cell `("rate", "capacity")` of `capacity_at_slo` (`verdict.capacity`) and
+    its size figures to a table that has rate levels with `slo_attainment` (in place; a
+    table without them is left as it is)."""
+    caps = capacity.capacities(table, target)
+    if not caps:
+        return
+    cell = CellData(capacity.WORKLOAD, capacity.LEVEL, capacity.METRIC)
+    for pair, arms in caps.items():
+        for arm, cap in arms.items():
+            if cap.value is None:
+                cell.invalid.setdefault(pair, {})[arm] = f"no capacity at SLO: {cap.reason}"
+                continue
+            cell.values.setdefault(pair, {})[arm] = ArmValue(cap.value, cap.value,
+                                                             cap.value, 1)
+            if cap.bound:
+                cell.bounds.setdefault(pair, {})[arm] = cap.bound
+    table.cells[(capacity.WORKLOAD, capacity.LEVEL, capacity.METRIC)] = cell
+    for size in ("output_tokens", "requests_completed"):
+        total: dict[int, dict[str, float]] = {}
+        for lvl in capacity.rate_levels(table.cells):
+            data = table.cells.get((capacity.WORKLOAD, lvl, size))
+            for pair, sizes in (data.values.items() if data is not None else ()):
+                for arm, v in sizes.items():
+                    if arm in cell.values.get(pair, {}):
+                        row = total.setdefault(pair, {})
+                        row[arm] = row.get(arm, 0.0) + v.value
+        if total:
+            table.cells[(capacity.WORKLOAD, capacity.LEVEL, size)] = CellData(
+                capacity.WORKLOAD, capacity.LEVEL, size,
+                {p: {a: ArmValue(v, v, v, 1) for a, v in arms.items()}
+                 for p, arms in total.items()})
+
+
+def capacity_rows(passes: pd.DataFrame,
+                  slo_target: float | Mapping[str, float] = capacity.DEFAULT_TARGET
+                  ) -> pd.DataFrame:
+    """The capacity at SLO of every run, pair and arm of a passes frame as tidy rows of
+    the cell `("rate", "capacity")`, for readers of rows rather than tables (`watch`,
+    `plan`): concatenated to the frame, they count as its other rows do. A censored value
+    carries its mark (`≥`, `<`) in `reason`; a missing one is an invalid row with why."""
+    out: list[dict[str, Any]] = []
+    attempts = (latest_pair_attempts(passes).groupby(["run", "pair"])["pair_attempt"].max()
+                if "pair_attempt" in passes.columns and len(passes) else None)
+    for run, t in tidy_tables(passes, [capacity.METRIC], slo_target).items():
+        cell = t.cells.get((capacity.WORKLOAD, capacity.LEVEL, capacity.METRIC))
+        if cell is None:
+            continue
+        rows = [(p, a, v.value, True, cell.bounds.get(p, {}).get(a, ""))
+                for p, arms in cell.values.items() for a, v in arms.items()]
+        rows += [(p, a, math.nan, False, why)
+                 for p, arms in cell.invalid.items() for a, why in arms.items()]
+        for pair, arm, value, ok, reason in sorted(rows, key=lambda r: (r[0], r[1])):
+            out.append({"run": run, "pair": pair, "arm": arm,
+                        "workload": capacity.WORKLOAD, "level": capacity.LEVEL,
+                        "metric": capacity.METRIC, "value": value, "valid": ok,
+                        "reason": reason, "attempt": 1,
+                        "pair_attempt": (int(attempts.get((run, pair), 1))
+                                         if attempts is not None else 1),
+                        "slot": t.slots.get(pair, {}).get(arm, 0)})
+    return pd.DataFrame(out)
 
 
 def _arm_values(valid: pd.DataFrame) -> list[tuple[Any, ArmValue]]:
@@ -260,21 +339,28 @@ def _parse_time(text: Any) -> dt.datetime | None:
 # --------------------------------------------------------------------------- order
 
 
-WORKLOAD_ORDER = {"knee": 0, "agentfix": 1}
+WORKLOAD_ORDER = {"knee": 0, "agentfix": 1, "rate": 2, "sessions": 3, "trace": 4}
 
 
 def cell_sort_key(key: tuple[str, str, str], order: Sequence[str] = ()) -> tuple[Any, ...]:
-    """Knee before agent fixtures, then levels, then metrics by name."""
+    """Knee before agent fixtures, rate sweeps, sessions and traces, then levels, then
+    metrics by name."""
     w, lvl, m = key
-    return (WORKLOAD_ORDER.get(w, 2), w, level_sort_key(lvl, order), m)
+    return (WORKLOAD_ORDER.get(w, 5), w, level_sort_key(lvl, order), m)
 
 
-def level_sort_key(level: str, order: Sequence[str] = ()) -> tuple[int, int, str]:
-    """Knee levels by concurrency, then classes in the campaign's order, `all` last."""
+def level_sort_key(level: str, order: Sequence[str] = ()) -> tuple[int, float, str]:
+    """Knee levels by concurrency, rate levels by offered rate (their capacity after
+    them), then classes in the campaign's order, `all` last."""
     if level == "all":
         return (3, 0, level)
     if level in order:
         return (0, list(order).index(level), level)
     if level[:1] == "c" and level[1:].isdigit():
         return (1, int(level[1:]), level)
+    rate = capacity.rate_of(level)
+    if rate is not None:
+        return (1, rate, level)
+    if level == capacity.LEVEL:
+        return (1, math.inf, level)
     return (2, 0, level)

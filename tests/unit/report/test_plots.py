@@ -26,6 +26,7 @@ from campaign.report import plots
 from campaign.report.plot_knee import knee_index
 from campaign.report.plot_sequential import sequential_path
 from tests.runs import SIM_RUN, T0, TPUT, golden_spec, make_run
+from tests.unit.report.test_rate_sweep import rate_run
 
 TTFT = "ttft_p99"
 
@@ -298,7 +299,8 @@ def test_every_legend_stays_inside_its_axes(tmp_path: Path) -> None:
                rp.build_report([make_run(tmp_path / "sq", {
                    ("knee", "c1", "output_token_throughput"):
                        [(1000.0, 1250.0), (1000.0, 1262.0), (1000.0, 1255.0)]},
-                   guardrails=[], sequential={"max_pairs": 6}, complete=False)])]
+                   guardrails=[], sequential={"max_pairs": 6}, complete=False)]),
+               rp.build_report([rate_run(tmp_path / "rates")])]
     seen = 0
     names: set[str] = set()
     for rep in reports:

@@ -477,7 +477,7 @@ _TYPES: dict[str, Any] = {"object": dict, "array": list, "string": str, "boolean
 def _validate(doc: Any, schema: dict[str, Any], root: dict[str, Any], where: str) -> list[str]:
     """The subset of JSON Schema 2020-12 docs/report.schema.json uses: $ref to $defs,
     type (one or a list), const, enum, anyOf, properties, required, additionalProperties
-    false, items, minItems, maxItems. No dependency for it."""
+    (false, or a schema), items, minItems, maxItems. No dependency for it."""
     if "$ref" in schema:
         schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
     errs: list[str] = []
@@ -502,8 +502,13 @@ def _validate(doc: Any, schema: dict[str, Any], root: dict[str, Any], where: str
     if isinstance(doc, dict):
         errs += [f"{where}: missing {k}" for k in schema.get("required", []) if k not in doc]
         props = schema.get("properties", {})
-        if schema.get("additionalProperties") is False:
+        extra = schema.get("additionalProperties")
+        if extra is False:
             errs += [f"{where}: unexpected {k}" for k in doc if k not in props]
+        elif isinstance(extra, dict):
+            for k in doc:
+                if k not in props:
+                    errs += _validate(doc[k], extra, root, f"{where}.{k}")
         for k, sub in props.items():
             if k in doc:
                 errs += _validate(doc[k], sub, root, f"{where}.{k}")

@@ -48,8 +48,9 @@ def test_html_is_self_contained_with_embedded_plots(html_report: tuple[rp.Report
     rep, page = html_report
     imgs = re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([A-Za-z0-9+/=]+)'>", page)
     assert [alt for alt, _ in imgs] == [t for _, t, _ in plots.figures(rep)]
-    # every figure but the guardrails (none decided) and the sequential path (a fixed design)
-    assert len(imgs) == len(plots.PLOTS) - 2
+    # every figure but the guardrails (none decided), the sequential path (a fixed design)
+    # and the rate sweep (none measured)
+    assert len(imgs) == len(plots.PLOTS) - 3
     for _, b64 in imgs:
         png = base64.b64decode(b64)
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
@@ -115,8 +116,9 @@ def test_cli_html_writes_plots_beside_the_page(golden_run_dir: Path, tmp_path: P
     proc = invoke("report", str(golden_run_dir), "--format", "html", "-o", str(out))
     assert proc.code == 0, proc.stderr
     files = sorted(p.name for p in (out.parent / "plots").iterdir())
-    # no guardrail decided, and a fixed design has no sequential path
-    drawn = [name for name, _, _ in plots.PLOTS if name not in ("guardrails", "sequential")]
+    # no guardrail decided, a fixed design has no sequential path, no rate was swept
+    drawn = [name for name, _, _ in plots.PLOTS
+             if name not in ("guardrails", "sequential", "rates")]
     assert files == sorted(f"{n}{s}" for n in drawn for s in (".png", ".svg"))
     assert out.read_text(encoding="utf-8").count("data:image/png;base64,") == len(drawn)
 
@@ -181,8 +183,9 @@ def test_every_embedded_figure_is_drawn(html_report: tuple[rp.Report, str]) -> N
 
     _, page = html_report
     imgs = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
-    # every figure but the guardrails (none decided) and the sequential path (a fixed design)
-    assert len(imgs) == len(plots.PLOTS) - 2
+    # every figure but the guardrails (none decided), the sequential path (a fixed design)
+    # and the rate sweep (none measured)
+    assert len(imgs) == len(plots.PLOTS) - 3
     for b64 in imgs:
         pixels = image.imread(io.BytesIO(base64.b64decode(b64)), format="png")
         flat = (pixels[..., :3].reshape(-1, 3) * 255).astype(int)
