@@ -157,10 +157,13 @@ def _fails_verify(run_dir: Path) -> str | None:
 
 def summarise(run_dir: Path) -> Night:
     """A verified night's summary (what the cache keeps)."""
+    import pandas as pd
+
     from campaign.results import journal as jr
     from campaign.results import passescsv as pc
     from campaign.results.registration import Registration
     from campaign.results.store import read_manifest
+    from campaign.verdict import capacity, tidy
     from campaign.verdict.tidy import counting_rows
 
     reg = Registration.load(run_dir / "preregistration.json")
@@ -172,6 +175,9 @@ def summarise(run_dir: Path) -> Night:
     wanted = {primary, *SPEC, *LATENCY}
     csv = pc.read_passes(run_dir / "passes.csv")
     rows = csv.rows
+    if primary == capacity.METRIC:  # an arm's capacity: from its rate levels' SLO shares
+        rows = pd.concat([rows, tidy.capacity_rows(rows, capacity.slo_target(reg.rule))],
+                         ignore_index=True)
     rows = rows[(rows["arm"] == control) & rows["metric"].isin(wanted)]
     rows = counting_rows(rows)
     rows = rows[rows["value"].notna()]
