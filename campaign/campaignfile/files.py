@@ -89,6 +89,10 @@ def local_files(
         for cls, file in wl.agentfix.fixtures.items():
             out.append(LocalFile(("workloads", "agentfix", "fixtures", cls), "fixture",
                                  str(file), campaign.resolve(file), None, "file"))
+    if wl.rate and wl.rate.prompts is not None:
+        out.append(LocalFile(("workloads", "rate", "prompts"), "fixture",
+                             str(wl.rate.prompts), campaign.resolve(wl.rate.prompts), None,
+                             "file"))
     if wl.trace:
         for name, file in wl.trace.files.items():
             out.append(LocalFile(("workloads", "trace", "files", name), "trace", str(file),

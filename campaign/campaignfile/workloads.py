@@ -231,7 +231,12 @@ class RateWorkload(Model):
     duration_s: float | None = Field(
         None, gt=0, description="Seconds of schedule per level instead: ceil(rate × "
         "duration_s) requests.")
-    input_tokens: Tokens = Field(512, ge=1, description="Prompt length (tokens).")
+    input_tokens: Tokens = Field(512, ge=1, description="Prompt length (tokens) of the "
+                                 "word prompts (not with `prompts`).")
+    prompts: Path | None = Field(
+        None, description="An AIPerf single_turn JSONL whose texts the levels send instead "
+        "of word prompts (e.g. `builtin:agentfix/code`), drawn in an order seeded like the "
+        "arrivals: the content the drafts meet (acceptance differs by class).")
     output_tokens: Tokens = Field(128, ge=1, description="Exact output length (tokens).")
     max_concurrency: Streams | None = Field(
         None, ge=1, description="The most requests AIPerf keeps in flight (None: 1000, no "
@@ -260,6 +265,9 @@ class RateWorkload(Model):
     def _one_of(self) -> RateWorkload:
         if self.requests_per_level is not None and self.duration_s is not None:
             raise ValueError("give requests_per_level or duration_s, not both")
+        if self.prompts is not None and "input_tokens" in self.model_fields_set:
+            raise ValueError("give prompts (a fixture's texts) or input_tokens (word "
+                             "prompts of that length), not both")
         if self.smoothness is not None and self.arrival != "gamma":
             raise ValueError("smoothness shapes gamma arrivals: set arrival: gamma, or drop "
                              "smoothness")

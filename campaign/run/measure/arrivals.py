@@ -7,10 +7,12 @@ itself, numpy's `default_rng(seed + level index)` — `poisson`: exponential gap
 1/rate; `constant`: 1/rate apart; `gamma`: gaps of shape `smoothness` and scale
 1/(rate · smoothness) — and the prompts too: `input_tokens` single-token words of the
 campaign's tokenizer (`sim.vocab`: a space and lowercase letters, each encoding back to one
-token, so a prompt tokenises to exactly `input_tokens`). The level is written as AIPerf's
-`mooncake_trace` JSONL (one line per request: `{"timestamp": <ms>, "text_input": "...",
-"output_length": N}`) under the run folder (`schedules/rate-r4.jsonl`); its sha256 goes to
-the journal's `registered` line, and each pass journals the sha256 of the file it replayed.
+token, so a prompt tokenises to exactly `input_tokens`), or, with `rate.prompts`, texts of
+an agent fixture drawn in a seeded order (the content class the drafts meet). The level is
+written as AIPerf's `mooncake_trace` JSONL (one line per request: `{"timestamp": <ms>,
+"text_input": "...", "output_length": N}`) under the run folder
+(`schedules/rate-r4.jsonl`); its sha256 goes to the journal's `registered` line, and each
+pass journals the sha256 of the file it replayed.
 So both arms of every pair receive byte-identical schedules and inputs by construction. A
 trace is copied the same way (`schedules/trace-<name>.jsonl`): its timestamps × its
 `time_scale`, and a line that gives only `input_length` gets a prompt of that many words
@@ -90,17 +92,35 @@ def prompts(words: tuple[str, ...], n: int, tokens: int, seed: int) -> list[str]
     return ["".join(words[i] for i in row) for row in picks]
 
 
+def drawn_texts(texts: tuple[str, ...], n: int, seed: int) -> list[str]:
+    """`n` prompts drawn from a fixture's `texts` (with replacement, a seeded order)."""
+    rng = np.random.default_rng([seed, 2])
+    return [texts[i] for i in rng.integers(0, len(texts), size=n)]
+
+
+def fixture_texts(path: Path) -> tuple[str, ...]:
+    """The texts of an AIPerf single_turn JSONL (`text`, or each of `texts`), in order."""
+    out: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            doc = json.loads(line)
+            out += [doc["text"]] if isinstance(doc.get("text"), str) else list(doc["texts"])
+    return tuple(out)
+
+
 def level_schedule(rate: RateWorkload, index: int, seed: int,
-                   words: tuple[str, ...]) -> Schedule:
-    """The schedule of `rate`'s level number `index` (0-based, in rate order)."""
+                   words: tuple[str, ...], texts: tuple[str, ...] = ()) -> Schedule:
+    """The schedule of `rate`'s level number `index` (0-based, in rate order): word
+    prompts, or prompts drawn from `texts` (`rate.prompts`) when given."""
     level = rate.levels[index]
     n = rate.requests_at(level)
     times = arrivals(rate.rates[index], n, rate.arrival, rate.smoothness, seed + index)
     stamps = tuple(round(float(t) * 1000.0) for t in times)
+    said = (drawn_texts(texts, n, seed + index) if texts
+            else prompts(words, n, rate.input_tokens, seed + index))
     lines = [json.dumps({"timestamp": ts, "text_input": text,
                          "output_length": rate.output_tokens})
-             for ts, text in zip(stamps, prompts(words, n, rate.input_tokens, seed + index),
-                                 strict=True)]
+             for ts, text in zip(stamps, said, strict=True)]
     return Schedule(f"rate-{level}", level, "\n".join(lines) + "\n", stamps)
 
 
@@ -111,7 +131,9 @@ def rate_schedules(campaign: Campaign) -> list[Schedule]:
         return []
     words = Vocab.load(campaign.resolve(campaign.workloads.tokenizer)).words
     seed = campaign.preregistration.seed
-    return [level_schedule(rate, i, seed, words) for i in range(len(rate.levels))]
+    texts = (fixture_texts(campaign.resolve(rate.prompts)) if rate.prompts is not None
+             else ())
+    return [level_schedule(rate, i, seed, words, texts) for i in range(len(rate.levels))]
 
 
 def trace_schedule(name: str, source: Path, time_scale: float, seed: int,

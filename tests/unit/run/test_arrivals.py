@@ -77,6 +77,37 @@ def test_a_level_schedule_is_mooncake_jsonl_of_exact_prompts(tmp_path: Path) -> 
     assert scheds[1].offered_rate == pytest.approx(11 / ((stamps[-1] - stamps[0]) / 1000))
 
 
+def test_a_level_can_send_an_agent_fixtures_texts(tmp_path: Path) -> None:
+    """`rate.prompts`: the levels send a fixture's texts in a seeded order, so the drafts
+    meet the content a class of agents sends (the simulated lane classifies them as code,
+    not as the word prompts' synthetic text), the same bytes every time it is derived."""
+    from campaign.sim.acceptance import classify
+    rate = ("  rate:\n    rates: [2, 8]\n    requests_per_level: 30\n"
+            "    prompts: builtin:agentfix/code\n    output_tokens: 7\n")
+    c = load_campaign(_campaign(tmp_path, rate))
+    scheds = arrivals.rate_schedules(c)
+    fixture = set(arrivals.fixture_texts(ROOT / "campaign" / "fixtures" / "agentfix" /
+                                         "code.jsonl"))
+    for s in scheds:
+        texts = [json.loads(line)["text_input"] for line in s.text.splitlines()]
+        assert len(texts) == 30 and set(texts) <= fixture and len(set(texts)) > 10
+        assert {classify(t) for t in texts} == {"code"}
+    assert [s.text for s in arrivals.rate_schedules(c)] == [s.text for s in scheds]
+    assert scheds[0].text.splitlines()[0] != scheds[1].text.splitlines()[0]
+
+
+@pytest.mark.parametrize("extra, said", [
+    ("    input_tokens: 64\n", "give prompts (a fixture's texts) or input_tokens"),
+])
+def test_prompts_and_a_word_length_are_refused_together(tmp_path: Path, extra: str,
+                                                        said: str) -> None:
+    from campaign.errors import CampaignError
+    rate = ("  rate:\n    rates: [2]\n    prompts: builtin:agentfix/code\n" + extra)
+    with pytest.raises(CampaignError) as info:
+        load_campaign(_campaign(tmp_path, rate))
+    assert said in str(info.value) and "workloads.rate" in str(info.value)
+
+
 def test_written_once_per_run_and_verified_on_resume(tmp_path: Path) -> None:
     c = load_campaign(_campaign(tmp_path, "  rate:\n    rates: [4]\n    requests_per_level: "
                                           "5\n"))
