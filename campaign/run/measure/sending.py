@@ -105,8 +105,9 @@ def send_problems(level: LevelResult, max_send_lag_ms: float) -> list[str]:
     out: list[str] = []
     if offered and achieved is not None and achieved < MIN_ACHIEVED * offered:
         out.append(
-            f"the load generator sent {achieved / offered:.0%} of the offered "
-            f"{offered:.3g} req/s ({achieved:.3g} req/s): the level measured the "
+            f"the load generator sent {achieved:.3g} req/s, {achieved / offered:.0%} of "
+            f"the {offered:.3g} req/s its schedule offers (the rate of the schedule's own "
+            "arrivals, drawn around the level's): the level measured the "
             "client, not the server; lower the rate, raise workloads.rate.max_concurrency "
             "if the cap was reached, or give AIPerf more CPU (a quieter host)")
     if lag is not None and lag > max_send_lag_ms:

@@ -110,7 +110,8 @@ def test_every_arm_replays_the_registered_schedule(tmp_path: Path, listener: int
     sent = rows[(rows.level == "r40") & (rows.metric == "achieved_rate")]
     assert not sent.valid.any()
     r40 = [e for e in passes if e["name"] == "rate-r40"]
-    assert all(e["fault"] == "lane" and any("sent 10% of the offered" in p for p in e["problems"])
+    assert all(e["fault"] == "lane" and any("10% of the" in p and "its schedule offers" in p
+                                              for p in e["problems"])
                for e in r40), r40[0]["problems"]
     # a session class's file too: the sha256 of the bytes replayed, the same on each arm
     shas = {e.get("schedule_sha256") for e in passes if e["workload"] == "sessions"}

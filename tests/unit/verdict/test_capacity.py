@@ -90,7 +90,7 @@ def test_tidy_adds_the_capacity_cell_per_pair_and_arm_with_censoring() -> None:
 
 
 def test_an_invalid_rate_level_does_not_count() -> None:
-    lag = "the load generator sent 61% of the offered 16 req/s"
+    lag = "the load generator sent 9.8 req/s, 61% of the 16 req/s its schedule offers"
     df = _frame({(1, "control"): {4: 0.99, 8: 0.95, 16: lag},
                  (1, "cand"): {4: 0.99, 8: 0.95, 16: 0.50}})
     cell = td.tidy_tables(df)["r"].cells[CELL]
@@ -99,7 +99,7 @@ def test_an_invalid_rate_level_does_not_count() -> None:
 
 
 def test_an_arm_with_fewer_than_two_valid_levels_has_no_capacity_with_the_reason() -> None:
-    lag = "the load generator sent 61% of the offered 16 req/s"
+    lag = "the load generator sent 9.8 req/s, 61% of the 16 req/s its schedule offers"
     df = _frame({(1, "control"): {8: 0.95, 16: lag}, (1, "cand"): {8: 0.95, 16: 0.5}})
     cell = td.tidy_tables(df)["r"].cells[CELL]
     assert "control" not in cell.values.get(1, {})
@@ -201,7 +201,7 @@ def test_a_capacity_rule_checks_its_guardrails_at_the_rate_levels() -> None:
 def test_capacity_rows_join_a_passes_frame_for_readers_of_raw_rows() -> None:
     """`watch` and `plan` read counting rows, not tables: the same capacities as rows of
     the frame, the censoring mark and a missing capacity's reason in `reason`."""
-    lag = "the load generator sent 61% of the offered 16 req/s"
+    lag = "the load generator sent 9.8 req/s, 61% of the 16 req/s its schedule offers"
     df = _frame({(1, "control"): {4: 0.99, 8: 0.95, 16: 0.50},
                  (1, "cand"): {4: 0.99, 8: 0.97, 16: 0.95},
                  (2, "control"): {8: 0.95, 16: lag}, (2, "cand"): {8: 0.95, 16: 0.5}})
