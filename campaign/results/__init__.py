@@ -7,6 +7,7 @@
     `signing`       a registration signed before the first boot (`--sign-key`)
     `registration`  `preregistration.json`, the results schema versions and their migrations
     `integrity`     the copies a run folder keeps of one fact, checked against each other
+    `replayed`      the replayed schedules (rate levels, traces) against their registration
     `structure`     what a folder holds beyond its registration: named, never judged
     `passescsv`     passes.csv read back and checked against the journal
     `redos`         pairs measured again: which attempt counts, and why

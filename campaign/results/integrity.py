@@ -13,8 +13,9 @@ disagree, this module says which ones and where; it does not guess which was edi
   another run's (another campaign, another time of registration), not this one's edited:
   `load_run` refuses it, `verify` fails `copies` with it;
 - `verify_run`: everything, for `spec-ab verify` — the chain walked line by line, every
-  row of `passes.csv` against the journal, the registration's own hashes, and the run's
-  digest against one kept outside the folder (`--digest`).
+  row of `passes.csv` against the journal, the registration's own hashes, the replayed
+  schedules against their registered SHA-256 (`replayed`), and the run's digest against
+  one kept outside the folder (`--digest`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from campaign.campaignfile.yamlread import read_yaml
 from campaign.errors import ResultsError, SpecError, UsageError
-from campaign.results import chain, damage, signing, structure
+from campaign.results import chain, damage, replayed, signing, structure
 from campaign.results import journal as jr
 from campaign.results import passescsv as pc
 from campaign.results.registration import FILE_NAME, Registration
@@ -261,6 +262,9 @@ def verify_run(run_dir: Path, expected_digest: str | None = None, *,
     checks.append(Check("structure", *structure.check(
         run_dir, registration.rule, registration.levels is not None, events,
         jr.base_dir_of([first]))))
+    replay = replayed.check(run_dir, registration.schedules, first, events)
+    if replay is not None:  # a run replaying schedules (rate levels, traces)
+        checks.append(Check("schedules", replay.ok, replay.text()))
     checks.append(_signature_check(run_dir, events, allowed_signers, signer))
     if want is not None:
         checks.append(_digest_check(walk, want))

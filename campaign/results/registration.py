@@ -26,7 +26,10 @@ carries a `schema_version` carries the same number):
        verdict reads the levels from campaign.yaml and judges guardrails against the
        campaign's band, as before. Registrations made since the journal is chained
        also carry `journal_chain` (`results.chain`): the run's journal must be chained
-       (an added key, not a new schema: absent, the run reads as before).
+       (an added key, not a new schema: absent, the run reads as before). A run that
+       replays schedules (rate levels, traces: `run.measure.arrivals`) registers each
+       one's SHA-256 (`schedules`, name → sha256, under `values_sha256` too); a run
+       without them writes no such key, byte for byte the file it wrote before.
 
 Reading a directory of an older schema never rewrites it: `update_to_<N>` turns the
 version N-1 document into version N in memory, one step at a time, and remembers the
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,16 +65,19 @@ def rule_hash(rule: dict[str, Any]) -> str:
 
 def values_hash(rule: dict[str, Any], drift_band: float, arms: list[str],
                 levels: RegisteredLevels | None = None,
-                guardrail_bands: Sequence[float] | None = None) -> str:
+                guardrail_bands: Sequence[float] | None = None,
+                schedules: Mapping[str, str] | None = None) -> str:
     """sha256 of every value a verdict depends on: the rule, the resolved drift band, the
     arms in their order and (schema 3) the resolved levels and each guardrail's resolved
-    band, as canonical JSON. A value registered later is one more key of this document
-    (absent: the older hash)."""
+    band, and the replayed schedules' sha256, as canonical JSON. A value registered later
+    is one more key of this document (absent: the older hash)."""
     doc: dict[str, Any] = {"arms": list(arms), "drift_band": float(drift_band), "rule": rule}
     if levels is not None:
         doc["levels"] = levels.model_dump(mode="json")
     if guardrail_bands is not None:
         doc["guardrail_bands"] = [float(b) for b in guardrail_bands]
+    if schedules:
+        doc["schedules"] = dict(schedules)
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -231,6 +237,13 @@ class Registration(BaseModel):
         "registered before the registration recorded it)."
     )
 
+    schedules: dict[str, str] | None = Field(
+        None, description="The SHA-256 of each schedule the run replays (a rate level's, a "
+        "trace's copy: `schedules/<name>.jsonl`), name → sha256, as the journal's "
+        "`registered` line holds them (None: the run replays none; the key is then not "
+        "written)."
+    )
+
     _written_version: int = PrivateAttr(RESULTS_SCHEMA_VERSION)
     _file_sha256: str | None = PrivateAttr(None)
     """SHA-256 of the file's bytes as read (`load`): what the journal's first line is
@@ -248,10 +261,13 @@ class Registration(BaseModel):
     @classmethod
     def new(cls, rule: dict[str, Any], *, campaign: str, arms: list[str], drift_band: float,
             registered_at: str, levels: RegisteredLevels | None = None,
-            guardrail_bands: Sequence[float] | None = None) -> Registration:
+            guardrail_bands: Sequence[float] | None = None,
+            schedules: Mapping[str, str] | None = None) -> Registration:
         """The registration of a rule now (hashes it, stamps this spec-ab's version);
         `levels`: the campaign's resolved cells (`registered_levels`); `guardrail_bands`:
-        each guardrail's resolved band (`verdict.aa.checked_guardrail_bands`)."""
+        each guardrail's resolved band (`verdict.aa.checked_guardrail_bands`);
+        `schedules`: each replayed schedule's sha256 (`run.measure.arrivals`; none or
+        empty: not registered)."""
         bands = None if guardrail_bands is None else [float(b) for b in guardrail_bands]
         # a fixed design without an SLO registers as it did before sequential designs and
         # SLOs existed (its hash unchanged)
@@ -261,8 +277,10 @@ class Registration(BaseModel):
             rule["slo"] = {k: v for k, v in rule["slo"].items() if k != "target"}
         return cls(campaign=campaign, registered_at=registered_at, arms=arms, rule=rule,
                    drift_band=drift_band, sha256=rule_hash(rule), tool_version=__version__,
-                   values_sha256=values_hash(rule, drift_band, arms, levels, bands),
-                   levels=levels, guardrail_bands=bands, journal_chain=CHAIN_VERSION)
+                   values_sha256=values_hash(rule, drift_band, arms, levels, bands,
+                                             schedules),
+                   levels=levels, guardrail_bands=bands, journal_chain=CHAIN_VERSION,
+                   schedules=dict(schedules) if schedules else None)
 
     @property
     def file_sha256(self) -> str | None:
@@ -304,11 +322,13 @@ class Registration(BaseModel):
         gbands = None if self.guardrail_bands is None else tuple(self.guardrail_bands)
         if self.values_sha256 is None:  # schema 1: the rule only
             return Verified(band, arms, levels, gbands)
-        if values_hash(self.rule, band, list(arms), levels, gbands) == self.values_sha256:
+        sched = self.schedules
+        if values_hash(self.rule, band, list(arms), levels, gbands,
+                       sched) == self.values_sha256:
             return Verified(band, arms, levels, gbands)
         levels_now = None if campaign is None else registered_levels(campaign)
         for b, a, lv in self._candidates(campaign_arms, levels_now):
-            if values_hash(self.rule, b, list(a), lv, gbands) != self.values_sha256:
+            if values_hash(self.rule, b, list(a), lv, gbands, sched) != self.values_sha256:
                 continue
             edits = []
             if b != band:
@@ -318,8 +338,10 @@ class Registration(BaseModel):
             if lv != levels:
                 edits.append("levels (registered: as the frozen campaign resolves them)")
             return Verified(b, a, lv, gbands, tuple(edits))
+        what = ("the drift band, the arms, the levels or the schedules" if sched
+                else "the drift band, the arms or the levels")
         raise ResultsError(
-            f"{path}: the drift band, the arms or the levels do not match values_sha256 — "
+            f"{path}: {what} do not match values_sha256 — "
             "the file was changed after registration and the registered values cannot be "
             "recovered, so no verdict can claim to be pre-registered",
             hint="restore the file from a backup, or re-run the campaign",
@@ -350,7 +372,10 @@ class Registration(BaseModel):
 
     def save(self, path: Path) -> None:
         """Write the file atomically; an existing file is never replaced."""
-        text = json.dumps(self.model_dump(mode="json"), indent=2, default=str) + "\n"
+        doc = self.model_dump(mode="json")
+        if doc.get("schedules") is None:  # a run replaying none: the file as before
+            doc.pop("schedules", None)
+        text = json.dumps(doc, indent=2, default=str) + "\n"
         atomic_write(path, text, overwrite=False)
         self._file_sha256 = hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -7,8 +7,9 @@ typed `RunDir`s (what `report` and `noise` consume).
       campaign.yaml          frozen copy of the campaign file, byte for byte; read back
                              through `campaign.campaignfile.load_campaign` (named files unchecked)
       preregistration.json   the rule + its sha256, the resolved drift band, the arms, the
-                             rule's cells with `*` resolved (`levels`) and `values_sha256`
-                             over them all: written before the first slot
+                             rule's cells with `*` resolved (`levels`), the replayed
+                             schedules' sha256 (`schedules`, when there are any) and
+                             `values_sha256` over them all: written before the first slot
                              (`registration.Registration`); `load_run` checks them
       manifest.json          versions, host, GPU facts, image digests, file hashes, env
       journal.jsonl          append-only event log (the source of truth for resume); its
@@ -16,6 +17,9 @@ typed `RunDir`s (what `report` and `noise` consume).
       passes.csv             one tidy row per pass × level × metric (`PASS_COLUMNS`,
                              rebuilt from the journal after every pass, atomically);
                              `load_run` checks it against the journal (`pc.reconcile`)
+      schedules/<name>.jsonl each schedule a rate level or a trace replays on both arms
+                             (`run.measure.arrivals`), its sha256 registered; `spec-ab
+                             verify` checks them (`replayed`)
       pairs/<NN>/<arm>/      server.log, metrics-*.prom, captures/, passes/<pass>/ (AIPerf)
 
 A pair redone after a crash keeps its earlier, half-finished folders and writes the new
@@ -35,7 +39,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,13 +133,16 @@ class RunStore:
 
     def register(self, rule: dict[str, Any], *, campaign: str, arms: list[str],
                  drift_band: float, levels: RegisteredLevels | None = None,
-                 guardrail_bands: Sequence[float] | None = None) -> str:
+                 guardrail_bands: Sequence[float] | None = None,
+                 schedules: Mapping[str, str] | None = None) -> str:
         """Write preregistration.json (never replaced). Returns the rule's hash. `levels`:
         the rule's cells resolved (`registration.registered_levels`); `guardrail_bands`:
-        each guardrail's band resolved (`verdict.aa.checked_guardrail_bands`)."""
+        each guardrail's band resolved (`verdict.aa.checked_guardrail_bands`);
+        `schedules`: the sha256 of each schedule the run replays (`arrivals.
+        write_schedules`, name → sha256; none: the file as a run without them wrote it)."""
         reg = Registration.new(rule, campaign=campaign, arms=arms, drift_band=drift_band,
                                registered_at=iso(self.clock()), levels=levels,
-                               guardrail_bands=guardrail_bands)
+                               guardrail_bands=guardrail_bands, schedules=schedules)
         reg.save(self.run_dir / "preregistration.json")
         return reg.sha256
 

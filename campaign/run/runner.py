@@ -93,16 +93,18 @@ def start_run(campaign: Campaign, campaign_text: bytes, out_root: Path,
         raise storage_error(exc, "the run directory", out_root) from exc
     try:
         rule = campaign.preregistration.model_dump(mode="json", by_alias=True)
+        # the schedules first: their sha256 are registered with the rule
+        schedules = arrivals.write_schedules(store.run_dir, campaign)
         digest = store.register(rule, campaign=campaign.name, arms=campaign.arm_names,
                                 drift_band=band, levels=registered_levels(campaign),
-                                guardrail_bands=guardrail_bands)
+                                guardrail_bands=guardrail_bands, schedules=schedules)
         store.write_manifest(facts)
-        schedules = arrivals.write_schedules(store.run_dir, campaign)
-        store.journal_registered(sha256=digest, campaign_path=str(campaign.source),
-                      **({"schedules": schedules} if schedules else {}),
-                      base_dir=str(campaign.base_dir), lane=campaign.lane,
-                      **({"lanes": campaign.lane_names} if campaign.sharded else {}),
-                      **({"exploratory": exploratory} if exploratory else {}))
+        store.journal_registered(
+            sha256=digest, campaign_path=str(campaign.source),
+            **({"schedules": schedules} if schedules else {}),
+            base_dir=str(campaign.base_dir), lane=campaign.lane,
+            **({"lanes": campaign.lane_names} if campaign.sharded else {}),
+            **({"exploratory": exploratory} if exploratory else {}))
         store.rebuild_passes_csv()
         if sign_key is not None:
             signing.sign_registration(store.run_dir, sign_key)

@@ -96,6 +96,9 @@ def test_every_arm_replays_the_registered_schedule(tmp_path: Path, listener: int
     events = [json.loads(x) for x in (store.run_dir / "journal.jsonl").read_text().splitlines()]
     registered = events[0]["schedules"]
     assert sorted(registered) == ["rate-r4", "rate-r40"]
+    # registered with the rule, before the first boot, as the journal's first line says
+    prereg = json.loads((store.run_dir / "preregistration.json").read_text())
+    assert prereg["schedules"] == registered
     for name, sha in registered.items():
         data = (store.run_dir / "schedules" / f"{name}.jsonl").read_bytes()
         assert hashlib.sha256(data).hexdigest() == sha
