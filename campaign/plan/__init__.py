@@ -3,6 +3,8 @@
     `campaign`    the whole plan of one campaign: the table, the recommendation, the rest
     `kernel`      Monte Carlo rates, the rule as arrays, the flags' tests vectorised
     `simulate`    simulated campaigns under a noise model: draws, decisions, adoption rates
+    `noiserun`    the primary's noise read from a run (`--noise`; capacity at SLO from its
+                  rate levels)
     `guards`      guardrails in the plan, on their own noise
     `sequential`  a sequential design with its guardrails, beside the rule alone and the
                   fixed design

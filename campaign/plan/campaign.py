@@ -49,6 +49,7 @@ from campaign.plan.kernel import (
     rule_spec,
 )
 from campaign.plan.lanes import LaneRow, lane_rows, unequal_row
+from campaign.plan.noiserun import aa_noise, run_noise
 from campaign.plan.sequential import SeqPlan, plan_sequential
 from campaign.plan.simulate import (
     Draws,
@@ -63,10 +64,10 @@ from campaign.plan.simulate import (
     flag_rates,
     flags_of,
 )
-from campaign.results.store import load_run
+from campaign.verdict import capacity
 from campaign.verdict import rule as rl
-from campaign.verdict.aa import aa_run_of, is_aa
-from campaign.verdict.noise import NoiseModel, estimate_noise, from_drift
+from campaign.verdict.aa import aa_run_of
+from campaign.verdict.noise import NoiseModel, from_drift
 from campaign.verdict.rule import FAILURE_METRICS
 from campaign.verdict.showable import guard_cells, other_cells, relative
 
@@ -251,29 +252,16 @@ def noise_for(campaign: Campaign, *, noise_run: Path | None, drift: float | None
         raise UsageError("give --noise RUN_DIR or --drift, not both")
     metric = campaign.preregistration.primary_metric
     workloads = sorted({dc.workload for dc in campaign.preregistration.decision_cells})
+    target = capacity.slo_target(campaign.preregistration)  # capacity at SLO's reading
     if noise_run is not None:
-        return _run_noise(noise_run, metric, workloads)
+        return run_noise(noise_run, metric, workloads, target)
     if drift is not None:
         return from_drift(drift)
     aa_run = aa_run_of(campaign)
     if aa_run is not None:
-        return estimate_noise(aa_run, metric=metric, workloads=workloads).model
+        return aa_noise(aa_run, metric, workloads, target)
     return from_drift(band, source=f"assumed (no --noise or --drift): per-boot drift sd = the "
                       f"drift band {band:.1%}, within-pass sd 1.0%, no trend across the window")
-
-
-def _run_noise(run_dir: Path, metric: str, workloads: Sequence[str]) -> NoiseModel:
-    """The primary's noise measured on `run_dir`: every arm of an A/A run, the control's
-    passes of any other run of the lane (its candidates' would count their change as
-    noise)."""
-    data = load_run(run_dir)
-    if data.campaign is None or is_aa(data.campaign, data.campaign.arm_names):
-        return estimate_noise(data, metric=metric, workloads=workloads).model
-    control = data.campaign.arm_names[0]
-    own = dataclasses.replace(data, passes=data.passes[data.passes["arm"] == control])
-    model = estimate_noise(own, metric=metric, workloads=workloads).model
-    return dataclasses.replace(model, source=model.source.replace(
-        "measured on A/A run", "measured on run") + f" (its control's passes, {control})")
 
 
 def with_guardrails(spec: RuleSpec, campaign: Campaign, noise_run: Path | None) -> RuleSpec:

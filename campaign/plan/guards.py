@@ -70,7 +70,8 @@ from campaign.verdict.showable import (
 from campaign.verdict.tidy import counting_rows
 
 ASSUMED_REQUESTS = 100.0
-"""Requests per pass assumed where the campaign does not fix them (duration-bound)."""
+"""Requests per pass assumed where the campaign does not fix them (duration-bound, a trace
+or a sessions class: their file's)."""
 HOLDS, UNCLEAR, BROKEN = 0, 1, 2
 
 

@@ -24,6 +24,7 @@ from campaign.errors import ResultsError
 from campaign.results import journal as jr
 from campaign.results.store import RunStore, load_run
 from campaign.run.runtime import Runtime
+from campaign.verdict import capacity
 from campaign.verdict import rule as rl
 from campaign.verdict import tidy as td
 from campaign.verdict.judge import judge_run
@@ -47,7 +48,8 @@ def judge_now(store: RunStore) -> RunVerdict:
     run = load_run(store.run_dir)
     reg = run.registration
     rule = rl.parse_rule(reg.rule, reg.drift_band, tuple(reg.guardrail_bands or ()))
-    table = td.tidy_tables(run.passes).get(run.run_id, td.RunTable(run=run.run_id))
+    table = td.tidy_tables(run.passes, slo_target=capacity.slo_target(reg.rule)).get(
+        run.run_id, td.RunTable(run=run.run_id))  # capacity at the registered SLO target
     levels = reg.levels
     return judge_run(table, rule, reg.arm_order,
                      levels=None if levels is None else levels.decision_levels(),

@@ -26,6 +26,12 @@ approximation: `spec-ab plan` simulates the verdict itself and gives the exact r
 An SLO-attainment guardrail (a share of requests, in points) is assessed the same way on
 the share's own scale (`assess_share`, its section below).
 
+A guardrail's cells are those the report checks it at (`guardrails.guardrail_targets`),
+from the configured workloads (knee levels, agent-fixture classes, rate levels, trace
+names, session classes): a capacity decision cell `(rate, capacity)` stands for the rate
+levels its capacity is read from (`capacity.sweep_cells`). A guardrail whose cells' requests
+are not fixed beforehand (duration-bound, a trace, a sessions class) is not assessed.
+
 Pure and light (math and the standard library's normal distribution, so `check` loads no
 scipy); reads a validated `Campaign`, no I/O. `guardrails` takes its defaults from here.
 """
@@ -40,7 +46,7 @@ from statistics import NormalDist
 from campaign import catalog
 from campaign.campaignfile import Campaign, Guardrail
 from campaign.errors import SpecError
-from campaign.verdict import sampling
+from campaign.verdict import capacity, sampling
 
 DEFAULT_JITTER = {"p50": 0.05, "avg": 0.05, "p90": 0.08, "p95": 0.08, "p99": 0.10}
 """A latency statistic's pass-to-pass sd of ln(value) beyond its requests' sampling, per
@@ -236,15 +242,13 @@ def guard_cells(g: Guardrail, campaign: Campaign,
                 decisions: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """Where `spec-ab report` checks the guardrail (`guardrails.guardrail_targets`), from
     the campaign's configured cells instead of a run's rows."""
-    named = at_decision_cells(g, decisions)
+    named = at_decision_cells(g, capacity.sweep_cells(
+        g.metric, decisions, [("rate", lvl, g.metric) for lvl in _levels(campaign, "rate")]))
     if named is not None:
         return named
-    out = []
-    for w in ("knee", "agentfix", "fidelity"):  # fidelity: not modelled, it holds
-        levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
-        out += [(w, lvl) for lvl in levels if g.workload in ("*", w)
-                and g.level in ("*", lvl) and catalog.has_rows_at(g.metric, w, lvl)]
-    return out
+    return [(w, lvl) for w in (*WORKLOADS, "fidelity")  # fidelity: not modelled, it holds
+            for lvl in _levels(campaign, w) if g.workload in ("*", w)
+            and g.level in ("*", lvl) and catalog.has_rows_at(g.metric, w, lvl)]
 
 
 def other_cells(guards: Sequence[Guardrail], campaign: Campaign,
@@ -264,12 +268,22 @@ def other_cells(guards: Sequence[Guardrail], campaign: Campaign,
     return out
 
 
+WORKLOADS = ("knee", "agentfix", "rate", "sessions", "trace")
+"""The measured workloads whose cells a guardrail is checked at, in the verdict's order
+(`tidy.WORKLOAD_ORDER`)."""
+
+
+def _levels(campaign: Campaign, workload: str) -> list[str]:
+    """A workload's configured levels; a rate sweep's capacity cell (`capacity.LEVEL`)
+    after its rate levels."""
+    levels = campaign.workloads.levels(workload)
+    return [*levels, capacity.LEVEL] if workload == capacity.WORKLOAD and levels else levels
+
+
 def _configured(campaign: Campaign, metric: str) -> list[tuple[str, str]]:
-    out = []
-    for w in ("knee", "agentfix"):
-        levels = campaign.workloads.levels(w) if getattr(campaign.workloads, w) else []
-        out += [(w, lvl) for lvl in levels if catalog.has_rows_at(metric, w, lvl)]
-    return out
+    """Every configured cell of `metric` the verdict checks (not the fidelity pass)."""
+    return [(w, lvl) for w in WORKLOADS for lvl in _levels(campaign, w)
+            if catalog.has_rows_at(metric, w, lvl)]
 
 
 def family_checks(campaign: Campaign, decisions: Sequence[tuple[str, str]]) -> int:
@@ -281,10 +295,16 @@ def family_checks(campaign: Campaign, decisions: Sequence[tuple[str, str]]) -> i
 
 
 def decision_cells(campaign: Campaign) -> list[tuple[str, str]]:
-    """The registered decision cells, `*` expanded to the configured levels."""
+    """The registered decision cells, `*` expanded to the configured levels where the
+    primary metric is measured (as `results.registration.registered_levels` resolves it:
+    capacity at SLO at `(rate, capacity)`, a knee's spec-decode figures at `all`)."""
     cells: list[tuple[str, str]] = []
+    metric = campaign.preregistration.primary_metric
     for dc in campaign.preregistration.decision_cells:
-        levels = campaign.workloads.levels(dc.workload)
+        levels = [lvl for lvl in _levels(campaign, dc.workload)
+                  if catalog.has_rows_at(metric, dc.workload, lvl)]
+        if not levels and campaign.workloads.levels(dc.workload):
+            levels = ["all"]  # a knee's spec-decode figures: around the whole sweep
         for lvl in (levels if dc.level == "*" else [dc.level]):
             if (dc.workload, lvl) not in cells:
                 cells.append((dc.workload, lvl))
@@ -320,7 +340,8 @@ def assess_campaign(campaign: Campaign, registered: Sequence[float | None] = ()
         cells = mine + others[i]
         reqs = requests_at(campaign, mine)
         if reqs is None:
-            continue  # duration-bound passes: their requests are known once measured
+            continue  # duration-bound passes, a trace or a sessions class: their
+            # requests are their schedule's or file's, known to `check`, not to the model
         band = registered[i] if i < len(registered) and not share else None
         if band is None and isinstance(g.drift_band, float | int):
             band = float(g.drift_band)
