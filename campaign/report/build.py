@@ -33,7 +33,7 @@ from campaign.report.model import (
     Report,
     RunReport,
 )
-from campaign.results import bootfail, pool, redos, running, structure
+from campaign.results import bootfail, pool, redos, replayed, running, structure
 from campaign.results.store import RunDir, load_runs, rule_hash, stacked_batch
 from campaign.verdict import aa, capacity
 from campaign.verdict import judge as vd
@@ -188,7 +188,7 @@ def _run_report(run: RunDir, prep: PreparedRule, table: td.RunTable,
         edited_after_registration=prep.edited,
         verdict=verdict,
         aa=_aa_band(run, arms, verdict, table),
-        notes=(*run.notes, *prep.notes, *_redone(run)),
+        notes=(*run.notes, *prep.notes, *_redone(run), *(_replayed(run) if newest else ())),
         registration_edits=run.registration_edits,
         disagreements=run.disagreements,
         journal_sha256=run.journal_sha256,
@@ -463,6 +463,25 @@ def _redone(run: RunDir) -> list[str]:
     if attempts is None or not len(attempts) or attempts.to_numpy().max() <= 1:
         return []
     return [f"redone: {line}" for line in redos.redone_pairs(run.journal)]
+
+
+def _replayed(run: RunDir) -> list[str]:
+    """A note for a run that replays schedules (rate levels, traces): that both arms of
+    each pair replayed the registered bytes, or what breaks it (`results.replayed`, the
+    check `verify` makes) — read from the journal only for such a run."""
+    wl = run.passes["workload"] if "workload" in run.passes.columns else None
+    registered = run.registration.schedules
+    if not registered and (wl is None or not wl.isin(replayed.TIMED).any()):
+        return []
+    events = run.journal
+    found = replayed.check(run.run_dir, registered, events[0] if events else {}, events)
+    if found is None:
+        return []
+    if not found.ok:
+        return [f"schedules: {found.text()}"]
+    return [f"schedules: both arms of each of the {len(found.pairs)} pair(s) replayed the "
+            f"registered bytes ({len(found.registered)} schedule(s), {found.passes} passes; "
+            "`spec-ab verify` checks them)"]
 
 
 def _arms(run: RunDir) -> list[str]:
