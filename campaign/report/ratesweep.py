@@ -6,9 +6,10 @@ highest offered rate whose `slo_attainment` meets `preregistration.slo.target`);
 censored in every pair keeps its mark (`≥` every rate met the target, `<` none did), one
 censored in some pairs says how many. The crossover reads the candidate's judged cells of
 one latency metric at each rate level (the primary metric when it is measured per rate
-level, else TTFT p50): better at the low rates and worse at a higher one means the
-candidate stops paying between the last rate it was better at and the first rate above it
-where it was worse.
+level, else the request latency p50, where drafts pay or cost: a deeper draft may leave the
+first token as it was and change every later one): better at the low rates and worse at a
+higher one means the candidate stops paying between the last rate it was better at and the
+first rate above it where it was worse.
 
 Pure: the run's tidy table and verdict in, a `RateSweep` out; the renderers lay it out.
 """
@@ -25,7 +26,7 @@ from campaign.verdict import capacity as cap
 from campaign.verdict.outcome import CandidateVerdict, Cell, RunVerdict
 from campaign.verdict.tidy import RunTable
 
-CROSSOVER_METRIC = "ttft_p50"
+CROSSOVER_METRIC = "request_latency_p50"
 """The latency a crossover is read on when the primary metric is not one of the sweep's."""
 PLOTTED = ("ttft_p50", "ttft_p99", "slo_attainment")
 """Per rate level and arm, what the sweep's plot draws (from the report's measurements)."""

@@ -3,7 +3,7 @@
 The newest run is judged in full; older runs of a history only where their decision
 needs (`rows_needed`). A capacity at SLO is read from the rate levels' `slo_attainment`
 (`verdict.capacity`): wherever it is needed, so are they. A run with an open-loop rate
-sweep also shows TTFT p50 (the crossover's metric) and its capacity at SLO; one with
+sweep also shows the request latency p50 (the crossover's metric) and its capacity at SLO; one with
 session passes, acceptance per session turn from its journal.
 """
 

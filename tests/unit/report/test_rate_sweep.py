@@ -38,7 +38,8 @@ def _spec(cand_slo: tuple[float, ...] = CAND_SLO
     for i, rate in enumerate(RATES):
         lvl = f"r{rate}"
         spec[("rate", lvl, "slo_attainment")] = [(CONTROL_SLO[i], cand_slo[i])] * 3
-        for metric, scale in (("ttft_p50", 1.0), ("ttft_p99", 2.5)):
+        for metric, scale in (("ttft_p50", 1.0), ("ttft_p99", 2.5),
+                              ("request_latency_p50", 6.0)):
             spec[("rate", lvl, metric)] = [
                 (TTFT[i] * scale * w, TTFT[i] * scale * w * CAND_TTFT[i] * w2)
                 for w, w2 in zip(wiggle, (1.0, 0.995, 1.005), strict=True)]
@@ -86,7 +87,7 @@ def test_markdown_says_each_arms_capacity_and_the_crossover(tmp_path: Path) -> N
     assert (f"capacity at SLO (90% of requests within the SLO), control: {control:.4g} "
             f"req/s (median of 3 pairs, {control:.4g}–{control:.4g})") in text
     assert f"capacity at SLO (90% of requests within the SLO), cand: {cand:.4g} req/s" in text
-    assert ("rate sweep, cand vs control: r2: candidate better (TTFT p50 -18.0%); "
+    assert ("rate sweep, cand vs control: r2: candidate better (latency p50 -18.0%); "
             "r4: better (-15.0%); r8: no clear change (+1.0%); r16: worse (+40.0%): "
             "cand stops paying between 4 and 16 req/s") in text
 
@@ -108,7 +109,7 @@ def test_json_carries_capacity_per_arm_and_the_crossover(tmp_path: Path) -> None
         ("control", round(8 + 8 * 0.03 / 0.53, 4), ""),
         ("cand", round(8 + 8 * 0.05 / 0.65, 4), "")]
     [x] = sweep["crossover"]
-    assert (x["arm"], x["metric"], x["between"]) == ("cand", "ttft_p50", [4.0, 16.0])
+    assert (x["arm"], x["metric"], x["between"]) == ("cand", "request_latency_p50", [4.0, 16.0])
     assert [s["verdict"] for s in x["levels"]] == ["better", "better", "no clear change",
                                                   "worse"]
     decision = [c for c in out["cells"] if c["decision_cell"]]
