@@ -414,7 +414,7 @@ def thin_tails(campaign: Campaign) -> list[ThinTail]:
         for workload in dict.fromkeys(w for w, _ in cells):
             thin: dict[int, list[str]] = {}
             for w, lvl in cells:
-                n = wl.requests_in(w, lvl)
+                n = campaign.requests_in(w, lvl)
                 if w == workload and n is not None and n * (1 - q) < 1 - 1e-9:
                     thin.setdefault(n, []).append(lvl)
             for n, levels in sorted(thin.items()):

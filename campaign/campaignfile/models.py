@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from campaign import catalog
+from campaign.campaignfile import sessions, trace
 from campaign.campaignfile.base import (
     CONTROL,
     NAME_RE,
@@ -446,6 +447,24 @@ class Campaign(Model):
         out._lane_views = dict(views)
         out._lane_chosen = False
         return out
+
+    def requests_in(self, workload: str, level: str) -> int | None:
+        """The requests a pass of (workload, level) sends: `Workloads.requests_in`, and a
+        trace's or a session class's read from its file (the trace's lines; the sessions
+        per pass × the file's user turns per session). None: not known beforehand (a
+        duration-bound pass, a file that cannot be read: `check` says why)."""
+        n = self.workloads.requests_in(workload, level)
+        wl = self.workloads
+        try:
+            if n is None and workload == "trace" and wl.trace and level in wl.trace.files:
+                n = trace.summary(self.resolve(wl.trace.files[level])).requests
+            if (n is None and workload == "sessions" and wl.sessions
+                    and level in wl.sessions.fixtures):
+                info = sessions.read(self.resolve(wl.sessions.fixtures[level]))
+                n = round(wl.sessions.sessions * info.turns_per_session)
+        except (OSError, ValueError):
+            return None
+        return n
 
     def resolve(self, path: Path | str) -> Path:
         """A path from the file: `builtin:NAME` is a file shipped with spec-ab (see

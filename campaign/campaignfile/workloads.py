@@ -423,6 +423,12 @@ class Workloads(Model):
                 whole = ("workloads.rate.duration_s" if self.rate.duration_s is not None
                          else "workloads.rate.requests_per_level")
                 own = [self.rate.requests_field(lvl) for lvl in levels]
+            elif w == "sessions" and self.sessions:
+                whole = "workloads.sessions.sessions"  # one count for every class
+                own = [whole]
+            elif w == "trace" and self.trace:
+                whole = "workloads.trace.files (a longer trace)"
+                own = [f"workloads.trace.files.{lvl} (a longer trace)" for lvl in levels]
             else:
                 continue
             out += [whole] if sorted(levels) == sorted(self.levels(w)) else own

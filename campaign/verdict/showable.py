@@ -365,7 +365,7 @@ def requests_at(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> float |
     known beforehand) or a cell is not request-bound (a fidelity cell)."""
     got: list[float] = []
     for w, lvl in cells:
-        n = campaign.workloads.requests_in(w, lvl)
+        n = campaign.requests_in(w, lvl)
         if n is None:
             return None
         got.append(float(n))
@@ -375,7 +375,7 @@ def requests_at(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> float |
 def fewest_fields(campaign: Campaign, cells: Sequence[tuple[str, str]]) -> str:
     """The fields that give the cells with the fewest requests theirs: what to raise."""
     wl = campaign.workloads
-    counts = {c: wl.requests_in(*c) for c in cells}
+    counts = {c: campaign.requests_in(*c) for c in cells}
     known = [n for n in counts.values() if n is not None]
     if not known:
         return ""

@@ -115,3 +115,19 @@ def test_decision_cells_resolve_as_the_registration_does(
                                 primary=primary))
     assert decision_cells(c) == want
     assert [(x.workload, x.level) for x in registered_levels(c).decision_cells] == want
+
+
+def test_a_guardrail_on_a_session_class_is_assessed_at_its_files_turns(
+        tmp_path: Path) -> None:
+    """A session class's pass sends `sessions` whole sessions, every user turn a request:
+    the design is read at sessions × the file's turns per session (4 × 5.7 ≈ 23 requests
+    for the shipped shell class), not skipped as unknown, and a refusal names the field to
+    raise (`workloads.sessions.sessions`)."""
+    guard = "{metric: ttft_p99, max_worsening: 0.25, workload: sessions, level: shell}"
+    c = load_campaign(_campaign(tmp_path, guard))
+    (shown,) = assess_campaign(c)
+    assert shown.design.requests == c.requests_in("sessions", "shell") == 23
+    assert shown.requests_field == "workloads.sessions.sessions"
+    with pytest.raises(SpecError) as err:
+        refuse_unshowable(c)
+    assert "workloads.sessions.sessions" in str(err.value)
