@@ -19,6 +19,8 @@ TEMPLATES: dict[str, str] = {
     "gb300": "one GB300 station, docker, a candidate patched in by bind mounts",
     "gb10-pair": "two GB10 boxes at TP=2 over Ray (second box via ssh://)",
     "aa": "A/A: the control against itself, to measure the lane's noise",
+    "load": "offered-rate sweeps, a trace and agent sessions on the simulated lane, "
+            "judged on capacity at SLO",
 }
 """Template name → what it is for (the choices of `spec-ab init --template`)."""
 

@@ -254,6 +254,11 @@ def test_templates_match_examples(repo_root: Path) -> None:
         t = (repo_root / "campaign" / "templates" / f"{template}.yaml").read_text()
         e = (repo_root / "examples" / f"{example}.yaml").read_text()
         assert t == e, template
+    # the load template is examples/sim-load.yaml below its own header
+    t = (repo_root / "campaign" / "templates" / "load.yaml").read_text()
+    e = (repo_root / "examples" / "sim-load.yaml").read_text()
+    assert t.startswith("# CAMPAIGN_FILE: ") and e.startswith("# ")
+    assert t[t.index("\nname: "):] == e[e.index("\nname: "):]
     shipped = repo_root / "campaign" / "templates" / "files" / "gb300" / "patches"
     for f in (repo_root / "examples" / "patches").rglob("*.py"):
         assert (shipped / f.relative_to(repo_root / "examples" / "patches")).read_bytes() == \

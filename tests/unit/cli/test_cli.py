@@ -88,7 +88,7 @@ LANE_ONLY = ("/srv/", "image ", "cannot reach docker", "docker: cannot reach",
              "NVIDIA runtime", "nvidia-smi")
 
 
-@pytest.mark.parametrize("template", ["sim", "gb300", "gb10-pair", "aa"])
+@pytest.mark.parametrize("template", ["sim", "gb300", "gb10-pair", "aa", "load"])
 def test_init_template_checks_clean_in_an_empty_folder(tmp_path: Path, template: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Written into an empty folder (not the repository), every template is valid as it
@@ -109,7 +109,7 @@ def test_init_template_checks_clean_in_an_empty_folder(tmp_path: Path, template:
     campaign = load_campaign(tmp_path / "campaign.yaml")
     _, problems = preflight(campaign, in_use=lambda host, port: False)
     problems = [p for p in problems if "AIPerf" not in p]
-    if template in ("sim", "aa"):
+    if template in ("sim", "aa", "load"):
         assert problems == []
     else:
         assert all(any(k in p for k in LANE_ONLY) for p in problems), problems
@@ -205,7 +205,9 @@ def test_help_in_workflow_order_with_plain_flags_and_the_glossary() -> None:
         code, out = invoke(cmd, "--help")
         assert "<bool>" not in out, cmd
     code, out = invoke("init", "--help")
-    assert "<sim|gb300|gb10-pair|aa>" in out
+    assert "<sim|gb300|gb10-pair|aa|lo" in out  # the metavar wraps at 80 columns
+    assert "load: offered-rate sweeps" in " ".join(
+        w for w in out.replace("│", " ").split())
     code, out = invoke("run", "--help")
     assert "--run-dir-file" in out and "unstable" in out
 
@@ -247,7 +249,7 @@ def test_no_nvidia_smi_is_a_warning_when_gpus_are_asked(repo_root: Path,
 
 
 @pytest.mark.parametrize("words, expected", [
-    ("spec-ab init --template ", ["sim", "gb300", "gb10-pair", "aa"]),
+    ("spec-ab init --template ", ["sim", "gb300", "gb10-pair", "aa", "load"]),
     ("spec-ab report x --format ", ["table", "markdown", "json", "html"]),
     ("spec-ab run x --fail-on ", ["loss", "keep-default", "incomplete", "unstable", "undecided",
                                   "not-preregistered"]),
