@@ -367,6 +367,8 @@ class PassDelta:
     tokens: TokenDelta
     spec: SpecDecodeFigures | None
     seconds: float = field(default=0.0)  # wall time between the scrapes
+    queue: Mapping[str, float] = field(default_factory=dict)
+    """`queue_delay_p50` / `queue_delay_p99` (ms) from vLLM's queue-time histogram."""
 
     def as_metrics(self) -> dict[str, float]:
         """The spec-decode figures (without spec-decode counters, the generated tokens) and
@@ -376,13 +378,56 @@ class PassDelta:
                else {"generation_tokens": gen} if gen is not None else {})
         if (rate := self.tokens.prefix_cache_hit_rate) is not None:
             out["prefix_cache_hit_rate"] = rate
-        return out
+        return {**out, **self.queue}
+
+
+QUEUE_TIME = "vllm:request_queue_time_seconds"
+"""vLLM's histogram of the time a request waited before it was first scheduled."""
+
+
+def histogram_quantile(before: Snapshot, after: Snapshot, name: str,
+                       q: float) -> float | None:
+    """The q-quantile of a histogram's observations between two scrapes, as Prometheus'
+    `histogram_quantile` reads it: linear within the bucket that holds the rank, the
+    highest finite bound when the rank falls in `+Inf`. None: no observation, or no such
+    histogram. Raises CounterReset when a bucket went down."""
+    buckets = []
+    for le, end in after.by_label(f"{name}_bucket", "le").items():
+        begin = before.by_label(f"{name}_bucket", "le").get(le, 0.0)
+        if end < begin:
+            raise CounterReset(f"server restarted during the pass: {name} le={le}")
+        buckets.append((float(le), end - begin))
+    buckets.sort()
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def queue_delays(before: Snapshot, after: Snapshot) -> dict[str, float]:
+    """`queue_delay_p50` and `queue_delay_p99` (ms) of the requests a pass scheduled ({}
+    when the server has no queue-time histogram)."""
+    out = {}
+    for metric, q in (("queue_delay_p50", 0.50), ("queue_delay_p99", 0.99)):
+        v = histogram_quantile(before, after, QUEUE_TIME, q)
+        if v is not None:
+            out[metric] = v * 1000.0
+    return out
 
 
 def pass_delta(before: Snapshot, after: Snapshot) -> PassDelta:
     """Token and spec-decode deltas over one pass. Raises CounterReset on a restart."""
     return PassDelta(tokens=token_delta(before, after), spec=spec_decode_delta(before, after),
-                     seconds=max(0.0, after.taken_at - before.taken_at))
+                     seconds=max(0.0, after.taken_at - before.taken_at),
+                     queue=queue_delays(before, after))
 
 
 SERVER_THROUGHPUT = "output_token_throughput_server"

@@ -312,3 +312,35 @@ def test_the_prefix_cache_hit_rate_is_a_figure_of_the_pass() -> None:
         assert "prefix_cache_hit_rate" not in idle  # nothing looked up: no rate
     plain = snap("vllm_nospec.prom")
     assert "prefix_cache_hit_rate" not in m.pass_delta(plain, plain).as_metrics()
+
+
+def _queue_text(counts: dict[str, float]) -> str:
+    lines = ["# TYPE vllm:request_queue_time_seconds histogram"]
+    lines += [f'vllm:request_queue_time_seconds_bucket{{engine="0",le="{le}",'
+              f'model_name="m"}} {n}' for le, n in counts.items()]
+    total = counts["+Inf"]
+    lines += [f'vllm:request_queue_time_seconds_count{{engine="0",model_name="m"}} {total}',
+              f'vllm:request_queue_time_seconds_sum{{engine="0",model_name="m"}} 1.0']
+    return "\n".join(lines) + "\n"
+
+
+def test_queue_delay_is_read_from_the_histograms_buckets_over_the_pass() -> None:
+    """vLLM's queue-time histogram between a pass's two scrapes, as Prometheus'
+    histogram_quantile reads it: 100 requests of the pass, 60 waited ≤ 0.01 s, 30 in
+    (0.01, 0.1], 10 in (0.1, 1]: p50 at 50/60 of the first bucket, p99 at 9/10 of the way
+    through the third; the requests before the pass do not count."""
+    before = m.parse(_queue_text({"0.01": 5, "0.1": 5, "1.0": 5, "+Inf": 5}))
+    after = m.parse(_queue_text({"0.01": 65, "0.1": 95, "1.0": 105, "+Inf": 105}))
+    got = m.queue_delays(before, after)
+    assert got["queue_delay_p50"] == pytest.approx(0.01 * 50 / 60 * 1000)
+    assert got["queue_delay_p99"] == pytest.approx((0.1 + 0.9 * 9 / 10) * 1000)
+    delta = m.pass_delta(before, after)
+    assert delta.as_metrics()["queue_delay_p99"] == pytest.approx(910.0)
+    # no request scheduled during the pass, or no such histogram: nothing said
+    assert m.queue_delays(after, after) == {}
+    assert m.queue_delays(m.parse(""), m.parse("")) == {}
+    # a rank in +Inf: the highest finite bound; a bucket that went down: a restart
+    beyond = m.parse(_queue_text({"0.01": 5, "0.1": 5, "1.0": 5, "+Inf": 105}))
+    assert m.queue_delays(before, beyond)["queue_delay_p50"] == pytest.approx(1000.0)
+    with pytest.raises(m.CounterReset):
+        m.queue_delays(after, before)
