@@ -85,6 +85,8 @@ def test_rate_trace_and_sessions_run_end_to_end(tmp_path: Path) -> None:
             assert m["achieved_rate"] == pytest.approx(m["offered_rate"], rel=0.05)
             assert m["send_lag_p99_ms"] < 100
             assert m["output_tokens"] > 0
+            # the server's queueing, from vLLM's queue-time histogram over the pass
+            assert 0 <= m["queue_delay_p50"] <= m["queue_delay_p99"]
     turns = [e["turns"]["shell"] for e in passes if e["workload"] == "sessions"]
     assert len(turns) == 2  # one per arm
     for entries in turns:
