@@ -201,6 +201,26 @@ def longest_wait_s(level: LevelResult, *, first_token: bool = True) -> float | N
     return None if longest is None else float(longest) / 1000.0
 
 
+def record_metadata(path: Path, phase: str | None = None, *,
+                    profiling: bool = False) -> Iterable[Mapping[str, Any]]:
+    """Each record's `metadata` in a records file, failed requests included (all of them
+    reached the server): of every phase, or of `phase` only; with `profiling`, of the
+    profiling phase only. A torn or foreign line is skipped; an unreadable file gives
+    nothing (OSError, UnicodeDecodeError: the callers say why it matters)."""
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:
+                continue
+            meta = record.get("metadata") if isinstance(record, dict) else None
+            if not isinstance(meta, dict) or _other_phase(meta, phase):
+                continue
+            if profiling and meta.get("benchmark_phase", "profiling") != "profiling":
+                continue
+            yield meta
+
+
 def request_window(path: Path, phase: str | None = None) -> tuple[float, float] | None:
     """(first request sent, last response ended) over every request in a records file,
     failed ones included (all of them reached the server): of every phase, or of `phase`
@@ -211,21 +231,13 @@ def request_window(path: Path, phase: str | None = None) -> tuple[float, float] 
     read."""
     first = last = None
     try:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line) if line.strip() else None
-                except json.JSONDecodeError:
-                    continue
-                meta = record.get("metadata") if isinstance(record, dict) else None
-                if not isinstance(meta, dict) or _other_phase(meta, phase):
-                    continue
-                start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
-                end = meta.get("request_end_ns")
-                if isinstance(start, int) and not isinstance(start, bool):
-                    first = start if first is None else min(first, start)
-                if isinstance(end, int) and not isinstance(end, bool):
-                    last = end if last is None else max(last, end)
+        for meta in record_metadata(path, phase):
+            start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
+            end = meta.get("request_end_ns")
+            if isinstance(start, int) and not isinstance(start, bool):
+                first = start if first is None else min(first, start)
+            if isinstance(end, int) and not isinstance(end, bool):
+                last = end if last is None else max(last, end)
     except (OSError, UnicodeDecodeError):
         return None
     if first is None or last is None:

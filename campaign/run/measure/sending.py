@@ -17,13 +17,13 @@ fault (`passes.check_pass`), never the server's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from campaign.run.measure.loadgen import LevelResult
-from campaign.run.measure.records import records_path
+from campaign.run.measure.records import record_metadata, records_path
 
 MIN_ACHIEVED = 0.95
 """The share of its schedule's own rate a level must be sent at to be valid."""
@@ -44,7 +44,7 @@ def timestamps_ms(path: Path) -> list[float]:
     return out
 
 
-def _line(meta: dict[str, object]) -> int | None:
+def _line(meta: Mapping[str, object]) -> int | None:
     """The schedule line a record's request came from (`conversation_id` `session_<n>`)."""
     conv = meta.get("conversation_id")
     tail = conv.rpartition("_")[2] if isinstance(conv, str) else ""
@@ -56,21 +56,10 @@ def _starts_ns(path: Path, phase: str | None) -> list[tuple[int | None, int]]:
     `credit_issued_ns`), in start order."""
     starts: list[tuple[int | None, int]] = []
     try:
-        with open(path, encoding="utf-8") as lines:
-            for line in lines:
-                try:
-                    record = json.loads(line) if line.strip() else None
-                except json.JSONDecodeError:
-                    continue
-                meta = record.get("metadata") if isinstance(record, dict) else None
-                if not isinstance(meta, dict) or meta.get("benchmark_phase",
-                                                          "profiling") != "profiling":
-                    continue
-                if phase is not None and meta.get("phase_name") != phase:
-                    continue
-                start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
-                if isinstance(start, int) and not isinstance(start, bool):
-                    starts.append((_line(meta), start))
+        for meta in record_metadata(path, phase, profiling=True):
+            start = meta.get("request_start_ns") or meta.get("credit_issued_ns")
+            if isinstance(start, int) and not isinstance(start, bool):
+                starts.append((_line(meta), start))
     except (OSError, UnicodeDecodeError):
         return []
     return sorted(starts, key=lambda x: x[1])
