@@ -126,8 +126,8 @@ def test_deeper_drafts_pay_at_a_light_rate_and_stop_paying_past_saturation(
         tmp_path: Path) -> None:
     """Issue 41's crossover, for real: examples/sim-load.yaml's candidate (4 drafts a step
     against 2, coding-agent prompts) at 4 req/s and at 16 req/s, 3 pairs. Measured here
-    (2026-12-05, the example's 4 rates, 3 pairs): request latency p50 −10.3% at r4
-    (better), +13.3% at r16 (worse); capacity at SLO 34.3 against 24.5 req/s. Each cell's
+    (2026-12-05, the example's 4 rates, 3 pairs): request latency p50 −11.2% at r4
+    (better), +11.0% at r16 (worse); capacity at SLO 34.8 against 32.5 req/s. Each cell's
     verdict is the paired one (a t interval over the pairs: the lane's pair-to-pair spread,
     not an assumption), so the line's words are the verdict's, not the point estimates'.
     With 2 pairs (t on 1 degree of freedom, ×12.7) a loaded host left r4 unclear once."""
@@ -154,7 +154,7 @@ def test_deeper_drafts_pay_at_a_light_rate_and_stop_paying_past_saturation(
                                                                       ("r16", "worse")]
     assert cross["between"] == [4.0, 16.0]
     # each arm's capacity at SLO (at these two rates both may meet it at 16 req/s: then
-    # "≥ 16"; the example's four rates put it at 34.3 against 24.5 req/s, docs/load.md)
+    # "≥ 16"; the example's four rates put it at 34.8 against 32.5 req/s, docs/load.md)
     caps = {c["arm"]: c["value"] for c in sweep["capacity"]}
     assert set(caps) == {"control", "deep"} and None not in caps.values(), caps
     assert caps["deep"] <= caps["control"], caps
