@@ -320,7 +320,7 @@ def _queue_text(counts: dict[str, float]) -> str:
               f'model_name="m"}} {n}' for le, n in counts.items()]
     total = counts["+Inf"]
     lines += [f'vllm:request_queue_time_seconds_count{{engine="0",model_name="m"}} {total}',
-              f'vllm:request_queue_time_seconds_sum{{engine="0",model_name="m"}} 1.0']
+              'vllm:request_queue_time_seconds_sum{engine="0",model_name="m"} 1.0']
     return "\n".join(lines) + "\n"
 
 
