@@ -42,6 +42,20 @@ from campaign import catalog
 CONTROL = "control"
 NAME_RE = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
+
+def level_names(v: dict[str, Any], *, empty: str, what: str, reserved: str = r"[cr][0-9.]+",
+                like: str = "c<N> or r<N>") -> dict[str, Any]:
+    """A workload's named cells (agent-fixture or session classes, traces): at least one
+    (`empty` says what to give), each a `NAME_RE` name that no knee or rate level's name
+    (`reserved`, said as `like`) could be."""
+    if not v:
+        raise ValueError(empty)
+    for name in v:
+        if not re.fullmatch(NAME_RE, name) or re.fullmatch(reserved, name):
+            raise ValueError(f"{what} name {name!r} must be lowercase letters, digits, "
+                             f"'.', '_' or '-' (at most 63) and not like {like}")
+    return v
+
 NUL_TEXT = ("holds a NUL character (\\0): no argument, environment variable or file name can "
             "carry one; remove it")
 

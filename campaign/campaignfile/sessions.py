@@ -12,13 +12,12 @@ classes (`builtin:sessions/coding`, `shell`, `tool_json`). The per-turn figures 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from campaign.campaignfile.base import NAME_RE, Model, Requests, Streams, Tokens
+from campaign.campaignfile.base import Model, Requests, Streams, Tokens, level_names
 
 FORMAT = ('AIPerf multi_turn JSONL: one {"type": "multi_turn", "session_id": "...", '
           '"turns": [{"text": "..."}, ...]} session per line')
@@ -39,13 +38,7 @@ class SessionsWorkload(Model):
     @field_validator("fixtures")
     @classmethod
     def _classes(cls, v: dict[str, Path]) -> dict[str, Path]:
-        if not v:
-            raise ValueError("give at least one session class")
-        for name in v:
-            if not re.fullmatch(NAME_RE, name) or re.fullmatch(r"[cr][0-9.]+", name):
-                raise ValueError(f"class name {name!r} must be lowercase letters, digits, "
-                                 "'.', '_' or '-' (at most 63) and not like c<N> or r<N>")
-        return v
+        return level_names(v, empty="give at least one session class", what="class")
 
     @property
     def levels(self) -> list[str]:

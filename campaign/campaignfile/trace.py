@@ -13,13 +13,12 @@ the registration records; its span drives the estimate (`duration`).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from campaign.campaignfile.base import NAME_RE, Model, Streams
+from campaign.campaignfile.base import Model, Streams, level_names
 
 MAX_BYTES = 50 * 1024 * 1024
 MAX_SPAN_S = 2 * 3600.0
@@ -44,13 +43,7 @@ class TraceWorkload(Model):
     @field_validator("files")
     @classmethod
     def _names(cls, v: dict[str, Path]) -> dict[str, Path]:
-        if not v:
-            raise ValueError("give at least one trace file (name: path)")
-        for name in v:
-            if not re.fullmatch(NAME_RE, name) or re.fullmatch(r"[cr][0-9.]+", name):
-                raise ValueError(f"trace name {name!r} must be lowercase letters, digits, "
-                                 "'.', '_' or '-' (at most 63) and not like c<N> or r<N>")
-        return v
+        return level_names(v, empty="give at least one trace file (name: path)", what="trace")
 
     @property
     def levels(self) -> list[str]:

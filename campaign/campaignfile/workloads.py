@@ -13,7 +13,6 @@ Re-exported by `models` (the models of one file).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -29,12 +28,12 @@ from pydantic import (
 )
 
 from campaign.campaignfile.base import (
-    NAME_RE,
     Model,
     Requests,
     Streams,
     Tokens,
     close_hint,
+    level_names,
     shown,
 )
 from campaign.campaignfile.fidelity import FidelityWorkload
@@ -327,13 +326,8 @@ class AgentfixWorkload(Model):
     @field_validator("fixtures")
     @classmethod
     def _classes(cls, v: dict[str, Path]) -> dict[str, Path]:
-        if not v:
-            raise ValueError("give at least one content class")
-        for name in v:
-            if not re.fullmatch(NAME_RE, name) or (name.startswith("c") and name[1:].isdigit()):
-                raise ValueError(f"class name {name!r} must be lowercase letters, digits, "
-                                 "'.', '_' or '-' (at most 63) and not like c<N>")
-        return v
+        return level_names(v, empty="give at least one content class", what="class",
+                           reserved=r"c[0-9]+", like="c<N>")
 
     @field_validator("requests")
     @classmethod
