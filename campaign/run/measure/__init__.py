@@ -3,6 +3,7 @@
     `passes`       an arm's passes as AIPerf plans, and whether a pass counts
     `loadgen`      AIPerf as a subprocess: command lines, a bounded run, its exports
     `phases`       a knee's levels in one AIPerf process
+    `pacing`       a closed-loop pass's cap and ticker: no core spun waiting for a slot
     `levelchecks`  why a level's numbers cannot be used
     `levelcut`     a multi-level pass's server counters cut at its level boundaries
     `metrics`      vLLM /metrics snapshots, deltas and the spec-decode figures

@@ -48,7 +48,7 @@ from campaign import secrets
 from campaign.errors import PassError
 from campaign.markers import TMPDIR_PREFIX
 from campaign.procgroup import signal_group, stop_group
-from campaign.run.measure import phases, replay
+from campaign.run.measure import pacing, phases, replay
 
 EXPORT_NAME = "profile_export_aiperf.json"
 AIPERF_SUBDIR = "aiperf"
@@ -208,7 +208,8 @@ def corpus_unused_or_unmeasured(plan: PassPlan) -> bool:
 def aiperf_command(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
                    one_process: bool = True) -> list[str]:
     """The AIPerf command line of `plan`, writing into `artifact_dir/aiperf`. Pure. `lean`
-    skips start-up work that changes nothing measured; `one_process` runs a knee that asks
+    spares AIPerf work that changes nothing measured (start-up; a core spun by a closed
+    loop, `pacing`); `one_process` runs a knee that asks
     for it as one AIPerf process (`phases`). Both False: the command lines of earlier
     versions, the "before" of `scripts/bench-runner --compare`."""
     if one_process and phases.applies(plan):
@@ -228,6 +229,8 @@ def aiperf_command(plan: PassPlan, artifact_dir: Path, *, lean: bool = True,
     # Absolute: AIPerf treats a relative name as a Hugging Face hub id.
     cmd += ["--tokenizer", str(Path(plan.tokenizer).absolute())]
     cmd += ["--concurrency", ",".join(str(c) for c in plan.concurrency)]
+    if lean:  # a closed loop that does not spin a core (`pacing`)
+        cmd += pacing.flags(plan.concurrency)
     if plan.requests_per_level is not None:
         cmd += ["--request-count", str(plan.requests_per_level)]
     else:

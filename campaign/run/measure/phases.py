@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from campaign import secrets
+from campaign.run.measure import pacing
 
 CONFIG_NAME = "aiperf-config.yaml"
 """The config, beside the pass's `aiperf.command` (JSON text: YAML reads it as written)."""
@@ -91,7 +92,8 @@ def applies(plan: Plan) -> bool:
 
 def config(plan: Plan, aiperf_dir: Path) -> dict[str, Any]:
     """The AIPerf config of `plan`: every flag of `loadgen.aiperf_command`'s sweep, one
-    profiling phase per level with a pause phase between two levels."""
+    profiling phase per level (a paced closed loop: `pacing`) with a pause phase between
+    two levels."""
     if not applies(plan):
         raise ValueError("not a one-process pass (see phases.applies)")
     assert plan.requests_per_level is not None
@@ -100,8 +102,8 @@ def config(plan: Plan, aiperf_dir: Path) -> dict[str, Any]:
         if i:
             phases.append({"name": f"pause{i}", "kind": "warmup", "type": "constant",
                            "rate": PAUSE_RATE, "duration": PAUSE_S})
-        phases.append({"name": phase_name(c), "kind": "profiling", "type": "concurrency",
-                       "concurrency": c, "requests": plan.requests_per_level})
+        phases.append({"name": phase_name(c), "kind": "profiling", **pacing.phase(c),
+                       "requests": plan.requests_per_level})
     levels = len(plan.concurrency)
     length = {"stddev": 0}
     return {

@@ -7,8 +7,9 @@ AIPerf 0.13, measured here (tests/data/aiperf/replay/): `--input-file F
 (ms; `--fixed-schedule-auto-offset`: the first line at once) with its `text_input` and
 `output_length` (→ `max_completion_tokens`), one record per request in
 `profile_export.jsonl` with `credit_issued_ns` and `request_start_ns`. A sessions class
-replays its `multi_turn` file turn by turn, closed loop: `--conversation-num N` sends N
-whole sessions (each record names its `conversation_id` and `turn_index`). `--concurrency N`
+replays its `multi_turn` file turn by turn, a closed loop (paced, `pacing`):
+`--conversation-num N` sends N whole sessions (each record names its `conversation_id`
+and `turn_index`). `--concurrency N`
 caps the requests in flight and names the level's phase (`input_config.phases`), which is
 how the export's level is read (`loadgen.parse_export`). `--prompt-corpus random` is
 refused for a trace format (its loader synthesises prompt text from a corpus), and the
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Protocol
+
+from campaign.run.measure import pacing
 
 TIMED = ("rate", "trace")
 """The pass kinds that replay a file at its timestamps (open loop)."""
@@ -91,7 +94,7 @@ def _sessions_args(plan: ReplayPlan, aiperf_dir: Path) -> list[str]:
             "--concurrency", str(plan.concurrency[0]),
             "--input-file", str(Path(plan.input_file).absolute()),
             "--custom-dataset-type", "multi_turn",
-            "--conversation-num", str(plan.requests_per_level),
+            "--conversation-num", str(plan.requests_per_level), *pacing.flags(plan.concurrency),
             "--osl", str(plan.output_tokens), "--osl-stddev", "0",
             "--extra-inputs", "ignore_eos:true",
             "--extra-inputs", f"min_tokens:{plan.output_tokens}", *_tail(plan, aiperf_dir)]

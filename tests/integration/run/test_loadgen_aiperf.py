@@ -124,3 +124,37 @@ def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
     assert level.metrics["output_tokens"] == 8 * 16
 
 
+
+
+def test_a_paced_closed_loop_keeps_its_cap_full_and_never_above_it(
+        tmp_path: Path, tokenizer_dir: Path, repo_root: Path) -> None:
+    """`pacing`, for real: the agent-fixture pass at 3 streams goes out as AIPerf's cap
+    behind a 1,000 req/s ticker, and its records show what a closed loop of 3 is: never
+    more than 3 in flight, 3 in flight between the first fill and the drain, and a freed
+    slot refilled within a few ticks (median; a loaded host may delay one)."""
+    from campaign.run.measure import records
+    from campaign.sim.testing import sim_env
+
+    running_sim = _sim_or_skip()
+    with running_sim(env=sim_env(time_scale=20, seed=1)) as sim:
+        plan = _sim_plan(sim.base_url, tokenizer_dir, name="agentfix-prose", kind="agentfix",
+                         concurrency=(3,), requests_per_level=15, input_tokens=None,
+                         input_file=repo_root / "fixtures" / "agentfix" / "prose.jsonl")
+        outcome = loadgen.run_pass(plan, tmp_path / "agentfix")
+    assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
+    command = (tmp_path / "agentfix" / loadgen.COMMAND_NAME).read_text()
+    assert "--concurrency 3 --request-rate 1000 --arrival-pattern constant" in command
+    [level] = outcome.levels
+    spans = sorted((m["request_start_ns"], m["request_end_ns"])
+                   for m in records.record_metadata(records.records_path(level)))
+    assert len(spans) == 15
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    in_flight, most = 0, 0
+    for _, step in events:
+        in_flight += step
+        most = max(most, in_flight)
+    assert most == 3, most  # the cap, reached and never passed
+    ends = sorted(e for _, e in spans)
+    starts = [s for s, _ in spans][3:]  # each start after the first fill refills a slot
+    gaps_ms = sorted((s - max(e for e in ends if e <= s)) / 1e6 for s in starts)
+    assert gaps_ms[len(gaps_ms) // 2] < 20, gaps_ms

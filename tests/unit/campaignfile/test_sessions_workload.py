@@ -41,6 +41,8 @@ def test_each_class_is_a_cell_and_a_pass_of_whole_sessions(tmp_path: Path) -> No
     assert (f"--input-file {tmp_path / 's.jsonl'} --custom-dataset-type multi_turn "
             "--conversation-num 12") in joined
     assert "--concurrency 3 " in joined and "--request-count" not in cmd
+    # a closed loop of sessions, paced (`pacing`): no core spun waiting for a slot
+    assert "--request-rate 1000 --arrival-pattern constant" in joined
     assert "--osl 40 --osl-stddev 0 --extra-inputs ignore_eos:true --extra-inputs " \
            "min_tokens:40" in joined
     # 12 sessions of 2 turns, 40 tokens each, 3 at a time: 8 waves of 0.4 s at 100 tok/s

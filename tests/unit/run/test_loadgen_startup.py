@@ -30,8 +30,12 @@ def warmup_plan() -> loadgen.PassPlan:
 
 
 def without_corpus(cmd: list[str]) -> list[str]:
-    i = cmd.index("--prompt-corpus")
-    return cmd[:i] + cmd[i + 2:]
+    """`cmd` without the corpus and the closed loop's pacing (`pacing`, tested there)."""
+    for name in ("--prompt-corpus", "--request-rate", "--arrival-pattern"):
+        if name in cmd:
+            i = cmd.index(name)
+            cmd = cmd[:i] + cmd[i + 2:]
+    return cmd
 
 
 @pytest.mark.parametrize("make", [file_plan, warmup_plan])
@@ -51,7 +55,7 @@ def test_knee_keeps_the_default_corpus(tmp_path: Path) -> None:
     plan = make_plan()
     assert plan.input_file is None and plan.kind == "knee"
     assert not loadgen.corpus_unused_or_unmeasured(plan)
-    assert loadgen.aiperf_command(plan, tmp_path, lean=True) == \
+    assert without_corpus(loadgen.aiperf_command(plan, tmp_path, lean=True)) == \
         loadgen.aiperf_command(plan, tmp_path, lean=False)
     assert "--prompt-corpus" not in loadgen.aiperf_command(plan, tmp_path)
 
@@ -90,7 +94,8 @@ def aiperf_resolved(cmd: list[str]) -> list[dict[str, Any]]:
 def test_aiperf_reads_the_lean_file_pass_as_the_same_run(tmp_path: Path) -> None:
     """AIPerf's own parser: the lean and the old command line of a file pass resolve to
     the same run (same file, format, seed, requests, concurrency, output length) except
-    the corpus, which a single-turn file does not use."""
+    the corpus, which a single-turn file does not use, and the pacing of its closed loop
+    (`pacing`: the same cap of 4 in flight behind a 1,000 req/s ticker)."""
     pytest.importorskip("aiperf")
     plan = file_plan()
     lean = aiperf_resolved(loadgen.aiperf_command(plan, tmp_path, lean=True))
@@ -99,6 +104,10 @@ def test_aiperf_reads_the_lean_file_pass_as_the_same_run(tmp_path: Path) -> None
     assert lean[0]["datasets"][0]["prompts"]["corpus"] == "random"
     assert old[0]["datasets"][0]["prompts"] is None  # AIPerf's default corpus
     lean[0]["datasets"][0]["prompts"] = None
+    [paced], [spun] = lean[0].pop("phases"), old[0].pop("phases")
+    assert (paced["type"], paced["rate"], spun["type"]) == ("constant", 1000.0, "concurrency")
+    assert {k: paced[k] for k in ("concurrency", "requests", "kind")} == \
+        {k: spun[k] for k in ("concurrency", "requests", "kind")}
     assert lean == old
     assert lean[0]["datasets"][0]["path"] == str(FIXTURE)
-    assert lean[0]["phases"][0]["concurrency"] == 4
+    assert paced["concurrency"] == 4
