@@ -295,8 +295,8 @@ CASES = [
          ("cannot write to standard output: No space left on device",), streams=True),
     Case("stdout-full-json", lambda t: f"{{py}} report {_run_dir(t)} -f json >/dev/full", 3,
          ("cannot write to standard output",), streams=True),
-    Case("stdout-full-plan-json", lambda t: f"{{py}} plan {SIM_YAML} --format json "
-         ">/dev/full", 3, ("cannot write to standard output",), streams=True),
+    Case("stdout-full-plan-json", lambda t: f"{{py}} plan {SIM_YAML} --sims 100 "
+         "--format json >/dev/full", 3, ("cannot write to standard output",), streams=True),
     Case("stdout-full-help", lambda t: "{py} --help >/dev/full", 3,
          ("cannot write to standard output",), streams=True),
     Case("stdout-ascii", lambda t: f"{{py}} report {_run_dir(t)}", 0,
@@ -304,14 +304,14 @@ CASES = [
     Case("stdout-ascii-markdown", lambda t: f"{{py}} report {_run_dir(t)} -f markdown", 0,
          ("# Decision: ADOPT",), env=(("PYTHONIOENCODING", "ascii"),), streams=True),
     Case("stdout-broken-pipe-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
-         "| head -1", 0, ("plan sim-adaptive",), streams=True),
+         "--sims 100 | head -1", 0, ("plan sim-adaptive",), streams=True),
     Case("stdout-broken-pipe-report", lambda t: f"set -o pipefail; {{py}} report "
          f"{_run_dir(t)} -f markdown | head -1", 0, ("# Decision",), streams=True),
     # `| true`: the reader is gone before the first line; the command still finishes
     Case("stdout-reader-gone-run", lambda t: f"set -o pipefail; {{py}} run {SIM_YAML} "
          "--dry-run | true", 0, streams=True),
     Case("stdout-reader-gone-plan", lambda t: f"set -o pipefail; {{py}} plan {SIM_YAML} "
-         "| true", 0, streams=True),
+         "--sims 100 | true", 0, streams=True),
     Case("stdout-reader-gone-report-json", lambda t: f"set -o pipefail; {{py}} report "
          f"{_run_dir(t)} -f json | true", 0, streams=True),
     # 6. one run given twice
