@@ -196,3 +196,24 @@ def censored_words(data: Any, control: str, arm: str) -> str:
                          f"{len(at_most)} pair(s): its capacity there is below the lowest "
                          "rate (<), extrapolated as rate × share ÷ target")
     return ("capacity censored: " + "; ".join(parts)) if parts else ""
+
+
+BEYOND = "both arms met the SLO target at every rate measured"
+"""How a capacity cell's sentence begins when the sweep stopped short of both arms'
+capacity (`beyond_the_sweep`): the verdict's headline quotes it instead of a change."""
+
+
+def beyond_the_sweep(data: Any, control: str, arm: str,
+                     complete: Sequence[tuple[int, float, float]]) -> str:
+    """The cell's first words when the sweep stopped short of both arms' capacity in every
+    complete pair (both `≥` the top rate: the same censored value, a +0.0% that measures
+    nothing); "" otherwise."""
+    if not data.bounds or not complete:
+        return ""
+    if any(data.bounds.get(pair, {}).get(who) != "≥" for pair, _, _ in complete
+           for who in (control, arm)):
+        return ""
+    top = fmt_value(max(max(x, y) for _, x, y in complete), METRIC) + " req/s"
+    return (f"{BEYOND}, up to {top}, in each of the {len(complete)} pair(s): the sweep "
+            f"stops short of either capacity (both ≥ {top}), so it cannot show a change; "
+            f"register rates above {top} (workloads.rate.rates)")

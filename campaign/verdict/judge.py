@@ -110,6 +110,8 @@ def judge_cell(
             if decision and p is not None and pairs and rule.prereg.sequential else None)
     verdict, first = _label(p, data, rule, ctx, decision=decision, direction=direction,
                             kind=kind, not_applicable=not_applicable, left=left, look=look)
+    if data.bounds and (short := capacity.beyond_the_sweep(data, control, arm, complete)):
+        first = first.split(":", 1)[0] + ": " + short  # its label's word, then why
     reasons = [first, *notes]
     if p is not None and p.ci is None:
         reasons.append("one pair: no confidence interval (nothing to estimate spread from)")

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from campaign.fmt import abs_pct, fmt_gain
+from campaign.verdict import capacity
 from campaign.verdict import stats as st
 from campaign.verdict.outcome import CandidateVerdict, Cell
 from campaign.verdict.rule import (
@@ -155,6 +156,9 @@ def below_bar_sentence(cv: CandidateVerdict, rule: Rule, candidates: int = 1) ->
         assert c.stats is not None
         where = f"{c.where}: " if len(dec) > 1 else ""
         observed = fmt_gain(c.change or 0.0, c.kind)
+        if capacity.BEYOND in c.reasons[0]:  # equal censored values: no change measured
+            parts.append(where + c.reasons[0].split(": ", 1)[1])
+            continue
         if c in futile:
             parts.append(f"{where}the data rule out {rule.powered_words()}; observed "
                          f"{observed}")

@@ -25,6 +25,7 @@ from campaign.verdict import capacity as cap
 from campaign.verdict import judge as vd
 from campaign.verdict import rule as rl
 from campaign.verdict import tidy as td
+from campaign.verdict.reasons import below_bar_sentence
 
 RATES = (4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0)
 CELL = ("rate", "capacity", "capacity_at_slo")
@@ -172,6 +173,31 @@ def test_the_capacity_cell_says_when_its_values_are_censored() -> None:
     cell = next(c for c in v.candidates[0].cells if c.metric == "capacity_at_slo")
     assert any(r.startswith("capacity censored: cand met the SLO target at every rate "
                             "measured in 3 pair(s)") for r in cell.reasons)
+
+
+def test_a_sweep_short_of_both_capacities_says_so_not_a_zero_change() -> None:
+    """Both arms meet the SLO target at every rate in every pair: both capacities are the
+    top rate, censored (≥ 16), and their +0.0% measures nothing. The verdict keeps the
+    default and its headline says the sweep stops short, and which rates to add, instead
+    of "+0.0% is inside the drift band" (what it said before)."""
+    shares: dict[tuple[int, str], dict[float, float | str]] = {}
+    for p in range(1, 4):
+        shares[(p, "control")] = {4: 0.99, 8: 0.97, 16: 0.95}
+        shares[(p, "cand")] = {4: 0.99, 8: 0.98, 16: 0.96}
+    table = td.tidy_tables(_frame(shares))["r"]
+    rule = _rule(pairs=3)
+    v = vd.judge_run(table, rule, ["control", "cand"])
+    assert v.decision == "keep-default"
+    said = ("both arms met the SLO target at every rate measured, up to 16 req/s, in each of "
+            "the 3 pair(s): the sweep stops short of either capacity (both ≥ 16 req/s), so "
+            "it cannot show a change; register rates above 16 req/s (workloads.rate.rates)")
+    assert v.reasons[0] == "rate capacity: keep-default: " + said
+    assert below_bar_sentence(v.candidates[0], rule) == said
+    assert not any("+0.0%" in r for r in v.reasons)
+    # one arm measured below the top rate: a change is measured, the words are the rule's
+    shares[(2, "control")] = {4: 0.99, 8: 0.95, 16: 0.40}
+    v = vd.judge_run(td.tidy_tables(_frame(shares))["r"], rule, ["control", "cand"])
+    assert cap.BEYOND not in v.reasons[0]
 
 
 def test_a_capacity_rule_checks_its_guardrails_at_the_rate_levels() -> None:
