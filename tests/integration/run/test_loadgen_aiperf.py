@@ -106,24 +106,31 @@ def test_real_aiperf_server_death_counts_as_errors(tmp_path: Path,
     assert any(reason.startswith("error rate") for reason in reasons)
 
 
-def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
-                                        repo_root: Path) -> None:
+def _fixture_pass(folder: Path, tokenizer_dir: Path, fixture: Path, *, concurrency: int,
+                  requests: int) -> loadgen.PassOutcome:
+    """One agent-fixture pass of `fixture` through real AIPerf against a fresh sim, run
+    into `folder`."""
     from campaign.sim.testing import sim_env
 
     running_sim = _sim_or_skip()
     with running_sim(env=sim_env(time_scale=20, seed=1)) as sim:
-        plan = _sim_plan(sim.base_url, tokenizer_dir, name="agentfix-shell", kind="agentfix",
-                         concurrency=(2,), requests_per_level=8, input_tokens=None,
-                         input_file=repo_root / "fixtures" / "agentfix" / "shell.jsonl")
-        outcome = loadgen.run_pass(plan, tmp_path / "agentfix")
+        plan = _sim_plan(sim.base_url, tokenizer_dir, name=f"agentfix-{fixture.stem}",
+                         kind="agentfix", concurrency=(concurrency,),
+                         requests_per_level=requests, input_tokens=None, input_file=fixture)
+        return loadgen.run_pass(plan, folder)
+
+
+def test_real_aiperf_agent_fixture_pass(tmp_path: Path, tokenizer_dir: Path,
+                                        repo_root: Path) -> None:
+    outcome = _fixture_pass(tmp_path / "agentfix", tokenizer_dir,
+                            repo_root / "fixtures" / "agentfix" / "shell.jsonl",
+                            concurrency=2, requests=8)
     assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
     [level] = outcome.levels
     assert level.concurrency == 2 and level.osl_mismatch == 0
     assert levelchecks.level_problems(level, outcome, max_error_rate=0.0,
                                   min_completed_requests=8) == []
     assert level.metrics["output_tokens"] == 8 * 16
-
-
 
 
 def test_a_paced_closed_loop_keeps_its_cap_full_and_never_above_it(
@@ -133,14 +140,10 @@ def test_a_paced_closed_loop_keeps_its_cap_full_and_never_above_it(
     more than 3 in flight, 3 in flight between the first fill and the drain, and a freed
     slot refilled within a few ticks (median; a loaded host may delay one)."""
     from campaign.run.measure import records
-    from campaign.sim.testing import sim_env
 
-    running_sim = _sim_or_skip()
-    with running_sim(env=sim_env(time_scale=20, seed=1)) as sim:
-        plan = _sim_plan(sim.base_url, tokenizer_dir, name="agentfix-prose", kind="agentfix",
-                         concurrency=(3,), requests_per_level=15, input_tokens=None,
-                         input_file=repo_root / "fixtures" / "agentfix" / "prose.jsonl")
-        outcome = loadgen.run_pass(plan, tmp_path / "agentfix")
+    outcome = _fixture_pass(tmp_path / "agentfix", tokenizer_dir,
+                            repo_root / "fixtures" / "agentfix" / "prose.jsonl",
+                            concurrency=3, requests=15)
     assert outcome.returncode == 0, outcome.stdout_path.read_text()[-3000:]
     command = (tmp_path / "agentfix" / loadgen.COMMAND_NAME).read_text()
     assert "--concurrency 3 --request-rate 1000 --arrival-pattern constant" in command
